@@ -1,0 +1,222 @@
+/**
+ * The firmware's MCP server logic (mcp_server.cc `ParseMessage`), free of I/O:
+ * which payloads are dropped, what each request is answered with, and the order in
+ * which replies leave the device (PROTOCOL.md 2 and 3). The device SDK and the tests
+ * that replay the golden corpus both run on this.
+ */
+import { type CJsonNode, cString, getItem, parseCJson, toCInt } from './cjson.js';
+import { type ArgumentValues, validateToolCall } from './arguments.js';
+import { encodeDeviceError, encodeDeviceResult } from './jsonrpc.js';
+import { buildToolsPage } from './paging.js';
+import { encodeToolResult, type ToolReturn } from './results.js';
+import type { Tool, ToolRegistry } from './tools.js';
+
+/** What `initialize` reports as `serverInfo`. */
+export interface BoardIdentity {
+  /** The build variant, e.g. `bread-compact-wifi`. */
+  readonly name: string;
+  /** The app version, e.g. `2.4.2`. */
+  readonly version: string;
+}
+
+/** The vision endpoint a backend offers in `initialize` (used by `self.camera.take_photo`). */
+export interface VisionCapability {
+  readonly url: string;
+  readonly token: string | undefined;
+}
+
+export type DeviceAction<H> =
+  /** The device sends nothing; `log` is the line the firmware logs, if any. */
+  | { readonly kind: 'drop'; readonly log: string | undefined }
+  /** A reply sent after one hop through the main loop. */
+  | { readonly kind: 'reply'; readonly id: number; readonly payload: string; readonly log: string | undefined }
+  /** A valid call: run the tool on the main loop, then send its reply (two hops). */
+  | {
+      readonly kind: 'call';
+      readonly id: number;
+      readonly tool: Tool;
+      readonly handler: H;
+      readonly values: ArgumentValues;
+    };
+
+export interface DispatchContext<H> {
+  readonly tools: ToolRegistry<H>;
+  readonly board: BoardIdentity;
+  /** Called when `initialize` carries a vision capability. */
+  readonly onVision?: (vision: VisionCapability) => void;
+}
+
+/** `initialize`'s result: it never negotiates. */
+export function initializeResult(board: BoardIdentity): string {
+  // BOARD_NAME is a compile-time literal and the version a C string: both go in unescaped.
+  return `{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"${board.name}","version":"${board.version}"}}`;
+}
+
+function readVision(params: CJsonNode | undefined): VisionCapability | undefined {
+  const vision = getItem(getItem(params, 'capabilities'), 'vision');
+  const url = getItem(vision, 'url');
+  if (vision?.kind !== 'object' || url?.kind !== 'string') return undefined;
+  const token = getItem(vision, 'token');
+  return { url: cString(url.value), token: token?.kind === 'string' ? cString(token.value) : undefined };
+}
+
+/**
+ * Decides what the device does with one MCP payload. The rules are checked in the
+ * firmware's order; the first that fails decides. `payload` is the envelope's
+ * `payload` (a cJSON node) or a payload text; anything but an object is dropped.
+ */
+export function dispatchMcpRequest<H>(payload: CJsonNode | string, context: DispatchContext<H>): DeviceAction<H> {
+  const root = typeof payload === 'string' ? parseCJson(payload) : payload;
+  if (root?.kind !== 'object') return { kind: 'drop', log: undefined };
+
+  const version = getItem(root, 'jsonrpc');
+  if (version?.kind !== 'string' || cString(version.value) !== '2.0') {
+    return { kind: 'drop', log: 'Invalid JSONRPC version' };
+  }
+  const methodNode = getItem(root, 'method');
+  if (methodNode?.kind !== 'string') return { kind: 'drop', log: 'Missing method' };
+  const method = cString(methodNode.value);
+  if (method.startsWith('notifications')) return { kind: 'drop', log: undefined };
+  const params = getItem(root, 'params');
+  if (params !== undefined && params.kind !== 'object') {
+    return { kind: 'drop', log: `Invalid params for method: ${method}` };
+  }
+  const idNode = getItem(root, 'id');
+  if (idNode?.kind !== 'number') return { kind: 'drop', log: `Invalid id for method: ${method}` };
+  const id = toCInt(idNode.value);
+
+  const reply = (result: string): DeviceAction<H> => ({
+    kind: 'reply',
+    id,
+    payload: encodeDeviceResult(id, result),
+    log: undefined,
+  });
+  const fail = (message: string, log?: string): DeviceAction<H> => ({
+    kind: 'reply',
+    id,
+    payload: encodeDeviceError(id, message),
+    log,
+  });
+
+  switch (method) {
+    case 'initialize': {
+      const vision = readVision(params);
+      if (vision !== undefined) context.onVision?.(vision);
+      return reply(initializeResult(context.board));
+    }
+    case 'tools/list': {
+      const cursor = getItem(params, 'cursor');
+      const withUserTools = getItem(params, 'withUserTools');
+      const page = buildToolsPage(context.tools.tools, {
+        cursor: cursor?.kind === 'string' ? cString(cursor.value) : undefined,
+        withUserTools: withUserTools?.kind === 'bool' && withUserTools.value,
+      });
+      return page.ok ? reply(page.result) : fail(page.message, `tools/list: ${page.message}`);
+    }
+    case 'tools/call': {
+      const call = validateToolCall(context.tools, params);
+      if (!call.ok) return fail(call.message, `tools/call: ${call.message}`);
+      return { kind: 'call', id, tool: call.tool, handler: call.handler, values: call.values };
+    }
+    default:
+      return fail(`Method not implemented: ${method}`, `Method not implemented: ${method}`);
+  }
+}
+
+/**
+ * The device's main loop: tasks run one at a time, in the order they were scheduled.
+ * Scheduling from inside a task appends to the queue, which is what gives a successful
+ * call its second hop.
+ */
+export class MainLoop {
+  readonly #queue: (() => unknown)[] = [];
+  #running: Promise<void> | undefined;
+  readonly #onError: (error: unknown) => void;
+
+  constructor(onError: (error: unknown) => void = () => {}) {
+    this.#onError = onError;
+  }
+
+  /** Queues a task; the loop starts on a later microtask, so a burst queues up first. */
+  schedule(task: () => unknown): void {
+    this.#queue.push(task);
+    this.#running ??= Promise.resolve().then(() => this.#drain());
+  }
+
+  /** Resolves once the queue is empty. */
+  async idle(): Promise<void> {
+    while (this.#running) await this.#running;
+  }
+
+  get pending(): number {
+    return this.#queue.length;
+  }
+
+  async #drain(): Promise<void> {
+    for (let task = this.#queue.shift(); task !== undefined; task = this.#queue.shift()) {
+      try {
+        await task();
+      } catch (error) {
+        this.#onError(error);
+      }
+    }
+    this.#running = undefined;
+  }
+}
+
+export type ToolRunner<H> = (handler: H, values: ArgumentValues, tool: Tool) => ToolReturn | Promise<ToolReturn>;
+
+export interface FirmwareMcpServerOptions<H> extends DispatchContext<H> {
+  /** Runs a tool's handler. A thrown error becomes an error reply with its message. */
+  readonly runTool: ToolRunner<H>;
+  /** Sends one reply payload (the device wraps it in the envelope). */
+  readonly send: (payload: string) => void;
+  /** The firmware's `ESP_LOGE` lines for dropped and failed requests. */
+  readonly log?: (line: string) => void;
+  readonly loop?: MainLoop;
+}
+
+/**
+ * The firmware's MCP server: requests are dispatched as they arrive, replies and tool
+ * runs go through the main loop, so replies can leave in a different order from the
+ * requests (match them by id).
+ */
+export class FirmwareMcpServer<H> {
+  readonly loop: MainLoop;
+  readonly #options: FirmwareMcpServerOptions<H>;
+
+  constructor(options: FirmwareMcpServerOptions<H>) {
+    this.#options = options;
+    this.loop = options.loop ?? new MainLoop();
+  }
+
+  /** Handles one MCP payload (a cJSON node or the payload text). */
+  receive(payload: CJsonNode | string): void {
+    const { send, log } = this.#options;
+    const action = dispatchMcpRequest(payload, this.#options);
+    if (action.kind === 'drop') {
+      if (action.log !== undefined) log?.(action.log);
+      return;
+    }
+    if (action.kind === 'reply') {
+      if (action.log !== undefined) log?.(action.log);
+      this.loop.schedule(() => send(action.payload));
+      return;
+    }
+    this.loop.schedule(async () => {
+      let payload: string;
+      try {
+        const value = await this.#options.runTool(action.handler, action.values, action.tool);
+        payload = encodeDeviceResult(action.id, encodeToolResult(value));
+      } catch (error) {
+        payload = encodeDeviceError(action.id, error instanceof Error ? error.message : String(error));
+      }
+      this.loop.schedule(() => send(payload));
+    });
+  }
+
+  /** Resolves once every scheduled run and reply has happened. */
+  idle(): Promise<void> {
+    return this.loop.idle();
+  }
+}
