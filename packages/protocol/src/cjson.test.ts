@@ -1,0 +1,104 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  cString,
+  getItem,
+  parseCJson,
+  printCJson,
+  printCJsonNumber,
+  toCInt,
+  toJsonValue,
+} from './cjson.js';
+
+describe('parseCJson', () => {
+  it('looks keys up case-insensitively and takes the first duplicate', () => {
+    const root = parseCJson('{"JSONRPC":"2.0","Id":1,"id":2}');
+    expect(getItem(root, 'jsonrpc')).toEqual({ kind: 'string', value: '2.0' });
+    expect(getItem(root, 'id')).toEqual({ kind: 'number', value: 1 });
+  });
+
+  it('folds ASCII letters only, as tolower() in the C locale does', () => {
+    const root = parseCJson('{"ÄBC":1}');
+    expect(getItem(root, 'äbc')).toBeUndefined();
+    expect(getItem(root, 'Äbc')).toEqual({ kind: 'number', value: 1 });
+  });
+
+  it('sees strings and keys as C strings, ending at an embedded NUL', () => {
+    const root = parseCJson('{"method\\u0000x":"initialize\\u0000junk"}');
+    const method = getItem(root, 'method');
+    expect(method?.kind === 'string' && cString(method.value)).toBe('initialize');
+  });
+
+  it('ignores text after the first value and treats control bytes as whitespace', () => {
+    expect(toJsonValue(parseCJson('\u0001 {"a":1} trailing') ?? { kind: 'null' })).toEqual({ a: 1 });
+  });
+
+  it('takes the strtod prefix of a number run and fails on what follows', () => {
+    expect(parseCJson('012')).toEqual({ kind: 'number', value: 12 });
+    expect(parseCJson('[1.2.3]')).toBeUndefined();
+    expect(parseCJson('-')).toBeUndefined();
+    expect(parseCJson('1e999')).toEqual({ kind: 'number', value: Number.POSITIVE_INFINITY });
+  });
+
+  it('rejects what cJSON rejects', () => {
+    for (const bad of ['', '{', '{"a"}', '{"a":1,}', '[1,]', '"\\x"', '"\\udc00"', '"\\ud800x"', 'nul', "{'a':1}"]) {
+      expect(parseCJson(bad), bad).toBeUndefined();
+    }
+    expect(parseCJson(`${'['.repeat(1001)}${']'.repeat(1001)}`)).toBeUndefined();
+    expect(parseCJson(`${'['.repeat(1000)}${']'.repeat(1000)}`)).toBeDefined();
+  });
+
+  it('decodes surrogate pairs', () => {
+    expect(parseCJson('"\\ud83d\\ude00"')).toEqual({ kind: 'string', value: '😀' });
+  });
+
+  it('agrees with JSON.parse on any JSON text without duplicate keys', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const text = JSON.stringify(value);
+        const node = parseCJson(text);
+        expect(node).toBeDefined();
+        expect(toJsonValue(node ?? { kind: 'null' })).toEqual(JSON.parse(text));
+      }),
+    );
+  });
+});
+
+describe('toCInt', () => {
+  it('truncates toward zero and saturates at the int32 bounds', () => {
+    expect(toCInt(18.9)).toBe(18);
+    expect(toCInt(-7.9)).toBe(-7);
+    expect(toCInt(3e10)).toBe(2147483647);
+    expect(toCInt(-3e10)).toBe(-2147483648);
+    expect(toCInt(2147483647)).toBe(2147483647);
+    expect(Object.is(toCInt(-0.5), 0)).toBe(true);
+  });
+});
+
+describe('printCJson', () => {
+  it('prints integers with %d and other numbers with %1.15g, else %1.17g', () => {
+    expect(printCJsonNumber(42)).toBe('42');
+    expect(printCJsonNumber(-0)).toBe('0');
+    expect(printCJsonNumber(0.5)).toBe('0.5');
+    expect(printCJsonNumber(1e12)).toBe('1000000000000');
+    expect(printCJsonNumber(1e20)).toBe('1e+20');
+    expect(printCJsonNumber(1.5e-7)).toBe('1.5e-07');
+    expect(printCJsonNumber(0.1 + 0.2)).toBe('0.30000000000000004');
+    expect(printCJsonNumber(Number.NaN)).toBe('null');
+  });
+
+  it('round-trips every finite number it prints', () => {
+    fc.assert(
+      fc.property(fc.double({ noNaN: true, noDefaultInfinity: true }), (value) => {
+        expect(Number(printCJsonNumber(value))).toBe(value === 0 ? 0 : value);
+      }),
+    );
+  });
+
+  it('prints compact JSON with keys in insertion order and C-string text', () => {
+    expect(printCJson({ power: true, name: 'a"b\n', list: [1, null] })).toBe(
+      '{"power":true,"name":"a\\"b\\n","list":[1,null]}',
+    );
+    expect(printCJson('cut\u0000here')).toBe('"cut"');
+  });
+});

@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { dispatchMcpRequest, FirmwareMcpServer, MainLoop, type VisionCapability } from './mcp-server.js';
+import { ImageContent, type ToolReturn } from './results.js';
+import { Prop, ToolRegistry } from './tools.js';
+
+type Handler = () => ToolReturn | Promise<ToolReturn>;
+
+function board(handlers: Record<string, Handler> = {}) {
+  const tools = new ToolRegistry<Handler>();
+  tools.add({ name: 'self.fast', description: '' }, handlers['self.fast'] ?? (() => true));
+  tools.add({ name: 'self.slow', description: '' }, handlers['self.slow'] ?? (() => 1));
+  tools.add({ name: 'self.photo', description: '', properties: [Prop.string('question')] }, () => {
+    throw new Error('Image explain URL or token is not set');
+  });
+  const sent: string[] = [];
+  const logs: string[] = [];
+  const visions: VisionCapability[] = [];
+  const server = new FirmwareMcpServer({
+    tools,
+    board: { name: 'bread-compact-wifi', version: '2.4.2' },
+    runTool: (handler) => handler(),
+    send: (payload) => sent.push(payload),
+    log: (line) => logs.push(line),
+    onVision: (vision) => visions.push(vision),
+  });
+  return { server, sent, logs, visions };
+}
+
+const req = (id: number | string, method: string, params?: object) =>
+  JSON.stringify({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
+
+describe('FirmwareMcpServer', () => {
+  it('runs tools one at a time in arrival order, even when a tool is slow', async () => {
+    const order: string[] = [];
+    let release: () => void = () => {};
+    const { server, sent } = board({
+      'self.slow': () =>
+        new Promise((resolve) => {
+          order.push('slow start');
+          release = () => resolve(7);
+        }),
+      'self.fast': () => {
+        order.push('fast');
+        return true;
+      },
+    });
+    server.receive(req(1, 'tools/call', { name: 'self.slow' }));
+    server.receive(req(2, 'tools/call', { name: 'self.fast' }));
+    server.receive(req(3, 'initialize'));
+    await new Promise((r) => setTimeout(r, 5));
+    // The slow tool blocks the loop: nothing after it has run, not even the initialize reply.
+    expect(order).toEqual(['slow start']);
+    expect(sent).toEqual([]);
+    release();
+    await server.idle();
+    expect(order).toEqual(['slow start', 'fast']);
+    expect(sent.map((s) => JSON.parse(s).id)).toEqual([3, 1, 2]);
+  });
+
+  it('turns a thrown error into an error reply with its message, after two hops', async () => {
+    const { server, sent } = board();
+    server.receive(req(5, 'tools/call', { name: 'self.photo', arguments: { question: 'what?' } }));
+    server.receive(req(6, 'tools/list'));
+    await server.idle();
+    expect(sent[0]).toMatch(/^\{"jsonrpc":"2.0","id":6,"result":/);
+    expect(sent[1]).toBe('{"jsonrpc":"2.0","id":5,"error":{"message":"Image explain URL or token is not set"}}');
+  });
+
+  it('logs the lines the firmware logs for drops and errors', async () => {
+    const { server, logs } = board();
+    server.receive('{"jsonrpc":"2.0","id":"x","method":"tools/list"}');
+    server.receive('{"jsonrpc":"1.0","id":1,"method":"tools/list"}');
+    server.receive('{"jsonrpc":"2.0","id":1}');
+    server.receive('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[]}');
+    server.receive(req(2, 'ping'));
+    server.receive(req(3, 'tools/call', { name: 'nope' }));
+    await server.idle();
+    expect(logs).toEqual([
+      'Invalid id for method: tools/list',
+      'Invalid JSONRPC version',
+      'Missing method',
+      'Invalid params for method: tools/list',
+      'Method not implemented: ping',
+      'tools/call: Unknown tool: nope',
+    ]);
+  });
+
+  it('stores the vision capability from initialize', () => {
+    const { server, visions } = board();
+    server.receive(req(1, 'initialize', { capabilities: { vision: { url: 'http://h/v', token: 't' } } }));
+    server.receive(req(2, 'initialize', { capabilities: { vision: { url: 5 } } }));
+    server.receive(req(3, 'initialize', { capabilities: { vision: { url: 'http://h/w' } } }));
+    expect(visions).toEqual([
+      { url: 'http://h/v', token: 't' },
+      { url: 'http://h/w', token: undefined },
+    ]);
+  });
+
+  it('sends image results in the firmware nested shape', async () => {
+    const { server, sent } = board({ 'self.fast': () => new ImageContent('image/png', new Uint8Array([1, 2, 3])) });
+    server.receive(req(1, 'tools/call', { name: 'self.fast' }));
+    await server.idle();
+    expect(sent).toEqual([
+      '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"image","image":"{\\"type\\":\\"image\\",\\"mimeType\\":\\"image/png\\",\\"data\\":\\"AQID\\"}"}],"isError":false}}',
+    ]);
+  });
+
+  it('calls user-only tools without withUserTools', () => {
+    const tools = new ToolRegistry();
+    tools.add({ name: 'self.reboot', description: '', userOnly: true }, undefined);
+    const action = dispatchMcpRequest(req(1, 'tools/call', { name: 'self.reboot' }), {
+      tools,
+      board: { name: 'b', version: '1' },
+    });
+    expect(action.kind).toBe('call');
+  });
+});
+
+describe('MainLoop', () => {
+  it('keeps going after a task throws, reporting the error', async () => {
+    const errors: unknown[] = [];
+    const ran: number[] = [];
+    const loop = new MainLoop((e) => errors.push(e));
+    loop.schedule(() => {
+      throw new Error('x');
+    });
+    loop.schedule(() => ran.push(1));
+    await loop.idle();
+    expect(ran).toEqual([1]);
+    expect(errors).toHaveLength(1);
+    expect(loop.pending).toBe(0);
+  });
+});

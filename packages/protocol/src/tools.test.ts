@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { ProtocolError } from './errors.js';
+import { byteLength, defineTool, Prop, ToolRegistry } from './tools.js';
+
+describe('tool serialisation', () => {
+  it('matches the firmware byte for byte: key order, ranges, defaults, required', () => {
+    const tool = defineTool({
+      name: 'self.display.show_text',
+      description: 'Shows a short text on the screen.',
+      properties: [
+        Prop.string('text'),
+        Prop.integer('seconds', { default: 5, min: 1, max: 60 }),
+        Prop.boolean('bold', { default: false }),
+      ],
+    });
+    expect(tool.json).toBe(
+      '{"name":"self.display.show_text","description":"Shows a short text on the screen.","inputSchema":{"type":"object","properties":{"text":{"type":"string"},"seconds":{"type":"integer","default":5,"minimum":1,"maximum":60},"bold":{"type":"boolean","default":false}},"required":["text"]}}',
+    );
+  });
+
+  it('omits required when every property has a default, and adds the audience for user-only tools', () => {
+    const tool = defineTool({
+      name: 'self.upgrade_firmware',
+      description: 'Upgrades.',
+      properties: [Prop.string('url', { default: 'The URL "to" use' })],
+      userOnly: true,
+    });
+    expect(tool.json).toBe(
+      '{"name":"self.upgrade_firmware","description":"Upgrades.","inputSchema":{"type":"object","properties":{"url":{"type":"string","default":"The URL \\"to\\" use"}}},"annotations":{"audience":["user"]}}',
+    );
+  });
+
+  it('counts bytes, not characters', () => {
+    const tool = defineTool({ name: 'self.say', description: '你好' });
+    expect(tool.jsonBytes).toBe(tool.json.length + 4);
+    expect(byteLength('é')).toBe(2);
+  });
+
+  it.each([
+    [{ name: '', description: 'd' }, 'name'],
+    [{ name: 'a', description: 'd', properties: [Prop.integer('v', { default: 0, min: 1, max: 5 })] }, 'properties[0].default'],
+    [{ name: 'a', description: 'd', properties: [{ name: 'v', type: 'integer', minimum: 1 } as const] }, 'properties[0].minimum'],
+    [{ name: 'a', description: 'd', properties: [Prop.integer('v', { min: 5, max: 1 })] }, 'properties[0].minimum'],
+    [{ name: 'a', description: 'd', properties: [Prop.integer('v', { default: 1.5 })] }, 'properties[0].default'],
+    [{ name: 'a', description: 'd', properties: [Prop.string('v'), Prop.boolean('v')] }, 'properties[1].name'],
+    [{ name: 'a', description: 'd', properties: [{ name: 'v', type: 'number' } as never] }, 'properties[0].type'],
+  ])('refuses a definition the firmware would not accept (%#)', (definition, field) => {
+    try {
+      defineTool(definition);
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(ProtocolError);
+      expect((error as ProtocolError).code).toBe('INVALID_TOOL');
+      expect((error as ProtocolError).field).toBe(field);
+    }
+  });
+});
+
+describe('ToolRegistry', () => {
+  it('keeps registration order and rejects duplicate names', () => {
+    const registry = new ToolRegistry<string>();
+    registry.add({ name: 'b', description: '' }, 'first');
+    registry.add({ name: 'a', description: '' }, 'second');
+    expect(registry.tools.map((t) => t.name)).toEqual(['b', 'a']);
+    expect(registry.find('a')?.handler).toBe('second');
+    expect(registry.find('A')).toBeUndefined();
+    expect(() => registry.add({ name: 'a', description: '' }, 'third')).toThrow(
+      expect.objectContaining({ code: 'DUPLICATE_TOOL' }),
+    );
+  });
+});
