@@ -41,7 +41,9 @@ if (process.argv.includes('--check')) {
     (file) => want.get(file) !== have.get(file),
   );
   if (stale.length > 0) {
-    console.error(`corpus:sync: fixtures/corpus is stale: ${stale.join(', ')}; run npm run corpus:sync`);
+    console.error(
+      `corpus:sync: fixtures/corpus is stale: ${stale.join(', ')}; run npm run corpus:sync`,
+    );
     process.exit(1);
   }
   console.log(`corpus:sync: fixtures/corpus matches ${source} (${want.size} files)`);

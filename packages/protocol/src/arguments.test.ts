@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fromJsonValue, toCInt } from './cjson.js';
 import { validateArgumentValues, validateToolCall } from './arguments.js';
+import { fromJsonValue, toCInt } from './cjson.js';
 import { defineTool, Prop, type Property, ToolRegistry } from './tools.js';
 
 const volume = defineTool({
@@ -12,7 +12,8 @@ const volume = defineTool({
 const registry = new ToolRegistry();
 registry.add(volume, undefined);
 
-const call = (params: unknown) => validateToolCall(registry, params === undefined ? undefined : fromJsonValue(params));
+const call = (params: unknown) =>
+  validateToolCall(registry, params === undefined ? undefined : fromJsonValue(params));
 
 describe('validateToolCall: the firmware order', () => {
   it.each([
@@ -24,10 +25,19 @@ describe('validateToolCall: the firmware order', () => {
     [{ name: 'nope', arguments: [1] }, 'Invalid arguments'],
     [{ name: 'nope' }, 'Unknown tool: nope'],
     [{ name: 'self.speaker.set_volume' }, 'Missing valid argument: volume'],
-    [{ name: 'self.speaker.set_volume', arguments: { volume: '5' } }, 'Missing valid argument: volume'],
+    [
+      { name: 'self.speaker.set_volume', arguments: { volume: '5' } },
+      'Missing valid argument: volume',
+    ],
     [{ name: 'self.speaker.set_volume', arguments: { volume: -0.5 } }, undefined],
-    [{ name: 'self.speaker.set_volume', arguments: { volume: -1 } }, 'Value is below minimum allowed: 0'],
-    [{ name: 'self.speaker.set_volume', arguments: { volume: 1e12 } }, 'Value exceeds maximum allowed: 100'],
+    [
+      { name: 'self.speaker.set_volume', arguments: { volume: -1 } },
+      'Value is below minimum allowed: 0',
+    ],
+    [
+      { name: 'self.speaker.set_volume', arguments: { volume: 1e12 } },
+      'Value exceeds maximum allowed: 100',
+    ],
     [{ name: 'self.speaker.set_volume', arguments: { VOLUME: 7 } }, undefined],
   ])('%j → %s', (params, message) => {
     const outcome = call(params);
@@ -40,13 +50,22 @@ describe('validateToolCall: the firmware order', () => {
       description: '',
       properties: [Prop.integer('a', { min: 0, max: 1 }), Prop.string('b')],
     });
-    expect(validateArgumentValues(tool, { a: 5 })).toEqual({ ok: false, message: 'Value exceeds maximum allowed: 1' });
-    expect(validateArgumentValues(tool, { a: 1 })).toEqual({ ok: false, message: 'Missing valid argument: b' });
+    expect(validateArgumentValues(tool, { a: 5 })).toEqual({
+      ok: false,
+      message: 'Value exceeds maximum allowed: 1',
+    });
+    expect(validateArgumentValues(tool, { a: 1 })).toEqual({
+      ok: false,
+      message: 'Missing valid argument: b',
+    });
   });
 });
 
 // An independent statement of PROTOCOL.md 3.3 for one property, to check the validator against.
-function expected(property: Property, value: unknown): { ok: true; value: unknown } | { ok: false; message: string } {
+function expected(
+  property: Property,
+  value: unknown,
+): { ok: true; value: unknown } | { ok: false; message: string } {
   const typed =
     (property.type === 'boolean' && typeof value === 'boolean') ||
     (property.type === 'string' && typeof value === 'string') ||
@@ -68,19 +87,32 @@ function expected(property: Property, value: unknown): { ok: true; value: unknow
 }
 
 const int32 = fc.integer({ min: -2147483648, max: 2147483647 });
-const propertyArb: fc.Arbitrary<Property> = fc.oneof(
-  fc.record({ type: fc.constant('boolean' as const), default: fc.option(fc.boolean(), { nil: undefined }) }),
-  fc.record({ type: fc.constant('string' as const), default: fc.option(fc.string(), { nil: undefined }) }),
-  fc
-    .tuple(int32, int32, fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }), fc.boolean())
-    .map(([a, b, at, ranged]) => {
-      const [min, max] = a <= b ? [a, b] : [b, a];
-      const fallback = at === undefined ? undefined : Math.floor(min + (max - min) * at);
-      return ranged
-        ? { type: 'integer' as const, minimum: min, maximum: max, default: fallback }
-        : { type: 'integer' as const, default: fallback };
+const propertyArb: fc.Arbitrary<Property> = fc
+  .oneof(
+    fc.record({
+      type: fc.constant('boolean' as const),
+      default: fc.option(fc.boolean(), { nil: undefined }),
     }),
-).map((p) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined)) as Property);
+    fc.record({
+      type: fc.constant('string' as const),
+      default: fc.option(fc.string(), { nil: undefined }),
+    }),
+    fc
+      .tuple(
+        int32,
+        int32,
+        fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }),
+        fc.boolean(),
+      )
+      .map(([a, b, at, ranged]) => {
+        const [min, max] = a <= b ? [a, b] : [b, a];
+        const fallback = at === undefined ? undefined : Math.floor(min + (max - min) * at);
+        return ranged
+          ? { type: 'integer' as const, minimum: min, maximum: max, default: fallback }
+          : { type: 'integer' as const, default: fallback };
+      }),
+  )
+  .map((p) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined)) as Property);
 const valueArb = fc.oneof(
   fc.boolean(),
   fc.string(),
@@ -94,24 +126,29 @@ const valueArb = fc.oneof(
 describe('argument validation (property-based)', () => {
   it('agrees with the firmware rules for any schema and any arguments, first failure winning', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(propertyArb, valueArb), { minLength: 1, maxLength: 5 }), (pairs) => {
-        const properties = pairs.map(([p], i) => ({ ...p, name: `p${i}` }) as Property);
-        const tool = defineTool({ name: 't', description: '', properties });
-        const args = Object.fromEntries(pairs.flatMap(([, v], i) => (v === undefined ? [] : [[`p${i}`, v]])));
-        const outcome = validateArgumentValues(tool, args);
-        const values = new Map<string, unknown>();
-        let want: { ok: true } | { ok: false; message: string } = { ok: true };
-        for (const [i, property] of properties.entries()) {
-          const one = expected(property, args[`p${i}`]);
-          if (!one.ok) {
-            want = one;
-            break;
+      fc.property(
+        fc.array(fc.tuple(propertyArb, valueArb), { minLength: 1, maxLength: 5 }),
+        (pairs) => {
+          const properties = pairs.map(([p], i) => ({ ...p, name: `p${i}` }) as Property);
+          const tool = defineTool({ name: 't', description: '', properties });
+          const args = Object.fromEntries(
+            pairs.flatMap(([, v], i) => (v === undefined ? [] : [[`p${i}`, v]])),
+          );
+          const outcome = validateArgumentValues(tool, args);
+          const values = new Map<string, unknown>();
+          let want: { ok: true } | { ok: false; message: string } = { ok: true };
+          for (const [i, property] of properties.entries()) {
+            const one = expected(property, args[`p${i}`]);
+            if (!one.ok) {
+              want = one;
+              break;
+            }
+            values.set(property.name, one.value);
           }
-          values.set(property.name, one.value);
-        }
-        if (want.ok) expect(outcome).toEqual({ ok: true, values });
-        else expect(outcome).toEqual(want);
-      }),
+          if (want.ok) expect(outcome).toEqual({ ok: true, values });
+          else expect(outcome).toEqual(want);
+        },
+      ),
       { numRuns: 500 },
     );
   });

@@ -30,7 +30,9 @@ describe('parseCJson', () => {
   });
 
   it('ignores text after the first value and treats control bytes as whitespace', () => {
-    expect(toJsonValue(parseCJson('\u0001 {"a":1} trailing') ?? { kind: 'null' })).toEqual({ a: 1 });
+    expect(toJsonValue(parseCJson('\u0001 {"a":1} trailing') ?? { kind: 'null' })).toEqual({
+      a: 1,
+    });
   });
 
   it('takes the strtod prefix of a number run and fails on what follows', () => {
@@ -41,7 +43,18 @@ describe('parseCJson', () => {
   });
 
   it('rejects what cJSON rejects', () => {
-    for (const bad of ['', '{', '{"a"}', '{"a":1,}', '[1,]', '"\\x"', '"\\udc00"', '"\\ud800x"', 'nul', "{'a':1}"]) {
+    for (const bad of [
+      '',
+      '{',
+      '{"a"}',
+      '{"a":1,}',
+      '[1,]',
+      '"\\x"',
+      '"\\udc00"',
+      '"\\ud800x"',
+      'nul',
+      "{'a':1}",
+    ]) {
       expect(parseCJson(bad), bad).toBeUndefined();
     }
     expect(parseCJson(`${'['.repeat(1001)}${']'.repeat(1001)}`)).toBeUndefined();

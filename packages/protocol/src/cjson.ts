@@ -20,7 +20,13 @@ export type CJsonNode =
 export type CJsonObject = Extract<CJsonNode, { kind: 'object' }>;
 
 /** A plain JSON value, as `JSON.parse` returns. */
-export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type JsonValue =
+  | null
+  | boolean
+  | number
+  | string
+  | JsonValue[]
+  | { [key: string]: JsonValue };
 
 const INT32_MAX = 2147483647;
 const INT32_MIN = -2147483648;

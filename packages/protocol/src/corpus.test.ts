@@ -69,9 +69,13 @@ describe('golden corpus (fixtures/corpus/mcp)', () => {
 
   it('is an up-to-date copy of ../shared/corpus when that exists', (context) => {
     if (!existsSync(resolve(repoRoot, '../shared/corpus'))) context.skip();
-    const check = spawnSync(process.execPath, [join(repoRoot, 'scripts/sync-corpus.mjs'), '--check'], {
-      encoding: 'utf8',
-    });
+    const check = spawnSync(
+      process.execPath,
+      [join(repoRoot, 'scripts/sync-corpus.mjs'), '--check'],
+      {
+        encoding: 'utf8',
+      },
+    );
     expect(check.stderr).toBe('');
     expect(check.status).toBe(0);
   });

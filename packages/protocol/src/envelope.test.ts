@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { encodeDeviceEnvelope, encodeEnvelope, readBackendFrame, readDeviceFrame } from './envelope.js';
+import {
+  encodeDeviceEnvelope,
+  encodeEnvelope,
+  readBackendFrame,
+  readDeviceFrame,
+} from './envelope.js';
 
 describe('envelope', () => {
   it('is written by the device as plain concatenation', () => {
@@ -11,17 +16,24 @@ describe('envelope', () => {
 
   it('is read by a backend even when the payload inside is invalid JSON', () => {
     const frame = readDeviceFrame(
-      encodeDeviceEnvelope('s1', '{"jsonrpc":"2.0","id":49,"error":{"message":"Unknown tool: bad"name"}}'),
+      encodeDeviceEnvelope(
+        's1',
+        '{"jsonrpc":"2.0","id":49,"error":{"message":"Unknown tool: bad"name"}}',
+      ),
     );
     expect(frame.kind).toBe('mcp');
     if (frame.kind !== 'mcp') return;
     expect(frame.sessionId).toBe('s1');
     expect(frame.message).toMatchObject({ kind: 'error', id: 49 });
-    expect(frame.message.kind === 'error' && frame.message.error.message).toBe('Unknown tool: bad"name');
+    expect(frame.message.kind === 'error' && frame.message.error.message).toBe(
+      'Unknown tool: bad"name',
+    );
   });
 
   it('reads envelopes in other key orders and other transport messages', () => {
-    const mcp = readDeviceFrame('{"type":"mcp","payload":{"jsonrpc":"2.0","id":1,"result":{}},"session_id":"x"}');
+    const mcp = readDeviceFrame(
+      '{"type":"mcp","payload":{"jsonrpc":"2.0","id":1,"result":{}},"session_id":"x"}',
+    );
     expect(mcp).toMatchObject({ kind: 'mcp', sessionId: 'x', message: { kind: 'result', id: 1 } });
     expect(readDeviceFrame('{"session_id":"x","type":"listen","state":"start"}')).toMatchObject({
       kind: 'message',

@@ -56,7 +56,8 @@ export function readDeviceFrame(text: string): DeviceFrame {
     return { kind: 'invalid', reason: 'frame is not a JSON object' };
   }
   const record = value as Record<string, unknown>;
-  if (typeof record.type !== 'string') return { kind: 'invalid', reason: 'frame has no string type' };
+  if (typeof record.type !== 'string')
+    return { kind: 'invalid', reason: 'frame has no string type' };
   if (record.type === 'mcp') {
     const payloadText = JSON.stringify(record.payload ?? null);
     return {

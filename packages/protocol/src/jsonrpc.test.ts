@@ -10,26 +10,45 @@ import {
 
 describe('classifyJsonRpc', () => {
   it('tells requests, notifications, results and errors apart', () => {
-    expect(classifyJsonRpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' })).toMatchObject({ kind: 'request', id: 1 });
+    expect(classifyJsonRpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' })).toMatchObject({
+      kind: 'request',
+      id: 1,
+    });
     expect(classifyJsonRpc({ jsonrpc: '2.0', method: 'notifications/initialized' })).toMatchObject({
       kind: 'notification',
     });
-    expect(classifyJsonRpc({ jsonrpc: '2.0', id: 'a', result: {} })).toMatchObject({ kind: 'result', id: 'a' });
-    const error = classifyJsonRpc({ jsonrpc: '2.0', id: 2, error: { code: -32601, message: 'nope' } });
-    expect(error.kind === 'error' && [error.error.code, error.error.codeless]).toEqual([-32601, false]);
+    expect(classifyJsonRpc({ jsonrpc: '2.0', id: 'a', result: {} })).toMatchObject({
+      kind: 'result',
+      id: 'a',
+    });
+    const error = classifyJsonRpc({
+      jsonrpc: '2.0',
+      id: 2,
+      error: { code: -32601, message: 'nope' },
+    });
+    expect(error.kind === 'error' && [error.error.code, error.error.codeless]).toEqual([
+      -32601,
+      false,
+    ]);
   });
 
   it('refuses what is not JSON-RPC 2.0', () => {
     expect(classifyJsonRpc([1])).toMatchObject({ kind: 'invalid' });
-    expect(classifyJsonRpc({ jsonrpc: '1.0', id: 1, method: 'x' })).toMatchObject({ kind: 'invalid' });
-    expect(classifyJsonRpc({ jsonrpc: '2.0', id: null, method: 'x' })).toMatchObject({ kind: 'invalid' });
+    expect(classifyJsonRpc({ jsonrpc: '1.0', id: 1, method: 'x' })).toMatchObject({
+      kind: 'invalid',
+    });
+    expect(classifyJsonRpc({ jsonrpc: '2.0', id: null, method: 'x' })).toMatchObject({
+      kind: 'invalid',
+    });
     expect(classifyJsonRpc({ jsonrpc: '2.0', id: 1 })).toMatchObject({ kind: 'invalid' });
   });
 });
 
 describe('readJsonRpc: what devices really send', () => {
   it('normalises an error without code to the local code and keeps the original', () => {
-    const reply = readJsonRpc('{"jsonrpc":"2.0","id":35,"error":{"message":"Unknown tool: self.nope"}}');
+    const reply = readJsonRpc(
+      '{"jsonrpc":"2.0","id":35,"error":{"message":"Unknown tool: self.nope"}}',
+    );
     expect(reply.kind).toBe('error');
     if (reply.kind !== 'error') return;
     expect(reply.id).toBe(35);
@@ -42,11 +61,36 @@ describe('readJsonRpc: what devices really send', () => {
   });
 
   it.each([
-    ['a quote', '{"jsonrpc":"2.0","id":49,"error":{"message":"Unknown tool: bad"name"}}', 49, 'Unknown tool: bad"name'],
-    ['a backslash', '{"jsonrpc":"2.0","id":50,"error":{"message":"Unknown tool: back\\slash"}}', 50, 'Unknown tool: back\\slash'],
-    ['quote and backslash', '{"jsonrpc":"2.0","id":51,"error":{"message":"Unexpected "status" \\ 404"}}', 51, 'Unexpected "status" \\ 404'],
-    ['a newline', '{"jsonrpc":"2.0","id":-3,"error":{"message":"line one\nline two"}}', -3, 'line one\nline two'],
-    ['a method name', '{"jsonrpc":"2.0","id":52,"error":{"message":"Method not implemented: no"such/method"}}', 52, 'Method not implemented: no"such/method'],
+    [
+      'a quote',
+      '{"jsonrpc":"2.0","id":49,"error":{"message":"Unknown tool: bad"name"}}',
+      49,
+      'Unknown tool: bad"name',
+    ],
+    [
+      'a backslash',
+      '{"jsonrpc":"2.0","id":50,"error":{"message":"Unknown tool: back\\slash"}}',
+      50,
+      'Unknown tool: back\\slash',
+    ],
+    [
+      'quote and backslash',
+      '{"jsonrpc":"2.0","id":51,"error":{"message":"Unexpected "status" \\ 404"}}',
+      51,
+      'Unexpected "status" \\ 404',
+    ],
+    [
+      'a newline',
+      '{"jsonrpc":"2.0","id":-3,"error":{"message":"line one\nline two"}}',
+      -3,
+      'line one\nline two',
+    ],
+    [
+      'a method name',
+      '{"jsonrpc":"2.0","id":52,"error":{"message":"Method not implemented: no"such/method"}}',
+      52,
+      'Method not implemented: no"such/method',
+    ],
   ])('recovers id and text from an unescaped error message with %s', (_, text, id, message) => {
     expect(() => JSON.parse(text)).toThrow();
     const reply = readJsonRpc(text);
@@ -59,7 +103,9 @@ describe('readJsonRpc: what devices really send', () => {
   });
 
   it('recovers an unescaped error from a later firmware that adds a code', () => {
-    const reply = readJsonRpc('{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: a"b"}}');
+    const reply = readJsonRpc(
+      '{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: a"b"}}',
+    );
     expect(reply.kind === 'error' && [reply.id, reply.error.code, reply.error.message]).toEqual([
       7,
       -32602,
@@ -84,7 +130,12 @@ describe('readJsonRpc: what devices really send', () => {
   });
 
   it('calls other broken text invalid instead of throwing', () => {
-    for (const text of ['', '{"jsonrpc":"2.0","id":1,"error":{"message":"cut', 'garbage', '{"jsonrpc":"2.0","id":1,"result":{']) {
+    for (const text of [
+      '',
+      '{"jsonrpc":"2.0","id":1,"error":{"message":"cut',
+      'garbage',
+      '{"jsonrpc":"2.0","id":1,"result":{',
+    ]) {
       expect(readJsonRpc(text).kind, text).toBe('invalid');
     }
   });

@@ -20,7 +20,12 @@ export interface JsonRpcNotification {
 }
 
 export type JsonRpcMessage =
-  | { readonly kind: 'request'; readonly id: JsonRpcId; readonly method: string; readonly params: unknown }
+  | {
+      readonly kind: 'request';
+      readonly id: JsonRpcId;
+      readonly method: string;
+      readonly params: unknown;
+    }
   | { readonly kind: 'notification'; readonly method: string; readonly params: unknown }
   | {
       readonly kind: 'result';
@@ -37,9 +42,13 @@ function isId(value: unknown): value is JsonRpcId {
 }
 
 function wireErrorFrom(error: unknown): WireError {
-  const record = (typeof error === 'object' && error !== null ? error : {}) as Record<string, unknown>;
+  const record = (typeof error === 'object' && error !== null ? error : {}) as Record<
+    string,
+    unknown
+  >;
   const message = typeof record.message === 'string' ? record.message : JSON.stringify(error);
-  const code = typeof record.code === 'number' && Number.isInteger(record.code) ? record.code : undefined;
+  const code =
+    typeof record.code === 'number' && Number.isInteger(record.code) ? record.code : undefined;
   return new WireError(message, {
     ...(code === undefined ? {} : { code }),
     data: record.data,
@@ -77,7 +86,8 @@ export function classifyJsonRpc(value: unknown): JsonRpcMessage {
 const FIRMWARE_RESULT = /^\{"jsonrpc":"2\.0","id":(-?\d+),"result":([\s\S]*)\}$/;
 const FIRMWARE_ERROR = /^\{"jsonrpc":"2\.0","id":(-?\d+),"error":\{"message":"([\s\S]*)"\}\}$/;
 // A later firmware may add a code before the message; accept it the same way.
-const CODED_ERROR = /^\{"jsonrpc":"2\.0","id":(-?\d+|"[^"]*"|null),"error":\{"code":(-?\d+),"message":"([\s\S]*)"\}\}$/;
+const CODED_ERROR =
+  /^\{"jsonrpc":"2\.0","id":(-?\d+|"[^"]*"|null),"error":\{"code":(-?\d+),"message":"([\s\S]*)"\}\}$/;
 // A tools/list page whose nextCursor names a tool with a quote in it.
 const UNESCAPED_CURSOR = /^([\s\S]*\]),"nextCursor":"([\s\S]*)"\}$/;
 
@@ -91,7 +101,11 @@ function recoverInvalid(text: string): JsonRpcMessage | undefined {
   if (coded) {
     const [, rawId = 'null', code = '0', message = ''] = coded;
     const id = rawId === 'null' ? null : rawId.startsWith('"') ? rawId.slice(1, -1) : Number(rawId);
-    return { kind: 'error', id, error: new WireError(message, { code: Number(code), recovered: true }) };
+    return {
+      kind: 'error',
+      id,
+      error: new WireError(message, { code: Number(code), recovered: true }),
+    };
   }
   const result = FIRMWARE_RESULT.exec(text);
   const cursor = result ? UNESCAPED_CURSOR.exec(result[2] ?? '') : null;
@@ -122,7 +136,12 @@ export function readJsonRpc(text: string): JsonRpcMessage {
   try {
     value = JSON.parse(text);
   } catch {
-    return recoverInvalid(text) ?? { kind: 'invalid', reason: 'not valid JSON and not a known firmware reply shape' };
+    return (
+      recoverInvalid(text) ?? {
+        kind: 'invalid',
+        reason: 'not valid JSON and not a known firmware reply shape',
+      }
+    );
   }
   const message = classifyJsonRpc(value);
   if (message.kind === 'result') {
@@ -134,11 +153,15 @@ export function readJsonRpc(text: string): JsonRpcMessage {
 
 /** A request as a backend sends it. */
 export function encodeRequest(id: JsonRpcId, method: string, params?: unknown): string {
-  return JSON.stringify(params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params });
+  return JSON.stringify(
+    params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params },
+  );
 }
 
 export function encodeNotification(method: string, params?: unknown): string {
-  return JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
+  return JSON.stringify(
+    params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params },
+  );
 }
 
 /** `McpServer::ReplyResult`: the result text is inserted as is. */
@@ -152,7 +175,12 @@ export function encodeDeviceError(id: number, message: string): string {
 }
 
 /** A spec-compliant error reply (escaped message, with a code). */
-export function encodeErrorReply(id: JsonRpcId | null, code: number, message: string, data?: unknown): string {
+export function encodeErrorReply(
+  id: JsonRpcId | null,
+  code: number,
+  message: string,
+  data?: unknown,
+): string {
   const error = data === undefined ? { code, message } : { code, message, data };
   return JSON.stringify({ jsonrpc: '2.0', id, error });
 }

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { dispatchMcpRequest, FirmwareMcpServer, MainLoop, type VisionCapability } from './mcp-server.js';
+import {
+  dispatchMcpRequest,
+  FirmwareMcpServer,
+  MainLoop,
+  type VisionCapability,
+} from './mcp-server.js';
 import { ImageContent, type ToolReturn } from './results.js';
 import { Prop, ToolRegistry } from './tools.js';
 
@@ -63,7 +68,9 @@ describe('FirmwareMcpServer', () => {
     server.receive(req(6, 'tools/list'));
     await server.idle();
     expect(sent[0]).toMatch(/^\{"jsonrpc":"2.0","id":6,"result":/);
-    expect(sent[1]).toBe('{"jsonrpc":"2.0","id":5,"error":{"message":"Image explain URL or token is not set"}}');
+    expect(sent[1]).toBe(
+      '{"jsonrpc":"2.0","id":5,"error":{"message":"Image explain URL or token is not set"}}',
+    );
   });
 
   it('logs the lines the firmware logs for drops and errors', async () => {
@@ -87,7 +94,9 @@ describe('FirmwareMcpServer', () => {
 
   it('stores the vision capability from initialize', () => {
     const { server, visions } = board();
-    server.receive(req(1, 'initialize', { capabilities: { vision: { url: 'http://h/v', token: 't' } } }));
+    server.receive(
+      req(1, 'initialize', { capabilities: { vision: { url: 'http://h/v', token: 't' } } }),
+    );
     server.receive(req(2, 'initialize', { capabilities: { vision: { url: 5 } } }));
     server.receive(req(3, 'initialize', { capabilities: { vision: { url: 'http://h/w' } } }));
     expect(visions).toEqual([
@@ -97,7 +106,9 @@ describe('FirmwareMcpServer', () => {
   });
 
   it('sends image results in the firmware nested shape', async () => {
-    const { server, sent } = board({ 'self.fast': () => new ImageContent('image/png', new Uint8Array([1, 2, 3])) });
+    const { server, sent } = board({
+      'self.fast': () => new ImageContent('image/png', new Uint8Array([1, 2, 3])),
+    });
     server.receive(req(1, 'tools/call', { name: 'self.fast' }));
     await server.idle();
     expect(sent).toEqual([

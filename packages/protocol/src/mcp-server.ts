@@ -4,8 +4,9 @@
  * which replies leave the device (PROTOCOL.md 2 and 3). The device SDK and the tests
  * that replay the golden corpus both run on this.
  */
-import { type CJsonNode, cString, getItem, parseCJson, toCInt } from './cjson.js';
+
 import { type ArgumentValues, validateToolCall } from './arguments.js';
+import { type CJsonNode, cString, getItem, parseCJson, toCInt } from './cjson.js';
 import { encodeDeviceError, encodeDeviceResult } from './jsonrpc.js';
 import { buildToolsPage } from './paging.js';
 import { encodeToolResult, type ToolReturn } from './results.js';
@@ -29,7 +30,12 @@ export type DeviceAction<H> =
   /** The device sends nothing; `log` is the line the firmware logs, if any. */
   | { readonly kind: 'drop'; readonly log: string | undefined }
   /** A reply sent after one hop through the main loop. */
-  | { readonly kind: 'reply'; readonly id: number; readonly payload: string; readonly log: string | undefined }
+  | {
+      readonly kind: 'reply';
+      readonly id: number;
+      readonly payload: string;
+      readonly log: string | undefined;
+    }
   /** A valid call: run the tool on the main loop, then send its reply (two hops). */
   | {
       readonly kind: 'call';
@@ -57,7 +63,10 @@ function readVision(params: CJsonNode | undefined): VisionCapability | undefined
   const url = getItem(vision, 'url');
   if (vision?.kind !== 'object' || url?.kind !== 'string') return undefined;
   const token = getItem(vision, 'token');
-  return { url: cString(url.value), token: token?.kind === 'string' ? cString(token.value) : undefined };
+  return {
+    url: cString(url.value),
+    token: token?.kind === 'string' ? cString(token.value) : undefined,
+  };
 }
 
 /**
@@ -65,7 +74,10 @@ function readVision(params: CJsonNode | undefined): VisionCapability | undefined
  * firmware's order; the first that fails decides. `payload` is the envelope's
  * `payload` (a cJSON node) or a payload text; anything but an object is dropped.
  */
-export function dispatchMcpRequest<H>(payload: CJsonNode | string, context: DispatchContext<H>): DeviceAction<H> {
+export function dispatchMcpRequest<H>(
+  payload: CJsonNode | string,
+  context: DispatchContext<H>,
+): DeviceAction<H> {
   const root = typeof payload === 'string' ? parseCJson(payload) : payload;
   if (root?.kind !== 'object') return { kind: 'drop', log: undefined };
 
@@ -164,7 +176,11 @@ export class MainLoop {
   }
 }
 
-export type ToolRunner<H> = (handler: H, values: ArgumentValues, tool: Tool) => ToolReturn | Promise<ToolReturn>;
+export type ToolRunner<H> = (
+  handler: H,
+  values: ArgumentValues,
+  tool: Tool,
+) => ToolReturn | Promise<ToolReturn>;
 
 export interface FirmwareMcpServerOptions<H> extends DispatchContext<H> {
   /** Runs a tool's handler. A thrown error becomes an error reply with its message. */
@@ -209,7 +225,10 @@ export class FirmwareMcpServer<H> {
         const value = await this.#options.runTool(action.handler, action.values, action.tool);
         payload = encodeDeviceResult(action.id, encodeToolResult(value));
       } catch (error) {
-        payload = encodeDeviceError(action.id, error instanceof Error ? error.message : String(error));
+        payload = encodeDeviceError(
+          action.id,
+          error instanceof Error ? error.message : String(error),
+        );
       }
       this.loop.schedule(() => send(payload));
     });

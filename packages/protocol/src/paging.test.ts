@@ -30,7 +30,9 @@ describe('buildToolsPage', () => {
   });
 
   it('fills a page up to the byte budget and names the next tool as the cursor', () => {
-    const tools = Array.from({ length: 12 }, (_, i) => tool(`self.tool_${String(i).padStart(2, '0')}`, 1000));
+    const tools = Array.from({ length: 12 }, (_, i) =>
+      tool(`self.tool_${String(i).padStart(2, '0')}`, 1000),
+    );
     const page = buildToolsPage(tools);
     expect(page.ok).toBe(true);
     if (!page.ok) return;
@@ -51,7 +53,9 @@ describe('buildToolsPage', () => {
     const tools = Array.from({ length: count + 1 }, (_, i) => tool(name(i), description));
     const page = buildToolsPage(tools);
     expect(page.ok && page.tools.length).toBe(count);
-    expect(page.ok && new TextEncoder().encode(page.result).length).toBeGreaterThan(PAGE_BUDGET_BYTES);
+    expect(page.ok && new TextEncoder().encode(page.result).length).toBeGreaterThan(
+      PAGE_BUDGET_BYTES,
+    );
   });
 
   it('skips user-only tools unless withUserTools is exactly true; the cursor never names one', () => {
@@ -113,19 +117,25 @@ describe('walkToolsPages', () => {
   it('stops with PAGE_LOOP on a cursor seen before', async () => {
     const page = (name: string, next: string) => ({ tools: [{ name }], nextCursor: next });
     const answers = [page('a', 'b'), page('b', 'a')];
-    await expect(walkToolsPages(async () => answers.shift())).rejects.toMatchObject({ code: 'PAGE_LOOP' });
+    await expect(walkToolsPages(async () => answers.shift())).rejects.toMatchObject({
+      code: 'PAGE_LOOP',
+    });
   });
 
   it('stops with PAGE_LIMIT when pages never end', async () => {
     let n = 0;
     const endless = async () => ({ tools: [{ name: `t${n}` }], nextCursor: `t${++n}` });
-    await expect(walkToolsPages(endless, { maxPages: 5 })).rejects.toMatchObject({ code: 'PAGE_LIMIT' });
+    await expect(walkToolsPages(endless, { maxPages: 5 })).rejects.toMatchObject({
+      code: 'PAGE_LIMIT',
+    });
   });
 
   it('reports a page that is not maximal or over budget, and throws on request', async () => {
     const a = tool('a');
     const device = async (params: ToolsListParams) =>
-      params.cursor === undefined ? { tools: [JSON.parse(a.json)], nextCursor: 'b' } : { tools: [{ name: 'b' }] };
+      params.cursor === undefined
+        ? { tools: [JSON.parse(a.json)], nextCursor: 'b' }
+        : { tools: [{ name: 'b' }] };
     const walk = await walkToolsPages(device);
     expect(walk.violations).toEqual(['page at cursor "" is not maximal: b would have fitted']);
     await expect(walkToolsPages(device, { onBudgetViolation: 'throw' })).rejects.toMatchObject({
@@ -154,7 +164,11 @@ const toolSetArb = fc
     }),
     { maxLength: 60 },
   )
-  .map((specs) => specs.map((s, i) => defineTool({ name: `self.t${i}`, description: s.description, userOnly: s.userOnly })));
+  .map((specs) =>
+    specs.map((s, i) =>
+      defineTool({ name: `self.t${i}`, description: s.description, userOnly: s.userOnly }),
+    ),
+  );
 
 describe('paging (property-based)', () => {
   it('a walk lists each visible tool exactly once, in order, every page within budget and maximal', async () => {
@@ -165,7 +179,8 @@ describe('paging (property-based)', () => {
         const walk = await walkToolsPages(firmwareDevice(tools), { withUserTools });
         expect(walk.tools.map((t) => t.name)).toEqual(visible.map((t) => t.name));
         expect(walk.violations).toEqual([]);
-        for (const page of walk.pages) expect(page.budgetBytes + PAGE_SLACK_BYTES).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
+        for (const page of walk.pages)
+          expect(page.budgetBytes + PAGE_SLACK_BYTES).toBeLessThanOrEqual(PAGE_BUDGET_BYTES);
       }),
       { numRuns: 150 },
     );
@@ -177,7 +192,9 @@ describe('paging (property-based)', () => {
         const big = defineTool({ name: 'self.big', description: 'B'.repeat(8000) });
         const all = [...tools];
         all.splice(at % (all.length + 1), 0, big);
-        const error = await walkToolsPages(firmwareDevice(all), { withUserTools: true }).catch((e: unknown) => e);
+        const error = await walkToolsPages(firmwareDevice(all), { withUserTools: true }).catch(
+          (e: unknown) => e,
+        );
         expect(error).toBeInstanceOf(ProtocolError);
         expect((error as ProtocolError).code).toBe('PAGE_ERROR');
         expect((error as ProtocolError).message).toContain('self.big');
@@ -207,7 +224,9 @@ describe('paging (property-based)', () => {
           () => 'done',
           (e: unknown) => (e instanceof ProtocolError ? e.code : 'untyped'),
         );
-        expect(['done', 'PAGE_ERROR', 'PAGE_LOOP', 'PAGE_LIMIT', 'INVALID_PAGE']).toContain(outcome);
+        expect(['done', 'PAGE_ERROR', 'PAGE_LOOP', 'PAGE_LIMIT', 'INVALID_PAGE']).toContain(
+          outcome,
+        );
         expect(i).toBeLessThanOrEqual(20);
       }),
       { numRuns: 300 },

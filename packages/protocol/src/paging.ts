@@ -134,10 +134,15 @@ function toolName(tool: Record<string, unknown>): string {
 function asReceivedPage(result: unknown, cursor: string | undefined): ReceivedToolsPage {
   const where = `tools/list page at cursor ${JSON.stringify(cursor ?? '')}`;
   if (typeof result !== 'object' || result === null || Array.isArray(result)) {
-    throw new ProtocolError('INVALID_PAGE', `${where}: result is not an object`, { field: 'result' });
+    throw new ProtocolError('INVALID_PAGE', `${where}: result is not an object`, {
+      field: 'result',
+    });
   }
   const { tools, nextCursor } = result as { tools?: unknown; nextCursor?: unknown };
-  if (!Array.isArray(tools) || tools.some((t) => typeof t !== 'object' || t === null || Array.isArray(t))) {
+  if (
+    !Array.isArray(tools) ||
+    tools.some((t) => typeof t !== 'object' || t === null || Array.isArray(t))
+  ) {
     throw new ProtocolError('INVALID_PAGE', `${where}: result.tools is not an array of objects`, {
       field: 'result.tools',
     });
@@ -197,7 +202,9 @@ export async function walkToolsPages(
     const budgetBytes = pageBudgetBytes(jsons);
     const withinBudget = budgetBytes + PAGE_SLACK_BYTES <= PAGE_BUDGET_BYTES;
     if (!withinBudget) {
-      violate(`page at cursor ${JSON.stringify(cursor ?? '')} is over budget: ${budgetBytes} + 30 > 8000`);
+      violate(
+        `page at cursor ${JSON.stringify(cursor ?? '')} is over budget: ${budgetBytes} + 30 > 8000`,
+      );
     }
     // The previous page was maximal only if this page's first tool could not have fitted there.
     const first = jsons[0];
@@ -206,7 +213,9 @@ export async function walkToolsPages(
       const maximal = previousBudget + byteLength(first) + 1 + PAGE_SLACK_BYTES > PAGE_BUDGET_BYTES;
       pages[pages.length - 1] = { ...previous, maximal };
       if (!maximal) {
-        violate(`page at cursor ${JSON.stringify(previous.cursor ?? '')} is not maximal: ${toolName(page.tools[0] ?? {})} would have fitted`);
+        violate(
+          `page at cursor ${JSON.stringify(previous.cursor ?? '')} is not maximal: ${toolName(page.tools[0] ?? {})} would have fitted`,
+        );
       }
     }
     for (const tool of page.tools) {
@@ -217,15 +226,26 @@ export async function walkToolsPages(
     }
     const firstName = toolName(page.tools[0] ?? {});
     if (cursor !== undefined && firstName !== cursor) {
-      violate(`page at cursor ${JSON.stringify(cursor)} starts at ${JSON.stringify(firstName)}, not at the cursor's tool`);
+      violate(
+        `page at cursor ${JSON.stringify(cursor)} starts at ${JSON.stringify(firstName)}, not at the cursor's tool`,
+      );
     }
     const last = page.nextCursor === undefined || page.nextCursor === '';
-    pages.push({ cursor, toolCount: page.tools.length, budgetBytes, withinBudget, maximal: last ? true : undefined });
+    pages.push({
+      cursor,
+      toolCount: page.tools.length,
+      budgetBytes,
+      withinBudget,
+      maximal: last ? true : undefined,
+    });
     previousBudget = budgetBytes;
     if (last) return { tools, pages, violations };
     const next = page.nextCursor as string;
     if (seenCursors.has(next) || next === cursor || seenTools.has(next)) {
-      throw new ProtocolError('PAGE_LOOP', `tools/list cursor ${JSON.stringify(next)} was seen before`);
+      throw new ProtocolError(
+        'PAGE_LOOP',
+        `tools/list cursor ${JSON.stringify(next)} was seen before`,
+      );
     }
     seenCursors.add(next);
     cursor = next;

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { encodeBase64, encodeToolResult, ImageContent, readToolResult, toolResultText } from './results.js';
+import {
+  encodeBase64,
+  encodeToolResult,
+  ImageContent,
+  readToolResult,
+  toolResultText,
+} from './results.js';
 
 describe('encodeToolResult', () => {
   it.each([
@@ -13,7 +19,9 @@ describe('encodeToolResult', () => {
     [{ json: { power: true } }, '{\\"power\\":true}'],
     [{ json: '{"already":"text"}' }, '{\\"already\\":\\"text\\"}'],
   ])('%j becomes one text item', (value, text) => {
-    expect(encodeToolResult(value)).toBe(`{"content":[{"type":"text","text":"${text}"}],"isError":false}`);
+    expect(encodeToolResult(value)).toBe(
+      `{"content":[{"type":"text","text":"${text}"}],"isError":false}`,
+    );
   });
 
   it('encodes base64 like the standard alphabet with padding', () => {
@@ -25,7 +33,9 @@ describe('encodeToolResult', () => {
 
 describe('readToolResult', () => {
   it('unwraps the firmware nested image into standard MCP image content', () => {
-    const wire = JSON.parse(encodeToolResult(new ImageContent('image/jpeg', new Uint8Array([255, 216]))));
+    const wire = JSON.parse(
+      encodeToolResult(new ImageContent('image/jpeg', new Uint8Array([255, 216]))),
+    );
     expect(readToolResult(wire)).toEqual({
       content: [{ type: 'image', mimeType: 'image/jpeg', data: '/9g=' }],
       isError: false,

@@ -84,7 +84,10 @@ function unwrapContent(item: unknown): ToolContent {
  * nested image items. A missing `isError` reads as false.
  */
 export function readToolResult(result: unknown): ToolResult {
-  const record = (typeof result === 'object' && result !== null ? result : {}) as Record<string, unknown>;
+  const record = (typeof result === 'object' && result !== null ? result : {}) as Record<
+    string,
+    unknown
+  >;
   const content = Array.isArray(record.content) ? record.content.map(unwrapContent) : [];
   return { content, isError: record.isError === true };
 }
@@ -92,7 +95,10 @@ export function readToolResult(result: unknown): ToolResult {
 /** The text of a result's text items, joined by newlines: what most callers want. */
 export function toolResultText(result: ToolResult): string {
   return result.content
-    .filter((item): item is { type: 'text'; text: string } => item.type === 'text' && typeof item.text === 'string')
+    .filter(
+      (item): item is { type: 'text'; text: string } =>
+        item.type === 'text' && typeof item.text === 'string',
+    )
     .map((item) => item.text)
     .join('\n');
 }

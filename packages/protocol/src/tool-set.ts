@@ -30,20 +30,28 @@ function fail(field: string, message: string): never {
 }
 
 function readProperty(raw: unknown, field: string): Property {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(field, 'must be an object');
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    fail(field, 'must be an object');
   const p = raw as Json;
   if (typeof p.name !== 'string') fail(`${field}.name`, 'must be a string');
   const { name } = p;
   switch (p.type) {
     case 'boolean':
-      if (p.default !== undefined && typeof p.default !== 'boolean') fail(`${field}.default`, 'must be a boolean');
-      return p.default === undefined ? { name, type: 'boolean' } : { name, type: 'boolean', default: p.default };
+      if (p.default !== undefined && typeof p.default !== 'boolean')
+        fail(`${field}.default`, 'must be a boolean');
+      return p.default === undefined
+        ? { name, type: 'boolean' }
+        : { name, type: 'boolean', default: p.default };
     case 'string':
-      if (p.default !== undefined && typeof p.default !== 'string') fail(`${field}.default`, 'must be a string');
-      return p.default === undefined ? { name, type: 'string' } : { name, type: 'string', default: p.default };
+      if (p.default !== undefined && typeof p.default !== 'string')
+        fail(`${field}.default`, 'must be a string');
+      return p.default === undefined
+        ? { name, type: 'string' }
+        : { name, type: 'string', default: p.default };
     case 'integer': {
       for (const key of ['default', 'min', 'max'] as const) {
-        if (p[key] !== undefined && !Number.isInteger(p[key])) fail(`${field}.${key}`, 'must be an integer');
+        if (p[key] !== undefined && !Number.isInteger(p[key]))
+          fail(`${field}.${key}`, 'must be an integer');
       }
       return {
         name,
@@ -54,7 +62,10 @@ function readProperty(raw: unknown, field: string): Property {
       };
     }
     default:
-      return fail(`${field}.type`, `must be boolean, integer or string (got ${JSON.stringify(p.type)})`);
+      return fail(
+        `${field}.type`,
+        `must be boolean, integer or string (got ${JSON.stringify(p.type)})`,
+      );
   }
 }
 
@@ -74,12 +85,22 @@ function readReturns(raw: unknown, field: string): FixtureReturn {
       if (typeof r.value !== 'string') fail(`${field}.value`, 'must be a string');
       return { kind: r.kind, value: r.value };
     case 'json':
-      return { kind: 'json', value: (typeof r.value === 'string' ? JSON.parse(r.value) : r.value) as JsonValue };
+      return {
+        kind: 'json',
+        value: (typeof r.value === 'string' ? JSON.parse(r.value) : r.value) as JsonValue,
+      };
     case 'image':
       if (typeof r.value !== 'string') fail(`${field}.value`, 'must be a string');
-      return { kind: 'image', value: r.value, mime: typeof r.mime === 'string' ? r.mime : 'image/jpeg' };
+      return {
+        kind: 'image',
+        value: r.value,
+        mime: typeof r.mime === 'string' ? r.mime : 'image/jpeg',
+      };
     default:
-      return fail(`${field}.kind`, `must be bool, int, string, json, throw or image (got ${JSON.stringify(r.kind)})`);
+      return fail(
+        `${field}.kind`,
+        `must be bool, int, string, json, throw or image (got ${JSON.stringify(r.kind)})`,
+      );
   }
 }
 
@@ -93,11 +114,13 @@ export function parseToolSet(input: unknown): ToolSetEntry[] {
   const names = new Set<string>();
   return list.map((raw, index) => {
     const field = `tools[${index}]`;
-    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(field, 'must be an object');
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+      fail(field, 'must be an object');
     const t = raw as Json;
     if (typeof t.name !== 'string') fail(`${field}.name`, 'must be a string');
     if (typeof t.description !== 'string') fail(`${field}.description`, 'must be a string');
-    if (t.properties !== undefined && !Array.isArray(t.properties)) fail(`${field}.properties`, 'must be an array');
+    if (t.properties !== undefined && !Array.isArray(t.properties))
+      fail(`${field}.properties`, 'must be an array');
     if (names.has(t.name)) {
       throw new ProtocolError('DUPLICATE_TOOL', `${field}.name ${t.name} is already registered`, {
         field: `${field}.name`,
@@ -109,7 +132,12 @@ export function parseToolSet(input: unknown): ToolSetEntry[] {
     );
     let tool: Tool;
     try {
-      tool = defineTool({ name: t.name, description: t.description, properties, userOnly: t.user_only === true });
+      tool = defineTool({
+        name: t.name,
+        description: t.description,
+        properties,
+        userOnly: t.user_only === true,
+      });
     } catch (error) {
       if (error instanceof ProtocolError) {
         throw new ProtocolError(error.code, `${field}: ${error.message}`, {
@@ -119,7 +147,11 @@ export function parseToolSet(input: unknown): ToolSetEntry[] {
       }
       throw error;
     }
-    return { tool, returns: readReturns(t.returns, `${field}.returns`), echoArgs: t.echo_args === true };
+    return {
+      tool,
+      returns: readReturns(t.returns, `${field}.returns`),
+      echoArgs: t.echo_args === true,
+    };
   });
 }
 
@@ -128,7 +160,10 @@ function decodeBytes(text: string): Uint8Array {
 }
 
 /** What a corpus tool returns for the values it received (throws for `throw`). */
-export function fixtureToolReturn(entry: ToolSetEntry, values: ReadonlyMap<string, PropertyValue>): ToolReturn {
+export function fixtureToolReturn(
+  entry: ToolSetEntry,
+  values: ReadonlyMap<string, PropertyValue>,
+): ToolReturn {
   // Built from the map, not an object, so integer-like names keep declaration order.
   if (entry.echoArgs) {
     return `{${[...values].map(([name, value]) => `${printCJson(name)}:${printCJson(value)}`).join(',')}}`;

@@ -38,12 +38,38 @@ describe('tool serialisation', () => {
 
   it.each([
     [{ name: '', description: 'd' }, 'name'],
-    [{ name: 'a', description: 'd', properties: [Prop.integer('v', { default: 0, min: 1, max: 5 })] }, 'properties[0].default'],
-    [{ name: 'a', description: 'd', properties: [{ name: 'v', type: 'integer', minimum: 1 } as const] }, 'properties[0].minimum'],
-    [{ name: 'a', description: 'd', properties: [Prop.integer('v', { min: 5, max: 1 })] }, 'properties[0].minimum'],
-    [{ name: 'a', description: 'd', properties: [Prop.integer('v', { default: 1.5 })] }, 'properties[0].default'],
-    [{ name: 'a', description: 'd', properties: [Prop.string('v'), Prop.boolean('v')] }, 'properties[1].name'],
-    [{ name: 'a', description: 'd', properties: [{ name: 'v', type: 'number' } as never] }, 'properties[0].type'],
+    [
+      {
+        name: 'a',
+        description: 'd',
+        properties: [Prop.integer('v', { default: 0, min: 1, max: 5 })],
+      },
+      'properties[0].default',
+    ],
+    [
+      {
+        name: 'a',
+        description: 'd',
+        properties: [{ name: 'v', type: 'integer', minimum: 1 } as const],
+      },
+      'properties[0].minimum',
+    ],
+    [
+      { name: 'a', description: 'd', properties: [Prop.integer('v', { min: 5, max: 1 })] },
+      'properties[0].minimum',
+    ],
+    [
+      { name: 'a', description: 'd', properties: [Prop.integer('v', { default: 1.5 })] },
+      'properties[0].default',
+    ],
+    [
+      { name: 'a', description: 'd', properties: [Prop.string('v'), Prop.boolean('v')] },
+      'properties[1].name',
+    ],
+    [
+      { name: 'a', description: 'd', properties: [{ name: 'v', type: 'number' } as never] },
+      'properties[0].type',
+    ],
   ])('refuses a definition the firmware would not accept (%#)', (definition, field) => {
     try {
       defineTool(definition);

@@ -88,7 +88,9 @@ export const Prop = {
 } as const;
 
 function isInt32(value: unknown): value is number {
-  return Number.isInteger(value) && (value as number) >= INT32_MIN && (value as number) <= INT32_MAX;
+  return (
+    Number.isInteger(value) && (value as number) >= INT32_MIN && (value as number) <= INT32_MAX
+  );
 }
 
 function checkProperty(tool: string, property: Property, index: number): void {
@@ -134,7 +136,10 @@ function checkProperty(tool: string, property: Property, index: number): void {
       return;
     }
     default:
-      fail('type', `must be boolean, integer or string (got ${JSON.stringify((property as { type: unknown }).type)})`);
+      fail(
+        'type',
+        `must be boolean, integer or string (got ${JSON.stringify((property as { type: unknown }).type)})`,
+      );
   }
 }
 
@@ -150,9 +155,12 @@ function propertyJson(property: Property): string {
         : `{"type":"string","default":${printCJsonString(property.default)}}`;
     case 'integer': {
       let json = '{"type":"integer"';
-      if (property.default !== undefined) json += `,"default":${printCJsonNumber(property.default)}`;
-      if (property.minimum !== undefined) json += `,"minimum":${printCJsonNumber(property.minimum)}`;
-      if (property.maximum !== undefined) json += `,"maximum":${printCJsonNumber(property.maximum)}`;
+      if (property.default !== undefined)
+        json += `,"default":${printCJsonNumber(property.default)}`;
+      if (property.minimum !== undefined)
+        json += `,"minimum":${printCJsonNumber(property.minimum)}`;
+      if (property.maximum !== undefined)
+        json += `,"maximum":${printCJsonNumber(property.maximum)}`;
       return `${json}}`;
     }
   }
@@ -162,7 +170,9 @@ function propertyJson(property: Property): string {
 export function serializeTool(definition: ToolDefinition): string {
   const properties = definition.properties ?? [];
   const props = properties.map((p) => `${printCJsonString(p.name)}:${propertyJson(p)}`).join(',');
-  const required = properties.filter((p) => p.default === undefined).map((p) => printCJsonString(p.name));
+  const required = properties
+    .filter((p) => p.default === undefined)
+    .map((p) => printCJsonString(p.name));
   let json = `{"name":${printCJsonString(definition.name)},"description":${printCJsonString(definition.description)}`;
   json += `,"inputSchema":{"type":"object","properties":{${props}}`;
   if (required.length > 0) json += `,"required":[${required.join(',')}]`;
@@ -189,9 +199,13 @@ export function defineTool(definition: ToolDefinition): Tool {
   properties.forEach((property, index) => {
     checkProperty(name, property, index);
     if (seen.has(property.name)) {
-      throw new ProtocolError('INVALID_TOOL', `tool ${name}: property ${property.name} is declared twice`, {
-        field: `properties[${index}].name`,
-      });
+      throw new ProtocolError(
+        'INVALID_TOOL',
+        `tool ${name}: property ${property.name} is declared twice`,
+        {
+          field: `properties[${index}].name`,
+        },
+      );
     }
     seen.add(property.name);
   });

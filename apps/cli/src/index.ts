@@ -1,0 +1,2 @@
+export { CliError, type CliIo, ExitCode } from './io.js';
+export { createProgram, run, VERSION } from './program.js';

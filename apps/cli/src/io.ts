@@ -1,0 +1,51 @@
+import { readFile } from 'node:fs/promises';
+
+/** Where a command writes and reads; tests pass their own. */
+export interface CliIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  readFile(path: string): Promise<string>;
+}
+
+export const processIo: CliIo = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+  readFile: (path) => readFile(path, 'utf8'),
+};
+
+/** A failure the user can act on: printed as one line, exit code attached. */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+/** Exit codes shared by every command. */
+export const ExitCode = {
+  ok: 0,
+  /** The thing checked is wrong: an unsafe OTA reply, a page the firmware answers with an error. */
+  failed: 1,
+  /** Bad usage or input: unknown option, unreadable file, invalid JSON. */
+  usage: 2,
+} as const;
+
+/** Reads and parses a JSON file, naming the file in the error. */
+export async function readJsonFile(io: CliIo, path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await io.readFile(path);
+  } catch (error) {
+    const reason =
+      (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : String(error);
+    throw new CliError(`cannot read ${path}: ${reason}`, ExitCode.usage);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new CliError(`${path} is not valid JSON: ${(error as Error).message}`, ExitCode.usage);
+  }
+}

@@ -1,0 +1,915 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ProtocolError } from './errors.js';
+import {
+  assertSafeOtaReply,
+  buildOtaReply,
+  buildOtaRequestHeaders,
+  compareFirmwareVersions,
+  isNewFirmwareVersion,
+  OTA_NVS_KEY_MAX,
+  OTA_NVS_STRING_MAX_BYTES,
+  type OtaFinding,
+  type OtaReplyContext,
+  type OtaRequestBody,
+  parseFirmwareVersion,
+  parseOtaRequest,
+  validateOtaReply,
+} from './ota.js';
+
+const WS_URL = 'ws://192.168.1.10:8000/xiaozhi/v1/';
+const FW_URL = 'http://192.168.1.10:8003/xiaozhi.bin';
+
+function hazards(findings: OtaFinding[]): OtaFinding[] {
+  return findings.filter((f) => f.severity === 'hazard');
+}
+
+function only(findings: OtaFinding[], severity: OtaFinding['severity']): OtaFinding[] {
+  return findings.filter((f) => f.severity === severity);
+}
+
+/** Runs `fn`, expects a ProtocolError, and returns it. */
+function catchProtocolError(fn: () => unknown): ProtocolError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ProtocolError);
+    return error as ProtocolError;
+  }
+  throw new Error('expected a ProtocolError, nothing was thrown');
+}
+
+/** Asserts exactly one hazard on `field`, and that assertSafeOtaReply refuses it with that field. */
+function expectHazard(reply: unknown, field: string, context: OtaReplyContext = {}): OtaFinding {
+  const found = hazards(validateOtaReply(reply, context));
+  expect(found.map((f) => f.field)).toEqual([field]);
+  const [finding] = found;
+  if (finding === undefined) throw new Error('unreachable');
+  expect(finding.severity).toBe('hazard');
+  expect(finding.message).toContain(field);
+  const error = catchProtocolError(() => assertSafeOtaReply(reply, context));
+  expect(error.code).toBe('OTA_HAZARD');
+  expect(error.field).toBe(field);
+  expect(error.message).toContain(field);
+  return finding;
+}
+
+describe('constants', () => {
+  it('match the NVS limits', () => {
+    expect(OTA_NVS_KEY_MAX).toBe(15);
+    expect(OTA_NVS_STRING_MAX_BYTES).toBe(3999);
+  });
+});
+
+describe('hazard: NVS key longer than 15 bytes', () => {
+  it('refuses a long key in websocket', () => {
+    const finding = expectHazard(
+      { websocket: { url: WS_URL, authorization_token: 'abc' } },
+      'websocket.authorization_token',
+    );
+    expect(finding.message).toMatch(/19 bytes/);
+  });
+
+  it('refuses a long key in mqtt', () => {
+    expectHazard(
+      { mqtt: { endpoint: 'broker.local:1883', publish_topic_extra: 'x' } },
+      'mqtt.publish_topic_extra',
+    );
+  });
+
+  it('refuses a long key whatever its value type', () => {
+    expectHazard(
+      { websocket: { url: WS_URL, reconnect_interval: 5 } },
+      'websocket.reconnect_interval',
+    );
+  });
+
+  it('accepts exactly 15 bytes and refuses 16', () => {
+    const key15 = 'k'.repeat(15);
+    const key16 = 'k'.repeat(16);
+    expect(hazards(validateOtaReply({ websocket: { url: WS_URL, [key15]: 'x' } }))).toEqual([]);
+    expectHazard({ websocket: { url: WS_URL, [key16]: 'x' } }, `websocket.${key16}`);
+  });
+
+  it('counts key bytes, not characters', () => {
+    const key = 'ключключ'; // 8 characters, 16 bytes
+    expect(key.length).toBe(8);
+    expectHazard({ mqtt: { endpoint: 'b:1883', [key]: 'x' } }, `mqtt.${key}`);
+  });
+});
+
+describe('hazard: NVS string value over 3999 bytes', () => {
+  it('accepts 3999 ASCII bytes and refuses 4000', () => {
+    expect(
+      hazards(validateOtaReply({ websocket: { url: WS_URL, token: 'a'.repeat(3999) } })),
+    ).toEqual([]);
+    expectHazard({ websocket: { url: WS_URL, token: 'a'.repeat(4000) } }, 'websocket.token');
+  });
+
+  it('counts UTF-8 bytes, not characters', () => {
+    const fits = '€'.repeat(1333); // 1333 characters, 3999 bytes
+    const tooLong = '€'.repeat(1334); // 1334 characters, 4002 bytes
+    expect(hazards(validateOtaReply({ mqtt: { endpoint: 'b:1883', password: fits } }))).toEqual([]);
+    const finding = expectHazard(
+      { mqtt: { endpoint: 'b:1883', password: tooLong } },
+      'mqtt.password',
+    );
+    expect(finding.message).toContain('4002');
+  });
+
+  it('counts surrogate pairs as 4 bytes', () => {
+    const emoji = '😀'.repeat(1000); // 2000 UTF-16 units, 4000 bytes
+    expect(emoji.length).toBe(2000);
+    expectHazard({ websocket: { url: WS_URL, token: emoji } }, 'websocket.token');
+  });
+});
+
+describe('hazard: firmware version the firmware cannot parse', () => {
+  it.each([
+    ['1.2.beta'],
+    ['v2.0'],
+    ['1..2'],
+    [''],
+    ['.1'],
+    ['1.2.'],
+    ['2.4.x'],
+    ['2. 4'], // stricter than stoi, which skips leading space
+    ['2.+4'], // stricter than stoi, which accepts a sign
+  ])('refuses %j', (version) => {
+    expectHazard({ firmware: { version, url: FW_URL } }, 'firmware.version');
+  });
+
+  it('refuses a segment past int32 (std::out_of_range)', () => {
+    expectHazard({ firmware: { version: '1.2147483648.0', url: FW_URL } }, 'firmware.version');
+    expect(
+      hazards(validateOtaReply({ firmware: { version: '1.2147483647.0', url: FW_URL } })),
+    ).toEqual([]);
+    expectHazard(
+      { firmware: { version: '99999999999999999999', url: FW_URL } },
+      'firmware.version',
+    );
+  });
+
+  it('refuses a bad version even without a url', () => {
+    expectHazard({ firmware: { version: 'v2' } }, 'firmware.version');
+  });
+
+  it('reads keys case-insensitively, as cJSON_GetObjectItem does', () => {
+    expectHazard({ Firmware: { VERSION: 'v2.0', url: FW_URL } }, 'Firmware.VERSION');
+  });
+
+  it('warns about a segment with trailing text, which stoi reads as its digits', () => {
+    const findings = validateOtaReply({ firmware: { version: '2.5.0rc1', url: FW_URL } });
+    expect(hazards(findings)).toEqual([]);
+    expect(only(findings, 'warning')).toEqual([
+      expect.objectContaining({
+        field: 'firmware.version',
+        message: expect.stringContaining('0rc1'),
+      }),
+    ]);
+  });
+
+  it("refuses any firmware section when the device's own version cannot be parsed", () => {
+    expectHazard({ firmware: { version: '2.5.0', url: FW_URL } }, 'firmware', {
+      currentVersion: 'v2.4',
+    });
+  });
+});
+
+describe('hazard: forced upgrade to the running version', () => {
+  it('refuses force 1 with the version the device runs', () => {
+    expectHazard({ firmware: { version: '2.4.2', url: FW_URL, force: 1 } }, 'firmware.force', {
+      currentVersion: '2.4.2',
+    });
+  });
+
+  it('compares as integers, so 2.04.2 is the running 2.4.2', () => {
+    expectHazard({ firmware: { version: '2.04.2', url: FW_URL, force: 1 } }, 'firmware.force', {
+      currentVersion: '2.4.2',
+    });
+  });
+
+  it('treats force 1.5 as 1 (cJSON valueint truncates)', () => {
+    expectHazard({ firmware: { version: '2.4.2', url: FW_URL, force: 1.5 } }, 'firmware.force', {
+      currentVersion: '2.4.2',
+    });
+  });
+
+  it('allows a forced downgrade or a forced upgrade', () => {
+    for (const version of ['2.3.0', '2.5.0']) {
+      const findings = validateOtaReply(
+        { firmware: { version, url: FW_URL, force: 1 } },
+        { currentVersion: '2.4.2' },
+      );
+      expect(findings).toEqual([]);
+    }
+  });
+
+  it('does not count force true or "1", which the firmware ignores', () => {
+    for (const force of [true, '1']) {
+      const findings = validateOtaReply(
+        { firmware: { version: '2.4.2', url: FW_URL, force } },
+        { currentVersion: '2.4.2' },
+      );
+      expect(hazards(findings)).toEqual([]);
+      expect(findings.map((f) => [f.field, f.severity])).toEqual([
+        ['firmware.force', 'warning'],
+        ['firmware.version', 'warning'],
+      ]);
+    }
+  });
+
+  it('warns when force is sent without a current version to check against', () => {
+    const findings = validateOtaReply({ firmware: { version: '2.4.2', url: FW_URL, force: 1 } });
+    expect(findings).toEqual([
+      expect.objectContaining({ field: 'firmware.force', severity: 'warning' }),
+    ]);
+  });
+});
+
+describe('hazard: websocket.version as a string', () => {
+  it('refuses "3"', () => {
+    expectHazard({ websocket: { url: WS_URL, version: '3' } }, 'websocket.version');
+  });
+
+  it('reports a number outside 1..3 as an error, not a hazard', () => {
+    const findings = validateOtaReply({ websocket: { url: WS_URL, version: 4 } });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([['websocket.version', 'error']]);
+  });
+});
+
+describe('non-hazard findings', () => {
+  it('refuses a reply that is not an object with OTA_INVALID', () => {
+    for (const reply of [null, [], 'text', 42]) {
+      expect(validateOtaReply(reply)).toEqual([
+        expect.objectContaining({ field: '', severity: 'error' }),
+      ]);
+      const error = catchProtocolError(() => assertSafeOtaReply(reply));
+      expect(error.code).toBe('OTA_INVALID');
+    }
+  });
+
+  it('reports a websocket url that is not ws:// or wss://', () => {
+    for (const url of ['http://host/ws', 'WSS://host/', 'ws://', 42]) {
+      const findings = validateOtaReply({ websocket: { url } });
+      expect(findings.map((f) => [f.field, f.severity])).toEqual([['websocket.url', 'error']]);
+    }
+    const error = catchProtocolError(() => assertSafeOtaReply({ websocket: { url: 'http://h/' } }));
+    expect(error.code).toBe('OTA_INVALID');
+    expect(error.field).toBe('websocket.url');
+  });
+
+  it('reports a websocket section without url as a warning', () => {
+    expect(validateOtaReply({ websocket: { token: 't' } })).toEqual([
+      expect.objectContaining({ field: 'websocket', severity: 'warning' }),
+    ]);
+  });
+
+  it('reports a non-number server_time.timestamp', () => {
+    const findings = validateOtaReply({ server_time: { timestamp: '1760000000000' } });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([
+      ['server_time.timestamp', 'error'],
+    ]);
+  });
+
+  it('warns about a timestamp in seconds', () => {
+    const findings = validateOtaReply({ server_time: { timestamp: 1_760_000_000 } });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([
+      ['server_time.timestamp', 'warning'],
+    ]);
+  });
+
+  it('warns about a timezone offset that looks like hours', () => {
+    for (const offset of [8, -5, 14]) {
+      const findings = validateOtaReply({
+        server_time: { timestamp: 1_760_000_000_000, timezone_offset: offset },
+      });
+      expect(findings.map((f) => [f.field, f.severity])).toEqual([
+        ['server_time.timezone_offset', 'warning'],
+      ]);
+    }
+    for (const offset of [0, 480, -300, 345, 840]) {
+      expect(
+        validateOtaReply({
+          server_time: { timestamp: 1_760_000_000_000, timezone_offset: offset },
+        }),
+      ).toEqual([]);
+    }
+  });
+
+  it('reports a timezone offset in seconds as an error', () => {
+    const findings = validateOtaReply({
+      server_time: { timestamp: 1_760_000_000_000, timezone_offset: 28_800 },
+    });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([
+      ['server_time.timezone_offset', 'error'],
+    ]);
+  });
+
+  it('reports a firmware version without url', () => {
+    const findings = validateOtaReply({ firmware: { version: '2.5.0' } });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([['firmware', 'error']]);
+  });
+
+  it('warns when the firmware version is not newer and not forced', () => {
+    for (const version of ['2.4.2', '2.4.1', '2.4']) {
+      const findings = validateOtaReply(
+        { firmware: { version, url: FW_URL } },
+        { currentVersion: '2.4.2' },
+      );
+      expect(findings.map((f) => [f.field, f.severity])).toEqual([['firmware.version', 'warning']]);
+    }
+    expect(
+      validateOtaReply(
+        { firmware: { version: '2.4.2.1', url: FW_URL } },
+        { currentVersion: '2.4.2' },
+      ),
+    ).toEqual([]);
+  });
+
+  it('warns when both websocket and mqtt are present (MQTT wins)', () => {
+    const findings = validateOtaReply({
+      websocket: { url: WS_URL },
+      mqtt: { endpoint: 'broker.local:1883' },
+    });
+    expect(findings).toEqual([
+      expect.objectContaining({
+        field: 'websocket',
+        severity: 'warning',
+        message: expect.stringContaining('MQTT'),
+      }),
+    ]);
+  });
+
+  it('warns about members the firmware ignores or never reads', () => {
+    const findings = validateOtaReply({
+      websocket: { url: WS_URL, URL: 'ws://other/', enabled: true },
+    });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([
+      ['websocket.URL', 'warning'],
+      ['websocket.enabled', 'warning'],
+    ]);
+  });
+
+  it('reports a known member stored with the wrong type', () => {
+    const findings = validateOtaReply({ mqtt: { endpoint: 'b:1883', keepalive: '240', token: 5 } });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([
+      ['mqtt.keepalive', 'error'],
+      ['mqtt.token', 'warning'],
+    ]);
+  });
+
+  it('reports a section that is not an object', () => {
+    expect(validateOtaReply({ firmware: '2.5.0' }).map((f) => [f.field, f.severity])).toEqual([
+      ['firmware', 'error'],
+    ]);
+    expect(validateOtaReply({ mqtt: null }).map((f) => [f.field, f.severity])).toEqual([
+      ['mqtt', 'warning'],
+    ]);
+  });
+
+  it('warns about a second section differing only in case (cJSON reads the first)', () => {
+    const findings = validateOtaReply({
+      websocket: { url: WS_URL },
+      WebSocket: { url: 'ws://other/' },
+    });
+    expect(findings).toEqual([
+      expect.objectContaining({
+        field: 'WebSocket',
+        severity: 'warning',
+        message: expect.stringContaining('first'),
+      }),
+    ]);
+  });
+
+  it('reports activation members of the wrong type', () => {
+    const findings = validateOtaReply({ activation: { message: 'hi', code: 123456 } });
+    expect(findings.map((f) => [f.field, f.severity])).toEqual([['activation.code', 'error']]);
+  });
+});
+
+describe('a safe full reply', () => {
+  const reply = {
+    activation: { message: 'xiaozhi.me', code: '123456', challenge: 'c0ffee', timeout_ms: 30_000 },
+    websocket: { url: 'wss://api.example.com/xiaozhi/v1/', token: 'test-token', version: 3 },
+    server_time: { timestamp: 1_760_000_000_000, timezone_offset: 480 },
+    firmware: { version: '2.5.0', url: 'https://example.com/xiaozhi.bin' },
+  };
+
+  it('has no findings at all', () => {
+    expect(validateOtaReply(reply, { currentVersion: '2.4.2' })).toEqual([]);
+    expect(() => assertSafeOtaReply(reply, { currentVersion: '2.4.2' })).not.toThrow();
+  });
+
+  it('passes with an mqtt section too', () => {
+    const mqttReply = {
+      mqtt: {
+        endpoint: 'broker.local:1883',
+        client_id: 'GID_test@@@a0_85_e3_f4_12_7c@@@c3a1e2f0-4d5b-4e6a-9b7c-1d2e3f4a5b6c',
+        username: 'u',
+        password: 'p',
+        keepalive: 240,
+        publish_topic: 'device-server',
+      },
+      server_time: { timestamp: 1_760_000_000_000, timezone_offset: 0 },
+    };
+    expect(validateOtaReply(mqttReply)).toEqual([]);
+  });
+
+  it('passes with an empty reply (every section optional)', () => {
+    expect(validateOtaReply({})).toEqual([]);
+  });
+});
+
+describe('buildOtaReply', () => {
+  it('maps camelCase options to the wire sections', () => {
+    const reply = buildOtaReply(
+      {
+        websocket: { url: WS_URL, token: 'tok', version: 1 },
+        serverTime: { now: new Date('2026-08-20T10:00:00.000Z'), timezoneOffsetMinutes: 480 },
+        firmware: { version: '2.5.0', url: FW_URL },
+        activation: { message: 'm', code: '123456', challenge: 'abc', timeoutMs: 5000 },
+      },
+      { currentVersion: '2.4.2' },
+    );
+    expect(reply).toEqual({
+      activation: { message: 'm', code: '123456', challenge: 'abc', timeout_ms: 5000 },
+      websocket: { url: WS_URL, token: 'tok', version: 1 },
+      server_time: { timestamp: Date.parse('2026-08-20T10:00:00.000Z'), timezone_offset: 480 },
+      firmware: { version: '2.5.0', url: FW_URL },
+    });
+  });
+
+  it('writes timezone_offset in minutes, exactly as given', () => {
+    const reply = buildOtaReply({
+      serverTime: { now: 1_760_000_000_000, timezoneOffsetMinutes: -300 },
+    });
+    expect(reply.server_time).toEqual({ timestamp: 1_760_000_000_000, timezone_offset: -300 });
+    const noOffset = buildOtaReply({ serverTime: { now: 1_760_000_000_000 } });
+    expect(noOffset.server_time).toEqual({ timestamp: 1_760_000_000_000 });
+  });
+
+  it('defaults serverTime.now to the current time', () => {
+    const before = Date.now();
+    const reply = buildOtaReply({ serverTime: {} });
+    const after = Date.now();
+    expect(reply.server_time?.timestamp).toBeGreaterThanOrEqual(before);
+    expect(reply.server_time?.timestamp).toBeLessThanOrEqual(after);
+  });
+
+  it('maps mqtt options and force', () => {
+    const reply = buildOtaReply(
+      {
+        mqtt: {
+          endpoint: 'broker.local:1883',
+          clientId: 'c',
+          username: 'u',
+          password: 'p',
+          keepalive: 240,
+          publishTopic: 'device-server',
+        },
+        firmware: { version: '2.5.0', url: FW_URL, force: true },
+      },
+      { currentVersion: '2.4.2' },
+    );
+    expect(reply).toEqual({
+      mqtt: {
+        endpoint: 'broker.local:1883',
+        client_id: 'c',
+        username: 'u',
+        password: 'p',
+        keepalive: 240,
+        publish_topic: 'device-server',
+      },
+      firmware: { version: '2.5.0', url: FW_URL, force: 1 },
+    });
+    const unforced = buildOtaReply({ firmware: { version: '2.5.0', url: FW_URL, force: false } });
+    expect(unforced.firmware).toEqual({ version: '2.5.0', url: FW_URL });
+  });
+
+  it('refuses a token too long for NVS', () => {
+    const error = catchProtocolError(() =>
+      buildOtaReply({ websocket: { url: WS_URL, token: 'x'.repeat(4000) } }),
+    );
+    expect(error.code).toBe('OTA_HAZARD');
+    expect(error.field).toBe('websocket.token');
+  });
+
+  it('refuses a firmware version std::stoi would throw on', () => {
+    const error = catchProtocolError(() =>
+      buildOtaReply({ firmware: { version: 'v2.5.0', url: FW_URL } }),
+    );
+    expect(error.code).toBe('OTA_HAZARD');
+    expect(error.field).toBe('firmware.version');
+  });
+
+  it('refuses forcing the running version', () => {
+    const error = catchProtocolError(() =>
+      buildOtaReply(
+        { firmware: { version: '2.4.2', url: FW_URL, force: true } },
+        { currentVersion: '2.4.2' },
+      ),
+    );
+    expect(error.code).toBe('OTA_HAZARD');
+    expect(error.field).toBe('firmware.force');
+  });
+
+  it('refuses a string websocket version smuggled past the types', () => {
+    const version = '2' as unknown as 2;
+    const error = catchProtocolError(() => buildOtaReply({ websocket: { url: WS_URL, version } }));
+    expect(error.code).toBe('OTA_HAZARD');
+    expect(error.field).toBe('websocket.version');
+  });
+
+  it('refuses options the device would ignore with OTA_INVALID', () => {
+    const error = catchProtocolError(() => buildOtaReply({ websocket: { url: 'https://h/ws' } }));
+    expect(error.code).toBe('OTA_INVALID');
+    expect(error.field).toBe('websocket.url');
+    const badTime = catchProtocolError(() => buildOtaReply({ serverTime: { now: Number.NaN } }));
+    expect(badTime.code).toBe('OTA_INVALID');
+    expect(badTime.field).toBe('server_time.timestamp');
+  });
+});
+
+describe('firmware versions', () => {
+  it.each([
+    ['2.4.2', '2.4.1', 1],
+    ['2.4.1', '2.4.2', -1],
+    ['2.4.2', '2.4.2', 0],
+    ['2.10.0', '2.9.9', 1], // integers, not text
+    ['3.0', '2.99.99', 1],
+    ['2.4', '2.4.1', -1], // common segments equal: the longer one is newer
+    ['2.4.0', '2.4', 1], // even with a zero segment
+    ['2.04.2', '2.4.2', 0],
+    ['2.4.2-dirty', '2.4.2', 0], // stoi stops at the first non-digit
+    ['1.0.0', '0.9.99', 1],
+  ] as const)('compare(%s, %s) = %d', (a, b, expected) => {
+    expect(compareFirmwareVersions(a, b)).toBe(expected);
+  });
+
+  it('matches IsNewVersionAvailable', () => {
+    expect(isNewFirmwareVersion('2.4.2', '2.4.3')).toBe(true);
+    expect(isNewFirmwareVersion('2.4.2', '2.4.2')).toBe(false);
+    expect(isNewFirmwareVersion('2.4.2', '2.4.2.0')).toBe(true);
+    expect(isNewFirmwareVersion('2.4.2.0', '2.4.2')).toBe(false);
+  });
+
+  it('parses segments like std::stoi', () => {
+    expect(parseFirmwareVersion('2.4.2')).toEqual([2, 4, 2]);
+    expect(parseFirmwareVersion('007.2rc1')).toEqual([7, 2]);
+    expect(parseFirmwareVersion('2147483647')).toEqual([2_147_483_647]);
+  });
+
+  it('throws OTA_INVALID for a version the firmware would abort on', () => {
+    for (const version of ['v2.0', '1..2', '', '2147483648']) {
+      expect(catchProtocolError(() => parseFirmwareVersion(version)).code).toBe('OTA_INVALID');
+    }
+    expect(catchProtocolError(() => compareFirmwareVersions('1.2.beta', '1.2')).code).toBe(
+      'OTA_INVALID',
+    );
+  });
+
+  it('is antisymmetric and agrees with its segments (property)', () => {
+    const version = fc
+      .array(fc.integer({ min: 0, max: 2_147_483_647 }), { minLength: 1, maxLength: 5 })
+      .map((parts) => parts.join('.'));
+    fc.assert(
+      fc.property(version, version, (a, b) => {
+        expect(compareFirmwareVersions(a, b)).toBe(-compareFirmwareVersions(b, a) || 0);
+        expect(parseFirmwareVersion(a).join('.')).toBe(a);
+        expect(hazards(validateOtaReply({ firmware: { version: a, url: FW_URL } }))).toEqual([]);
+      }),
+    );
+  });
+});
+
+// A request as bread-compact-wifi 2.4.2 on an ESP32-S3 (16 MB, v2 partition table) sends it.
+const MAC = 'a0:85:e3:f4:12:7c';
+const UUID = 'c3a1e2f0-4d5b-4e6a-9b7c-1d2e3f4a5b6c';
+const ELF = '6f1c0d2e9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d';
+
+function realBody(): OtaRequestBody {
+  return {
+    version: 2,
+    language: 'zh-CN',
+    flash_size: 16_777_216,
+    minimum_free_heap_size: '8191896',
+    mac_address: MAC,
+    uuid: UUID,
+    chip_model_name: 'esp32s3',
+    chip_info: { model: 9, cores: 2, revision: 2, features: 18 },
+    application: {
+      name: 'xiaozhi',
+      version: '2.4.2',
+      compile_time: 'Aug 20 2026T10:12:03Z',
+      idf_version: 'v5.5.1',
+      elf_sha256: ELF,
+    },
+    partition_table: [
+      { label: 'nvs', type: 1, subtype: 2, address: 36_864, size: 16_384 },
+      { label: 'otadata', type: 1, subtype: 0, address: 53_248, size: 8192 },
+      { label: 'phy_init', type: 1, subtype: 1, address: 61_440, size: 4096 },
+      { label: 'ota_0', type: 0, subtype: 16, address: 131_072, size: 4_128_768 },
+      { label: 'ota_1', type: 0, subtype: 17, address: 4_259_840, size: 4_128_768 },
+      { label: 'assets', type: 1, subtype: 130, address: 8_388_608, size: 8_388_608 },
+    ],
+    ota: { label: 'ota_0' },
+    display: { monochrome: false, width: 240, height: 240 },
+    board: {
+      type: 'bread-compact-wifi',
+      name: 'bread-compact-wifi',
+      ssid: 'lab-2g',
+      rssi: -52,
+      channel: 6,
+      ip: '192.168.1.57',
+      mac: MAC,
+    },
+  };
+}
+
+/** Headers as Node's IncomingHttpHeaders gives them: lowercase names. */
+function realHeaders(): Record<string, string | string[] | undefined> {
+  return {
+    host: '192.168.1.10:8003',
+    'activation-version': '1',
+    'device-id': MAC,
+    'client-id': UUID,
+    'user-agent': 'bread-compact-wifi/2.4.2',
+    'accept-language': 'zh-CN',
+    'content-type': 'application/json',
+    'content-length': '1024',
+  };
+}
+
+function expectInvalid(fn: () => unknown, field: string): void {
+  const error = catchProtocolError(fn);
+  expect(error.code).toBe('OTA_INVALID');
+  expect(error.field).toBe(field);
+  expect(error.message).toContain(field);
+}
+
+describe('parseOtaRequest', () => {
+  it('accepts a realistic request (JSON text body, Node headers)', () => {
+    const request = parseOtaRequest({ headers: realHeaders(), body: JSON.stringify(realBody()) });
+    expect(request).toEqual({
+      deviceId: MAC,
+      clientId: UUID,
+      activationVersion: '1',
+      serialNumber: undefined,
+      userAgent: 'bread-compact-wifi/2.4.2',
+      language: 'zh-CN',
+      board: 'bread-compact-wifi',
+      version: '2.4.2',
+      elfSha256: ELF,
+      body: realBody(),
+    });
+  });
+
+  it('accepts an object body, a byte body and fetch Headers', () => {
+    const fromObject = parseOtaRequest({ headers: realHeaders(), body: realBody() });
+    expect(fromObject.version).toBe('2.4.2');
+    const bytes = new TextEncoder().encode(JSON.stringify(realBody()));
+    const headers = new Headers({
+      'Device-Id': MAC,
+      'Client-Id': UUID,
+      'Activation-Version': '2',
+      'Serial-Number': 'SN0123456789ABCDEF0123456789ABCD',
+      'User-Agent': 'bread-compact-wifi/2.4.2',
+    });
+    const request = parseOtaRequest({ headers, body: bytes });
+    expect(request.activationVersion).toBe('2');
+    expect(request.serialNumber).toBe('SN0123456789ABCDEF0123456789ABCD');
+    expect(request.deviceId).toBe(MAC);
+  });
+
+  it('looks headers up case-insensitively and takes the first of repeated values', () => {
+    const request = parseOtaRequest({
+      headers: { 'DEVICE-ID': [MAC, '00:00:00:00:00:00'], 'Client-Id': UUID },
+      body: realBody(),
+    });
+    expect(request.deviceId).toBe(MAC);
+    expect(request.clientId).toBe(UUID);
+  });
+
+  it('tolerates what real devices vary in', () => {
+    const body: Record<string, unknown> = { ...realBody(), psram_size: 8_388_608, extra: { a: 1 } };
+    delete body.display;
+    delete body.partition_table;
+    body.minimum_free_heap_size = 123_456; // older firmware sent a number
+    body.board = { type: 'bread-compact-wifi', name: 'bread-compact-wifi', mac: MAC }; // config mode
+    const headers = realHeaders();
+    delete headers['activation-version']; // older firmware did not send it
+    delete headers['user-agent'];
+    delete headers['accept-language'];
+    const request = parseOtaRequest({ headers, body: JSON.stringify(body) });
+    expect(request.activationVersion).toBe('1');
+    expect(request.board).toBe('bread-compact-wifi'); // from body.board.name
+    expect(request.language).toBe('zh-CN'); // from body.language
+    expect(request.userAgent).toBeUndefined();
+    expect(request.body.extra).toEqual({ a: 1 });
+  });
+
+  it('takes the board from User-Agent first', () => {
+    const headers = { ...realHeaders(), 'user-agent': 'esp-box-3/2.4.2' };
+    expect(parseOtaRequest({ headers, body: realBody() }).board).toBe('esp-box-3');
+  });
+
+  it('rejects a missing or malformed Device-Id', () => {
+    const headers = realHeaders();
+    delete headers['device-id'];
+    expectInvalid(() => parseOtaRequest({ headers, body: realBody() }), 'Device-Id');
+    for (const bad of ['A0:85:E3:F4:12:7C', 'a0-85-e3-f4-12-7c', 'a085e3f4127c', '']) {
+      expectInvalid(
+        () =>
+          parseOtaRequest({ headers: { ...realHeaders(), 'device-id': bad }, body: realBody() }),
+        'Device-Id',
+      );
+    }
+  });
+
+  it('rejects a missing or malformed Client-Id', () => {
+    const headers = realHeaders();
+    delete headers['client-id'];
+    expectInvalid(() => parseOtaRequest({ headers, body: realBody() }), 'Client-Id');
+    expectInvalid(
+      () =>
+        parseOtaRequest({
+          headers: { ...realHeaders(), 'client-id': 'not-a-uuid' },
+          body: realBody(),
+        }),
+      'Client-Id',
+    );
+  });
+
+  it('rejects an unknown Activation-Version, and version 2 without Serial-Number', () => {
+    expectInvalid(
+      () =>
+        parseOtaRequest({
+          headers: { ...realHeaders(), 'activation-version': '3' },
+          body: realBody(),
+        }),
+      'Activation-Version',
+    );
+    expectInvalid(
+      () =>
+        parseOtaRequest({
+          headers: { ...realHeaders(), 'activation-version': '2' },
+          body: realBody(),
+        }),
+      'Serial-Number',
+    );
+  });
+
+  it('rejects a body that is not a JSON object', () => {
+    for (const body of ['{"version":2', '', '[1,2]', 42, null, undefined]) {
+      expectInvalid(() => parseOtaRequest({ headers: realHeaders(), body }), 'body');
+    }
+  });
+
+  it('rejects a body without application or application.version', () => {
+    const noApp: Record<string, unknown> = { ...realBody() };
+    delete noApp.application;
+    expectInvalid(
+      () => parseOtaRequest({ headers: realHeaders(), body: noApp }),
+      'body.application',
+    );
+    for (const version of [undefined, '', 242]) {
+      const body = { ...realBody(), application: { ...realBody().application, version } };
+      expectInvalid(
+        () => parseOtaRequest({ headers: realHeaders(), body }),
+        'body.application.version',
+      );
+    }
+  });
+});
+
+describe('buildOtaRequestHeaders', () => {
+  it('builds the firmware headers, lowercasing the MAC', () => {
+    expect(
+      buildOtaRequestHeaders({
+        macAddress: 'A0:85:E3:F4:12:7C',
+        uuid: UUID,
+        board: 'bread-compact-wifi',
+        version: '2.4.2',
+        language: 'zh-CN',
+      }),
+    ).toEqual({
+      'Activation-Version': '1',
+      'Device-Id': MAC,
+      'Client-Id': UUID,
+      'User-Agent': 'bread-compact-wifi/2.4.2',
+      'Accept-Language': 'zh-CN',
+      'Content-Type': 'application/json',
+    });
+  });
+
+  it('switches to Activation-Version 2 with a serial number, and round-trips', () => {
+    const headers = buildOtaRequestHeaders({
+      macAddress: MAC,
+      uuid: UUID,
+      board: 'bread-compact-wifi',
+      version: '2.4.2',
+      language: 'en-US',
+      serialNumber: 'SN0123456789ABCDEF0123456789ABCD',
+    });
+    expect(headers['Activation-Version']).toBe('2');
+    expect(headers['Serial-Number']).toBe('SN0123456789ABCDEF0123456789ABCD');
+    const request = parseOtaRequest({ headers, body: realBody() });
+    expect(request).toMatchObject({
+      deviceId: MAC,
+      clientId: UUID,
+      activationVersion: '2',
+      board: 'bread-compact-wifi',
+      language: 'en-US',
+    });
+  });
+
+  it('refuses a MAC that is not one', () => {
+    expectInvalid(
+      () =>
+        buildOtaRequestHeaders({
+          macAddress: 'nope',
+          uuid: UUID,
+          board: 'b',
+          version: '1',
+          language: 'en',
+        }),
+      'Device-Id',
+    );
+  });
+});
+
+describe('NVS limits (properties)', () => {
+  // `version` is left out: as a string it is a hazard of its own.
+  const shortKey = fc
+    .string({ minLength: 1, maxLength: OTA_NVS_KEY_MAX, unit: 'binary-ascii' })
+    .filter((key) => key !== 'version');
+  const value = fc.oneof(
+    fc.string({ maxLength: 200, unit: 'grapheme' }),
+    fc.integer({ min: 0, max: OTA_NVS_STRING_MAX_BYTES }).map((n) => 'a'.repeat(n)),
+  );
+
+  it('never reports a hazard for keys <= 15 bytes and strings <= 3999 bytes', () => {
+    fc.assert(
+      fc.property(fc.dictionary(shortKey, value, { maxKeys: 8 }), fc.boolean(), (members, ws) => {
+        const fitting = Object.fromEntries(
+          Object.entries(members).filter(([, v]) => Buffer.byteLength(v, 'utf8') <= 3999),
+        );
+        const reply = ws ? { websocket: fitting } : { mqtt: fitting };
+        expect(hazards(validateOtaReply(reply))).toEqual([]);
+      }),
+    );
+  });
+
+  it('always reports a hazard on a key over 15 bytes, naming it', () => {
+    const longKey = fc.string({ minLength: 16, maxLength: 40, unit: 'grapheme' });
+    fc.assert(
+      fc.property(longKey, fc.string({ maxLength: 20 }), fc.boolean(), (key, v, ws) => {
+        const name = ws ? 'websocket' : 'mqtt';
+        const findings = hazards(validateOtaReply({ [name]: { [key]: v } }));
+        expect(findings.map((f) => f.field)).toEqual([`${name}.${key}`]);
+      }),
+    );
+  });
+
+  it('reports a string hazard exactly when UTF-8 bytes exceed 3999', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom('a', 'é', '€', '😀'),
+        fc.integer({ min: 900, max: 4100 }),
+        (unit, count) => {
+          const token = unit.repeat(count);
+          const expected = Buffer.byteLength(token, 'utf8') > 3999;
+          const findings = hazards(validateOtaReply({ websocket: { url: WS_URL, token } }));
+          expect(findings.length > 0).toBe(expected);
+        },
+      ),
+    );
+  });
+});
+
+describe('firmware.url', () => {
+  const at = (reply: unknown, context: OtaReplyContext) =>
+    validateOtaReply(reply, context).filter((f) => f.field === 'firmware.url');
+
+  it('may be empty when the offered version is the running one (the usual "no upgrade")', () => {
+    expect(at({ firmware: { version: '2.4.2', url: '' } }, { currentVersion: '2.4.2' })).toEqual(
+      [],
+    );
+  });
+
+  it('is an error when the device would download from it', () => {
+    expect(at({ firmware: { version: '2.5.0', url: '' } }, { currentVersion: '2.4.2' })).toEqual([
+      expect.objectContaining({ severity: 'error' }),
+    ]);
+    expect(
+      at({ firmware: { version: '2.4.2', url: 'ftp://x', force: 1 } }, { currentVersion: '2.4.1' }),
+    ).toEqual([expect.objectContaining({ severity: 'error' })]);
+  });
+
+  it('is a warning when the running version is not known', () => {
+    expect(at({ firmware: { version: '2.4.2', url: '' } }, {})).toEqual([
+      expect.objectContaining({ severity: 'warning' }),
+    ]);
+  });
+});
