@@ -5,18 +5,20 @@
  */
 
 /** Local error codes of `@xiaozhi-mcp/protocol`. Every one is listed in the README table. */
-export type ProtocolErrorCode =
-  | 'INVALID_JSON'
-  | 'INVALID_MESSAGE'
-  | 'INVALID_TOOL'
-  | 'DUPLICATE_TOOL'
-  | 'INVALID_PAGE'
-  | 'PAGE_ERROR'
-  | 'PAGE_LOOP'
-  | 'PAGE_LIMIT'
-  | 'PAGE_BUDGET'
-  | 'OTA_HAZARD'
-  | 'OTA_INVALID';
+export const PROTOCOL_ERROR_CODES = [
+  'INVALID_JSON',
+  'INVALID_MESSAGE',
+  'INVALID_TOOL',
+  'DUPLICATE_TOOL',
+  'INVALID_PAGE',
+  'PAGE_ERROR',
+  'PAGE_LOOP',
+  'PAGE_LIMIT',
+  'PAGE_BUDGET',
+  'OTA_HAZARD',
+  'OTA_INVALID',
+] as const;
+export type ProtocolErrorCode = (typeof PROTOCOL_ERROR_CODES)[number];
 
 export interface ProtocolErrorOptions {
   /** Dotted path of the offending field, e.g. `websocket.version` or `audio_params.sample_rate`. */

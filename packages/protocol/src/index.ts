@@ -51,6 +51,7 @@ export {
 export {
   CODELESS_ERROR_CODE,
   JsonRpcErrorCode,
+  PROTOCOL_ERROR_CODES,
   ProtocolError,
   type ProtocolErrorCode,
   type ProtocolErrorOptions,
@@ -206,6 +207,7 @@ export {
   type Property,
   type PropertyType,
   type PropertyValue,
+  serializeTool,
   type StringProperty,
   type Tool,
   type ToolDefinition,
