@@ -19,7 +19,8 @@ describe('@xiaozhi-mcp/protocol', () => {
     for (const file of sources) {
       const text = readFileSync(join(here, file), 'utf8');
       const imports = [...text.matchAll(/from '([^']+)'/g)].map((m) => m[1]);
-      for (const specifier of imports) expect(specifier, `${file} imports ${specifier}`).toMatch(/^\.\/[\w-]+\.js$/);
+      for (const specifier of imports)
+        expect(specifier, `${file} imports ${specifier}`).toMatch(/^\.\/[\w-]+\.js$/);
       expect(text, file).not.toMatch(/\b(process|Buffer|require)\s*[.(]/);
     }
   });
