@@ -8,7 +8,7 @@ import { runCli } from '../test-io.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 const corpus = (name: string) => join(repoRoot, 'fixtures/corpus/mcp', name);
-const bin = join(repoRoot, 'apps/cli/dist/bin.js');
+const bin = join(repoRoot, 'apps/cli/bin/xiaozhi-mcp.js');
 
 interface Exchange {
   request: string;
