@@ -128,6 +128,23 @@ describe('FirmwareMcpServer', () => {
 });
 
 describe('MainLoop', () => {
+  it('drops queued and later tasks once stopped, as a reset does', async () => {
+    const ran: string[] = [];
+    const loop = new MainLoop();
+    loop.schedule(() => {
+      ran.push('first');
+      loop.stop();
+      loop.schedule(() => ran.push('scheduled by the running task'));
+    });
+    loop.schedule(() => ran.push('queued'));
+    await loop.idle();
+    loop.schedule(() => ran.push('after stop'));
+    await loop.idle();
+    expect(ran).toEqual(['first']);
+    expect(loop.stopped).toBe(true);
+    expect(loop.pending).toBe(0);
+  });
+
   it('keeps going after a task throws, reporting the error', async () => {
     const errors: unknown[] = [];
     const ran: number[] = [];

@@ -143,6 +143,7 @@ export function dispatchMcpRequest<H>(
 export class MainLoop {
   readonly #queue: (() => unknown)[] = [];
   #running: Promise<void> | undefined;
+  #stopped = false;
   readonly #onError: (error: unknown) => void;
 
   constructor(onError: (error: unknown) => void = () => {}) {
@@ -151,6 +152,7 @@ export class MainLoop {
 
   /** Queues a task; the loop starts on a later microtask, so a burst queues up first. */
   schedule(task: () => unknown): void {
+    if (this.#stopped) return;
     this.#queue.push(task);
     this.#running ??= Promise.resolve().then(() => this.#drain());
   }
@@ -162,6 +164,19 @@ export class MainLoop {
 
   get pending(): number {
     return this.#queue.length;
+  }
+
+  /**
+   * Stops the loop as a reset does: queued tasks are dropped and later ones ignored. A task
+   * already running finishes, but nothing it schedules will run.
+   */
+  stop(): void {
+    this.#stopped = true;
+    this.#queue.length = 0;
+  }
+
+  get stopped(): boolean {
+    return this.#stopped;
   }
 
   async #drain(): Promise<void> {
