@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerCheckOta } from './commands/check-ota.js';
 import { registerPage } from './commands/page.js';
+import { registerSim } from './commands/sim.js';
 import { CliError, type CliIo, ExitCode, processIo } from './io.js';
 
 export const VERSION = '0.1.0';
@@ -19,6 +20,7 @@ export function createProgram(io: CliIo, setExit: (code: number) => void): Comma
     });
   registerPage(program, io, setExit);
   registerCheckOta(program, io, setExit);
+  registerSim(program, io, setExit);
   return program;
 }
 

@@ -1,0 +1,75 @@
+// @xiaozhi-mcp/device: the xiaozhi device side in TypeScript and the virtual board.
+// Named exports only; see README.md for the API and every error code.
+
+export type { BoardApi, BoardHardware, BoardPreset, ChipModel, DisplayInfo } from './board-api.js';
+export {
+  BoardConsole,
+  type BoardConsoleEvents,
+  type ConsoleLine,
+  type LogLevel,
+} from './console.js';
+export {
+  BoardPanic,
+  DEVICE_ERROR_CODES,
+  DeviceError,
+  type DeviceErrorCode,
+  type PanicKind,
+} from './errors.js';
+export {
+  type McpProfile,
+  McpServer,
+  type McpServerOptions,
+  ToolArguments,
+  type ToolHandler,
+} from './mcp-server.js';
+export {
+  NVS_KEY_MAX_BYTES,
+  NVS_STRING_MAX_BYTES,
+  NvsStorage,
+  type NvsValue,
+  Settings,
+} from './nvs-storage.js';
+export {
+  type ActivationOutcome,
+  isNewVersionAvailable,
+  type OtaActivation,
+  type OtaCheck,
+  OtaClient,
+  type OtaClientOptions,
+} from './ota-client.js';
+export { BOARD_PRESETS, boardPreset } from './presets.js';
+export {
+  dispatchStrictRequest,
+  encodeStrictToolError,
+  encodeStrictToolResult,
+  STRICT_LATEST_PROTOCOL_VERSION,
+  STRICT_PROTOCOL_VERSIONS,
+  type StrictAction,
+  StrictErrorCode,
+  strictInitializeResult,
+} from './strict.js';
+export { registerLampTools, registerOttoTools, registerWifiTools } from './tools/board-tools.js';
+export {
+  defaultDeviceStatus,
+  registerCommonTools,
+  registerUserOnlyTools,
+  UPGRADE_FIRMWARE_URL_DEFAULT,
+} from './tools/common-tools.js';
+export {
+  type BoardTiming,
+  type DeviceState,
+  type FaultKnobs,
+  FIRMWARE_TIMING,
+  type ResetReason,
+  type RunningApp,
+  VirtualBoard,
+  type VirtualBoardEvents,
+  type VirtualBoardOptions,
+} from './virtual-board.js';
+export {
+  MAX_DEVICE_FRAME_BYTES,
+  upgradeHeaders,
+  WebsocketChannel,
+  type WebsocketChannelEvents,
+  type WebsocketChannelOptions,
+} from './websocket-channel.js';

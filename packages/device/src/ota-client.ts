@@ -1,0 +1,291 @@
+/**
+ * The device's OTA check, as the firmware's `Ota` class does it (PROTOCOL.md 7): POST the
+ * system info with the real headers, read the reply with cJSON rules, store the `websocket`
+ * and `mqtt` members in NVS, and take the firmware offer and activation. Hazards in the reply
+ * do to this client what they do to a board: a {@link BoardPanic}.
+ */
+import {
+  type CJsonNode,
+  cString,
+  getItem,
+  type OtaRequestBody,
+  type OtaRequestHeaders,
+  parseCJson,
+  toCInt,
+} from '@xiaozhi-mcp/protocol';
+import type { BoardConsole } from './console.js';
+import { BoardPanic, DeviceError } from './errors.js';
+import type { NvsStorage } from './nvs-storage.js';
+
+export interface OtaActivation {
+  readonly message: string | undefined;
+  readonly code: string | undefined;
+  readonly challenge: string | undefined;
+  readonly timeoutMs: number | undefined;
+}
+
+/** What one successful check learnt. */
+export interface OtaCheck {
+  readonly hasWebsocket: boolean;
+  readonly hasMqtt: boolean;
+  /** Epoch milliseconds plus the timezone offset, as the firmware sets its clock. */
+  readonly serverTime: number | undefined;
+  readonly firmware: { readonly version: string; readonly url: string } | undefined;
+  /** True when the offer is newer than the running version, or forced. */
+  readonly hasNewVersion: boolean;
+  readonly activation: OtaActivation | undefined;
+}
+
+export type ActivationOutcome = 'done' | 'retry' | 'failed';
+
+export interface OtaClientOptions {
+  /** The running version, compared with the offer. */
+  readonly currentVersion: string;
+  readonly headers: () => OtaRequestHeaders;
+  readonly body: () => OtaRequestBody;
+  readonly storage: NvsStorage;
+  readonly console: BoardConsole;
+  /** Bound on each HTTP exchange. */
+  readonly timeoutMs?: number;
+}
+
+/** `std::stoi`: leading spaces, a sign, digits; throws where the firmware would abort. */
+function stoi(segment: string): number {
+  const match = /^[ \t\n\v\f\r]*([+-]?\d+)/.exec(segment);
+  if (!match?.[1])
+    throw new BoardPanic(
+      'abort',
+      `terminate called after throwing an instance of 'std::invalid_argument' what(): stoi ("${segment}")`,
+    );
+  const value = Number(match[1]);
+  if (value > 2147483647 || value < -2147483648) {
+    throw new BoardPanic(
+      'abort',
+      `terminate called after throwing an instance of 'std::out_of_range' what(): stoi ("${segment}")`,
+    );
+  }
+  return value;
+}
+
+/** `Ota::ParseVersion`: `std::getline` on '.', so a trailing dot adds no segment. */
+function parseVersion(version: string): number[] {
+  const segments = version.split('.');
+  if (segments.at(-1) === '') segments.pop();
+  return segments.map(stoi);
+}
+
+/** `Ota::IsNewVersionAvailable`. Throws {@link BoardPanic} on a segment `stoi` refuses. */
+export function isNewVersionAvailable(current: string, candidate: string): boolean {
+  const running = parseVersion(current);
+  const offered = parseVersion(candidate);
+  for (let i = 0; i < Math.min(running.length, offered.length); i++) {
+    const a = running[i] ?? 0;
+    const b = offered[i] ?? 0;
+    if (b > a) return true;
+    if (b < a) return false;
+  }
+  return offered.length > running.length;
+}
+
+const str = (node: CJsonNode | undefined): string | undefined =>
+  node?.kind === 'string' ? cString(node.value) : undefined;
+
+export class OtaClient {
+  readonly #options: OtaClientOptions;
+
+  constructor(options: OtaClientOptions) {
+    this.#options = options;
+  }
+
+  /** `Ota::CheckVersion` against `url`. Resolves undefined when the check failed (the board retries). */
+  async check(url: string): Promise<OtaCheck | undefined> {
+    const { console } = this.#options;
+    console.log('I', 'Ota', `Current version: ${this.#options.currentVersion}`);
+    if (url.length < 10) {
+      console.log('E', 'Ota', 'Check version URL is not properly set');
+      return undefined;
+    }
+    let status: number;
+    let text: string;
+    try {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: this.#options.headers(),
+        body: JSON.stringify(this.#options.body()),
+        signal: AbortSignal.timeout(this.#options.timeoutMs ?? 10_000),
+      });
+      status = response.status;
+      text = await response.text();
+    } catch (error) {
+      console.log('E', 'Ota', `Failed to open HTTP connection: ${(error as Error).message}`);
+      return undefined;
+    }
+    if (status !== 200) {
+      console.log('E', 'Ota', `Failed to check version, status code: ${status}`);
+      return undefined;
+    }
+    const root = parseCJson(text);
+    if (root === undefined) {
+      console.log('E', 'Ota', 'Failed to parse JSON response');
+      return undefined;
+    }
+    return this.#apply(root);
+  }
+
+  #apply(root: CJsonNode): OtaCheck {
+    const { console } = this.#options;
+    const activationNode = getItem(root, 'activation');
+    let activation: OtaActivation | undefined;
+    if (activationNode?.kind === 'object') {
+      const timeout = getItem(activationNode, 'timeout_ms');
+      activation = {
+        message: str(getItem(activationNode, 'message')),
+        code: str(getItem(activationNode, 'code')),
+        challenge: str(getItem(activationNode, 'challenge')),
+        timeoutMs: timeout?.kind === 'number' ? toCInt(timeout.value) : undefined,
+      };
+      if (activation.code === undefined && activation.challenge === undefined)
+        activation = undefined;
+    }
+
+    const hasMqtt = this.#store(root, 'mqtt');
+    if (!hasMqtt) console.log('I', 'Ota', 'No mqtt section found !');
+    const hasWebsocket = this.#store(root, 'websocket');
+    if (!hasWebsocket) console.log('I', 'Ota', 'No websocket section found!');
+
+    let serverTime: number | undefined;
+    const time = getItem(root, 'server_time');
+    if (time?.kind === 'object') {
+      const timestamp = getItem(time, 'timestamp');
+      const offset = getItem(time, 'timezone_offset');
+      if (timestamp?.kind === 'number') {
+        serverTime =
+          timestamp.value + (offset?.kind === 'number' ? toCInt(offset.value) * 60_000 : 0);
+      }
+    } else {
+      console.log('W', 'Ota', 'No server_time section found!');
+    }
+
+    let firmware: OtaCheck['firmware'];
+    let hasNewVersion = false;
+    const offer = getItem(root, 'firmware');
+    if (offer?.kind === 'object') {
+      const version = str(getItem(offer, 'version'));
+      const url = str(getItem(offer, 'url'));
+      if (version !== undefined && url !== undefined) {
+        firmware = { version, url };
+        hasNewVersion = isNewVersionAvailable(this.#options.currentVersion, version);
+        console.log(
+          'I',
+          'Ota',
+          hasNewVersion ? `New version available: ${version}` : 'Current is the latest version',
+        );
+        const force = getItem(offer, 'force');
+        if (force?.kind === 'number' && toCInt(force.value) === 1) hasNewVersion = true;
+      }
+    } else {
+      console.log('W', 'Ota', 'No firmware section found!');
+    }
+    return { hasWebsocket, hasMqtt, serverTime, firmware, hasNewVersion, activation };
+  }
+
+  /** Stores every string and number member of a section under its own key; NVS errors abort. */
+  #store(root: CJsonNode, section: 'websocket' | 'mqtt'): boolean {
+    const node = getItem(root, section);
+    if (node?.kind !== 'object') return false;
+    const settings = this.#options.storage.open(section);
+    for (const [rawKey, value] of node.entries) {
+      const key = cString(rawKey);
+      try {
+        if (value.kind === 'string' && settings.getString(key) !== cString(value.value)) {
+          settings.setString(key, cString(value.value));
+        } else if (value.kind === 'number' && settings.getInt(key) !== toCInt(value.value)) {
+          settings.setInt(key, toCInt(value.value));
+        }
+      } catch (error) {
+        // Settings::SetString wraps nvs_set_str in ESP_ERROR_CHECK.
+        if (error instanceof DeviceError)
+          throw new BoardPanic('abort', `ESP_ERROR_CHECK failed: ${error.message}`);
+        throw error;
+      }
+    }
+    return true;
+  }
+
+  /** `Ota::Activate`: POST `<url>/activate`; 202 means try again in a few seconds. */
+  async activate(url: string, activation: OtaActivation | undefined): Promise<ActivationOutcome> {
+    const { console } = this.#options;
+    if (activation?.challenge === undefined) {
+      console.log('W', 'Ota', 'No activation challenge found');
+      return 'failed';
+    }
+    const target = url.endsWith('/') ? `${url}activate` : `${url}/activate`;
+    try {
+      const response = await fetch(target, {
+        method: 'POST',
+        headers: this.#options.headers(),
+        // Boards without an eFuse serial number send an empty payload.
+        body: '{}',
+        signal: AbortSignal.timeout(activation.timeoutMs ?? this.#options.timeoutMs ?? 10_000),
+      });
+      const body = await response.text();
+      if (response.status === 202) return 'retry';
+      if (response.status !== 200) {
+        console.log('E', 'Ota', `Failed to activate, code: ${response.status}, body: ${body}`);
+        return 'failed';
+      }
+    } catch (error) {
+      console.log('E', 'Ota', `Failed to open HTTP connection: ${(error as Error).message}`);
+      return 'failed';
+    }
+    console.log('I', 'Ota', 'Activation successful');
+    return 'done';
+  }
+
+  /** Downloads an app image: a plain GET that needs 200 and a Content-Length (no chunked replies). */
+  async download(
+    url: string,
+    onProgress?: (received: number, total: number) => void,
+  ): Promise<Uint8Array> {
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        signal: AbortSignal.timeout(this.#options.timeoutMs ?? 60_000),
+      });
+    } catch (error) {
+      throw new DeviceError(
+        'OTA_DOWNLOAD_FAILED',
+        `Failed to open HTTP connection: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    if (response.status !== 200) {
+      await response.body?.cancel();
+      throw new DeviceError(
+        'OTA_DOWNLOAD_FAILED',
+        `Failed to download firmware, status code: ${response.status}`,
+      );
+    }
+    const total = Number(response.headers.get('content-length') ?? 0);
+    if (!Number.isInteger(total) || total <= 0) {
+      await response.body?.cancel();
+      throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Failed to get content length');
+    }
+    const image = new Uint8Array(total);
+    let received = 0;
+    if (response.body === null) throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Empty response body');
+    for await (const chunk of response.body) {
+      if (received + chunk.length > total)
+        throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Body longer than its Content-Length');
+      image.set(chunk, received);
+      received += chunk.length;
+      onProgress?.(received, total);
+    }
+    if (received !== total)
+      throw new DeviceError(
+        'OTA_DOWNLOAD_FAILED',
+        `Download ended at ${received} of ${total} bytes`,
+      );
+    return image;
+  }
+}

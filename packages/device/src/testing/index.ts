@@ -1,0 +1,7 @@
+// @xiaozhi-mcp/device/testing: a small OTA + WebSocket backend for tests of boards and tools.
+export {
+  DeviceConnection,
+  type OtaRequestRecord,
+  TestBackend,
+  type TestBackendOptions,
+} from './backend.js';

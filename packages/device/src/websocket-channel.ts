@@ -1,0 +1,258 @@
+/**
+ * The device's WebSocket audio channel (websocket_protocol.cc, PROTOCOL.md 4): the real
+ * upgrade headers, the client hello, a bounded wait for the server hello, `session_id`
+ * adoption, a dead channel after 120 s without incoming data (pings do not count), and a
+ * close that drops TCP without a close frame, as the firmware does.
+ */
+import { EventEmitter } from 'node:events';
+import {
+  type AudioFrameVersion,
+  type BackendFrame,
+  cString,
+  type DeviceHello,
+  decodeAudioFrame,
+  encodeAudioFrame,
+  getItem,
+  readBackendFrame,
+} from '@xiaozhi-mcp/protocol';
+import WebSocket from 'ws';
+import type { BoardConsole } from './console.js';
+import { BoardPanic, DeviceError } from './errors.js';
+
+/** The firmware's largest text frame; a larger send kills the session. */
+export const MAX_DEVICE_FRAME_BYTES = 65_535;
+
+export interface WebsocketChannelOptions {
+  readonly url: string;
+  /** NVS `websocket/token`; sent as `Authorization`, with `Bearer ` added unless it has a space. */
+  readonly token: string;
+  readonly version: AudioFrameVersion;
+  readonly deviceId: string;
+  readonly clientId: string;
+  readonly hello: DeviceHello;
+  readonly console: BoardConsole;
+  readonly helloTimeoutMs?: number;
+  readonly idleTimeoutMs?: number;
+  /** Send a close frame when closing; the firmware does not (it drops TCP). */
+  readonly closeFrame?: boolean;
+}
+
+export interface WebsocketChannelEvents {
+  /** A text frame other than the server hello, read with cJSON rules. */
+  json: [BackendFrame];
+  audio: [{ type: number; timestamp: number; payload: Uint8Array }];
+  closed: [reason: string];
+  /** The firmware would have crashed here (a server hello without `transport`). */
+  panic: [BoardPanic];
+}
+
+/** The upgrade request headers the firmware sets. */
+export function upgradeHeaders(
+  options: Pick<WebsocketChannelOptions, 'url' | 'token' | 'version' | 'deviceId' | 'clientId'>,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (options.token !== '') {
+    headers.Authorization = options.token.includes(' ') ? options.token : `Bearer ${options.token}`;
+  }
+  headers['Protocol-Version'] = String(options.version);
+  headers['Device-Id'] = options.deviceId;
+  headers['Client-Id'] = options.clientId;
+  // The firmware's client never puts the port in Host.
+  headers.Host = new URL(options.url).hostname;
+  return headers;
+}
+
+export class WebsocketChannel extends EventEmitter<WebsocketChannelEvents> {
+  #socket: WebSocket | undefined;
+  #sessionId = '';
+  #idleTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+  readonly #options: WebsocketChannelOptions;
+
+  constructor(options: WebsocketChannelOptions) {
+    super();
+    this.#options = options;
+  }
+
+  get sessionId(): string {
+    return this.#sessionId;
+  }
+
+  get isOpen(): boolean {
+    return !this.#closed && this.#socket?.readyState === WebSocket.OPEN;
+  }
+
+  /** Connects, sends the hello and waits for the server's. Rejects with a {@link DeviceError}. */
+  open(): Promise<void> {
+    const { console, url, version } = this.#options;
+    console.log('I', 'WS', `Connecting to websocket server: ${url} with version: ${version}`);
+    const socket = new WebSocket(url, {
+      headers: upgradeHeaders(this.#options),
+      perMessageDeflate: false,
+      handshakeTimeout: this.#options.helloTimeoutMs ?? 10_000,
+    });
+    this.#socket = socket;
+    return new Promise<void>((resolve, reject) => {
+      let helloTimer: NodeJS.Timeout | undefined;
+      let settled = false;
+      const fail = (error: DeviceError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(helloTimer);
+        this.#teardown(error.message, false);
+        reject(error);
+      };
+      socket.once('unexpected-response', (_request, response) => {
+        console.log('E', 'WS', 'Failed to connect to websocket server');
+        fail(
+          new DeviceError('WS_CONNECT_FAILED', `upgrade refused with HTTP ${response.statusCode}`),
+        );
+      });
+      socket.on('error', (error) => {
+        if (!settled) {
+          console.log('E', 'WS', 'Failed to connect to websocket server');
+          fail(new DeviceError('WS_CONNECT_FAILED', error.message, { cause: error }));
+        }
+      });
+      socket.once('open', () => {
+        socket.send(JSON.stringify(this.#options.hello));
+        helloTimer = setTimeout(() => {
+          console.log('E', 'WS', 'Failed to receive server hello');
+          fail(
+            new DeviceError(
+              'WS_HELLO_TIMEOUT',
+              `no server hello within ${this.#options.helloTimeoutMs ?? 10_000} ms`,
+            ),
+          );
+        }, this.#options.helloTimeoutMs ?? 10_000);
+      });
+      socket.on('message', (data, isBinary) => {
+        this.#touch();
+        if (isBinary) {
+          this.#onAudio(data as Buffer);
+          return;
+        }
+        const text = data.toString();
+        const frame = readBackendFrame(text);
+        if (frame?.type === undefined) {
+          console.log('E', 'WS', `Missing message type, data: ${text}`);
+          return;
+        }
+        if (frame.type !== 'hello') {
+          // Boards in the field never answer what arrives before the server hello.
+          if (settled) this.emit('json', frame);
+          return;
+        }
+        try {
+          if (this.#onServerHello(frame) && !settled) {
+            settled = true;
+            clearTimeout(helloTimer);
+            resolve();
+          }
+        } catch (error) {
+          if (!(error instanceof BoardPanic)) throw error;
+          settled = true;
+          clearTimeout(helloTimer);
+          this.#teardown('panic', false);
+          this.emit('panic', error);
+          reject(error);
+        }
+      });
+      socket.on('close', () => {
+        if (!settled)
+          fail(new DeviceError('WS_CLOSED', 'the server closed the connection before its hello'));
+        else this.#teardown('closed by the server', true);
+      });
+    });
+  }
+
+  /** `ParseServerHello`. True when the hello was accepted. */
+  #onServerHello(frame: BackendFrame): boolean {
+    const transport = getItem(frame.root, 'transport');
+    if (transport?.kind !== 'string') {
+      // The firmware logs transport->valuestring: a null dereference.
+      throw new BoardPanic(
+        'load-prohibited',
+        'WebsocketProtocol::ParseServerHello read a hello without a string transport',
+      );
+    }
+    if (cString(transport.value) !== 'websocket') {
+      this.#options.console.log('E', 'WS', `Unsupported transport: ${cString(transport.value)}`);
+      return false;
+    }
+    const session = getItem(frame.root, 'session_id');
+    if (session?.kind === 'string') {
+      this.#sessionId = cString(session.value);
+      this.#options.console.log('I', 'WS', `Session ID: ${this.#sessionId}`);
+    }
+    return true;
+  }
+
+  #onAudio(data: Buffer): void {
+    try {
+      this.emit(
+        'audio',
+        decodeAudioFrame(
+          this.#options.version,
+          new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+        ),
+      );
+    } catch {
+      // A malformed audio frame is skipped, as the firmware skips it.
+    }
+  }
+
+  // last_incoming_time_ moves on text and binary frames only.
+  #touch(): void {
+    clearTimeout(this.#idleTimer);
+    const idle = this.#options.idleTimeoutMs ?? 120_000;
+    this.#idleTimer = setTimeout(() => {
+      this.#options.console.log(
+        'E',
+        'Protocol',
+        `Channel timeout ${Math.round(idle / 1000)} seconds`,
+      );
+      this.close('channel timeout');
+    }, idle);
+  }
+
+  /** Sends a text frame; false when the channel is closed. A frame over 64 KiB kills the session. */
+  sendText(text: string): boolean {
+    if (!this.isOpen || this.#socket === undefined) return false;
+    if (Buffer.byteLength(text) > MAX_DEVICE_FRAME_BYTES) {
+      this.#options.console.log('E', 'WS', `Message too large: ${Buffer.byteLength(text)} bytes`);
+      this.close('frame too large');
+      return false;
+    }
+    this.#socket.send(text);
+    return true;
+  }
+
+  /** Sends one Opus packet with the framing of the channel's protocol version. */
+  sendAudio(payload: Uint8Array, timestamp = 0): boolean {
+    if (!this.isOpen || this.#socket === undefined) return false;
+    this.#socket.send(encodeAudioFrame(this.#options.version, { payload, timestamp }));
+    return true;
+  }
+
+  /** Closes the channel the firmware's way: drop TCP, no close frame (unless configured). */
+  close(reason = 'closed by the device'): void {
+    this.#teardown(reason, true);
+  }
+
+  #teardown(reason: string, announce: boolean): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearTimeout(this.#idleTimer);
+    const socket = this.#socket;
+    if (socket !== undefined) {
+      if (this.#options.closeFrame === true && socket.readyState === WebSocket.OPEN)
+        socket.close(1000);
+      else socket.terminate();
+    }
+    if (announce) {
+      this.#options.console.log('I', 'WS', 'Websocket disconnected');
+      this.emit('closed', reason);
+    }
+  }
+}
