@@ -1,0 +1,151 @@
+/**
+ * Server configuration, validated at start-up. A configuration whose OTA replies would crash
+ * or brick a board (PROTOCOL.md 7) is refused here, before any board sees it.
+ */
+import { type OtaReply, validateOtaReply } from '@xiaozhi-mcp/protocol';
+import { ServerError } from './errors.js';
+
+export type AuthMode = 'token' | 'off';
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface ServerConfig {
+  /** Bind address; loopback unless told otherwise. */
+  readonly host: string;
+  /** 0 lets the OS choose. */
+  readonly port: number;
+  /** The base URL boards use to reach us, when it is not `http://host:port` (e.g. binding 0.0.0.0). */
+  readonly publicUrl: string | undefined;
+  /** Prefix of the OTA, WebSocket and firmware paths: `{prefix}/ota/`, `{prefix}/v1/`. */
+  readonly prefix: string;
+  /** Prefix of the JSON API. */
+  readonly apiPrefix: string;
+  /** `token`: the upgrade needs the token the OTA reply issued, or one of `tokens`. */
+  readonly auth: AuthMode;
+  readonly tokens: readonly string[];
+  /** `websocket.version` in the OTA reply: the binary protocol version boards use. */
+  readonly websocketVersion: 1 | 2 | 3;
+  /** `server_time.timezone_offset`, in minutes east of UTC (the firmware's unit). */
+  readonly timezoneOffsetMinutes: number;
+  readonly firmwareDir: string | undefined;
+  /** Offered in `initialize` as the vision capability (`self.camera.take_photo` posts there). */
+  readonly vision: { readonly url: string; readonly token?: string } | undefined;
+  /** Default bound on each MCP request; each call can override it. */
+  readonly callTimeoutMs: number;
+  /** Bound on the wait for a device's hello after the upgrade. */
+  readonly helloTimeoutMs: number;
+  /** Largest frame accepted from a device (the firmware sends at most 64 KiB). */
+  readonly maxFrameBytes: number;
+  /** Ping each device this often; a device that misses two pings in a row is dropped. 0: never. */
+  readonly pingIntervalMs: number;
+  /** Extra `websocket` members stored on boards (NVS keys): checked for hazards. */
+  readonly websocketExtra: Readonly<Record<string, string | number>>;
+  readonly logLevel: LogLevel;
+}
+
+export const DEFAULT_CONFIG: ServerConfig = {
+  host: '127.0.0.1',
+  port: 8000,
+  publicUrl: undefined,
+  prefix: '/xiaozhi',
+  apiPrefix: '/api',
+  auth: 'token',
+  tokens: [],
+  websocketVersion: 1,
+  timezoneOffsetMinutes: -new Date().getTimezoneOffset(),
+  firmwareDir: undefined,
+  vision: undefined,
+  callTimeoutMs: 30_000,
+  helloTimeoutMs: 10_000,
+  maxFrameBytes: 128 * 1024,
+  // Relaxed: aggressive ping timeouts have disconnected real boards.
+  pingIntervalMs: 60_000,
+  websocketExtra: {},
+  logLevel: 'info',
+};
+
+function invalid(field: string, message: string): never {
+  throw new ServerError('CONFIG_INVALID', `config ${field}: ${message}`);
+}
+
+/** Fills defaults and validates; throws `CONFIG_INVALID` or `CONFIG_HAZARD` naming the field. */
+export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig {
+  const config: ServerConfig = {
+    ...DEFAULT_CONFIG,
+    ...Object.fromEntries(Object.entries(partial).filter(([, v]) => v !== undefined)),
+  };
+  if (typeof config.host !== 'string' || config.host === '')
+    invalid('host', 'must be a host name or address');
+  if (!Number.isInteger(config.port) || config.port < 0 || config.port > 65535)
+    invalid('port', `must be 0..65535, got ${String(config.port)}`);
+  if (!/^\/[\w\-/]*$/.test(config.prefix) || config.prefix.endsWith('/'))
+    invalid('prefix', `must look like /xiaozhi, got ${JSON.stringify(config.prefix)}`);
+  if (!/^\/[\w\-/]*$/.test(config.apiPrefix) || config.apiPrefix.endsWith('/'))
+    invalid('apiPrefix', `must look like /api, got ${JSON.stringify(config.apiPrefix)}`);
+  if (config.auth !== 'token' && config.auth !== 'off')
+    invalid('auth', `must be token or off, got ${JSON.stringify(config.auth)}`);
+  if (![1, 2, 3].includes(config.websocketVersion)) {
+    // A string here would be stored as a string and read back as the default by the firmware.
+    throw new ServerError(
+      'CONFIG_HAZARD',
+      `config websocketVersion: must be the number 1, 2 or 3, got ${JSON.stringify(config.websocketVersion)}`,
+    );
+  }
+  if (
+    !Number.isInteger(config.timezoneOffsetMinutes) ||
+    Math.abs(config.timezoneOffsetMinutes) > 14 * 60
+  ) {
+    invalid(
+      'timezoneOffsetMinutes',
+      `must be whole minutes within ±840, got ${String(config.timezoneOffsetMinutes)}`,
+    );
+  }
+  for (const [field, value] of [
+    ['callTimeoutMs', config.callTimeoutMs],
+    ['helloTimeoutMs', config.helloTimeoutMs],
+    ['maxFrameBytes', config.maxFrameBytes],
+  ] as const) {
+    if (!Number.isInteger(value) || value <= 0)
+      invalid(field, `must be a positive integer, got ${String(value)}`);
+  }
+  if (!Number.isInteger(config.pingIntervalMs) || config.pingIntervalMs < 0)
+    invalid('pingIntervalMs', 'must be 0 or a positive integer');
+  if (config.publicUrl !== undefined && !/^https?:\/\/[^/\s]+$/.test(config.publicUrl)) {
+    invalid(
+      'publicUrl',
+      `must be http(s)://host[:port] without a path, got ${JSON.stringify(config.publicUrl)}`,
+    );
+  }
+  if (config.vision !== undefined && !/^https?:\/\/\S+$/.test(config.vision.url))
+    invalid('vision.url', 'must be an http(s) URL');
+  for (const token of config.tokens) {
+    if (typeof token !== 'string' || token === '' || /\s/.test(token))
+      invalid('tokens', 'each token must be a non-empty string without spaces');
+  }
+  return config;
+}
+
+/**
+ * Refuses a configuration whose OTA reply would be a hazard, by validating the reply it
+ * produces with the longest token it can issue or accept.
+ */
+export function assertConfigSafe(config: ServerConfig, websocketUrl: string): void {
+  const longestToken = [...config.tokens, 'x'.repeat(32)].reduce((a, b) =>
+    b.length > a.length ? b : a,
+  );
+  const reply: OtaReply = {
+    websocket: {
+      url: websocketUrl,
+      token: longestToken,
+      version: config.websocketVersion,
+      ...config.websocketExtra,
+    },
+    server_time: { timestamp: Date.now(), timezone_offset: config.timezoneOffsetMinutes },
+  };
+  const hazard = validateOtaReply(reply).find((finding) => finding.severity === 'hazard');
+  if (hazard !== undefined) {
+    throw new ServerError(
+      'CONFIG_HAZARD',
+      `config would send boards an OTA reply that crashes them: ${hazard.field}: ${hazard.message}`,
+    );
+  }
+}

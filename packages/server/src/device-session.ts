@@ -1,0 +1,312 @@
+/**
+ * One device connection and the MCP client that talks to it. Requests carry a per-device
+ * numeric id (the firmware drops string ids) and are registered before they are sent;
+ * replies are matched by id in any order; an error reply, codeless or unescaped, rejects
+ * with the protocol's `WireError` carrying the device's message; every pending request is
+ * rejected at once with `DEVICE_DISCONNECTED` when the socket drops.
+ */
+import { EventEmitter } from 'node:events';
+import {
+  type DeviceFrame,
+  type DeviceHello,
+  encodeEnvelope,
+  encodeRequest,
+  readDeviceFrame,
+  readToolResult,
+  type ToolResult,
+  type ToolsListParams,
+  type ToolsWalk,
+  walkToolsPages,
+} from '@xiaozhi-mcp/protocol';
+import type { WebSocket } from 'ws';
+import { ServerError } from './errors.js';
+
+export interface RequestOptions {
+  /** Default: the session's call timeout (30 s unless configured). */
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+interface Pending {
+  readonly method: string;
+  readonly resolve: (result: unknown) => void;
+  readonly reject: (error: Error) => void;
+  readonly timer: NodeJS.Timeout;
+  readonly cleanup: () => void;
+}
+
+/** `initialize`'s result as the device sent it. */
+export interface InitializeResult {
+  readonly protocolVersion: string;
+  readonly capabilities: Record<string, unknown>;
+  readonly serverInfo: { readonly name: string; readonly version: string };
+}
+
+export interface DeviceSessionInfo {
+  readonly deviceId: string;
+  readonly clientId: string;
+  readonly sessionId: string;
+  /** `Protocol-Version` of the upgrade request (audio framing). */
+  readonly protocolVersion: number;
+  readonly hello: DeviceHello;
+  readonly remoteAddress: string | undefined;
+}
+
+export interface DeviceSessionEvents {
+  closed: [reason: string];
+  /** A transport message other than an MCP reply (listen, abort, goodbye...). */
+  message: [DeviceFrame];
+  /** An MCP frame that matched no pending request (late, unknown id, unreadable). */
+  stray: [DeviceFrame];
+}
+
+export interface SessionStats {
+  requests: number;
+  replies: number;
+  errors: number;
+  timeouts: number;
+  strays: number;
+  audioFrames: number;
+  audioBytes: number;
+}
+
+// The firmware reads ids as a C int; stay inside int32 so they echo back unchanged.
+const MAX_ID = 2_147_483_647;
+
+export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
+  readonly info: DeviceSessionInfo;
+  readonly stats: SessionStats = {
+    requests: 0,
+    replies: 0,
+    errors: 0,
+    timeouts: 0,
+    strays: 0,
+    audioFrames: 0,
+    audioBytes: 0,
+  };
+  readonly #socket: WebSocket;
+  readonly #pending = new Map<number, Pending>();
+  readonly #callTimeoutMs: number;
+  #nextId = 1;
+  #closedReason: string | undefined;
+
+  constructor(
+    socket: WebSocket,
+    info: DeviceSessionInfo,
+    options: { callTimeoutMs?: number } = {},
+  ) {
+    super();
+    this.#socket = socket;
+    this.info = info;
+    this.#callTimeoutMs = options.callTimeoutMs ?? 30_000;
+    socket.on('message', (data, isBinary) => {
+      if (isBinary) {
+        // Audio is accepted, counted and dropped: this backend speaks MCP, not speech.
+        this.stats.audioFrames++;
+        this.stats.audioBytes += (data as Buffer).length;
+        return;
+      }
+      this.#onText(data.toString());
+    });
+    socket.on('close', (code) =>
+      this.#onClose(code === 1006 ? 'connection dropped' : `closed with code ${code}`),
+    );
+    socket.on('error', (error) => this.#onClose(`socket error: ${error.message}`));
+  }
+
+  get closed(): boolean {
+    return this.#closedReason !== undefined;
+  }
+
+  /** Requests in flight. */
+  get pending(): number {
+    return this.#pending.size;
+  }
+
+  /** Sends a JSON-RPC request and resolves with its `result`. */
+  request(method: string, params?: unknown, options: RequestOptions = {}): Promise<unknown> {
+    if (this.#closedReason !== undefined) {
+      return Promise.reject(
+        new ServerError(
+          'DEVICE_DISCONNECTED',
+          `device ${this.info.deviceId} is disconnected (${this.#closedReason})`,
+        ),
+      );
+    }
+    if (options.signal?.aborted) {
+      return Promise.reject(
+        new ServerError('REQUEST_ABORTED', `${method} to ${this.info.deviceId} was aborted`, {
+          cause: options.signal.reason,
+        }),
+      );
+    }
+    const id = this.#nextId;
+    this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
+    const timeoutMs = options.timeoutMs ?? this.#callTimeoutMs;
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        this.#settle(id)?.reject(
+          new ServerError('REQUEST_ABORTED', `${method} to ${this.info.deviceId} was aborted`, {
+            cause: options.signal?.reason,
+          }),
+        );
+      };
+      const timer = setTimeout(() => {
+        this.stats.timeouts++;
+        this.#settle(id)?.reject(
+          new ServerError(
+            'REQUEST_TIMEOUT',
+            `${method} to ${this.info.deviceId} got no reply within ${timeoutMs} ms`,
+          ),
+        );
+      }, timeoutMs);
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      // Registered before the send, so a reply can never arrive unexpected.
+      this.#pending.set(id, {
+        method,
+        resolve,
+        reject,
+        timer,
+        cleanup: () => options.signal?.removeEventListener('abort', onAbort),
+      });
+      this.stats.requests++;
+      this.#socket.send(
+        encodeEnvelope(this.info.sessionId, encodeRequest(id, method, params)),
+        (error) => {
+          if (error)
+            this.#settle(id)?.reject(
+              new ServerError(
+                'DEVICE_DISCONNECTED',
+                `send to ${this.info.deviceId} failed: ${error.message}`,
+                { cause: error },
+              ),
+            );
+        },
+      );
+    });
+  }
+
+  /** `initialize`, offering the vision endpoint when one is configured. */
+  async initialize(
+    vision?: { url: string; token?: string },
+    options?: RequestOptions,
+  ): Promise<InitializeResult> {
+    const result = await this.request(
+      'initialize',
+      {
+        protocolVersion: '2024-11-05',
+        capabilities: vision === undefined ? {} : { vision },
+        clientInfo: { name: 'xiaozhi-mcp', version: '0.1.0' },
+      },
+      options,
+    );
+    const record = result as Partial<InitializeResult> | null;
+    if (
+      typeof record?.serverInfo?.name !== 'string' ||
+      typeof record.serverInfo.version !== 'string'
+    ) {
+      throw new ServerError(
+        'INVALID_REPLY',
+        `initialize reply from ${this.info.deviceId} has no serverInfo name and version`,
+      );
+    }
+    return record as InitializeResult;
+  }
+
+  /** Walks every `tools/list` page (the protocol core checks each page's budget). */
+  listTools(withUserTools: boolean, options?: RequestOptions): Promise<ToolsWalk> {
+    return walkToolsPages(
+      (params: ToolsListParams) => this.request('tools/list', params, options),
+      { withUserTools },
+    );
+  }
+
+  /** Calls a tool; the result's content is standard MCP content (firmware images unwrapped). */
+  async callTool(
+    name: string,
+    args: Record<string, unknown> = {},
+    options?: RequestOptions,
+  ): Promise<ToolResult> {
+    return readToolResult(await this.request('tools/call', { name, arguments: args }, options));
+  }
+
+  /** Sends a transport message as is (e.g. `{"type":"system","command":"reboot"}`). */
+  sendMessage(message: Record<string, unknown>): void {
+    this.#socket.send(JSON.stringify({ session_id: this.info.sessionId, ...message }));
+  }
+
+  /** Round trip of a WebSocket ping, in milliseconds (the device answers pings). */
+  ping(timeoutMs = 5000): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const started = performance.now();
+      const timer = setTimeout(() => {
+        this.#socket.off('pong', onPong);
+        reject(
+          new ServerError(
+            'REQUEST_TIMEOUT',
+            `no pong from ${this.info.deviceId} within ${timeoutMs} ms`,
+          ),
+        );
+      }, timeoutMs);
+      const onPong = () => {
+        clearTimeout(timer);
+        resolve(performance.now() - started);
+      };
+      this.#socket.once('pong', onPong);
+      this.#socket.ping();
+    });
+  }
+
+  /** Closes the connection; pending requests are rejected with `DEVICE_DISCONNECTED`. */
+  close(reason = 'closed by the server'): void {
+    this.#socket.terminate();
+    this.#onClose(reason);
+  }
+
+  #settle(id: number): Pending | undefined {
+    const pending = this.#pending.get(id);
+    if (pending === undefined) return undefined;
+    this.#pending.delete(id);
+    clearTimeout(pending.timer);
+    pending.cleanup();
+    return pending;
+  }
+
+  #onText(text: string): void {
+    const frame = readDeviceFrame(text);
+    if (frame.kind !== 'mcp') {
+      this.emit('message', frame);
+      return;
+    }
+    const { message } = frame;
+    if ((message.kind === 'result' || message.kind === 'error') && typeof message.id === 'number') {
+      const pending = this.#settle(message.id);
+      if (pending !== undefined) {
+        this.stats.replies++;
+        if (message.kind === 'result') pending.resolve(message.result);
+        else {
+          this.stats.errors++;
+          pending.reject(message.error);
+        }
+        return;
+      }
+    }
+    this.stats.strays++;
+    this.emit('stray', frame);
+  }
+
+  #onClose(reason: string): void {
+    if (this.#closedReason !== undefined) return;
+    this.#closedReason = reason;
+    for (const id of [...this.#pending.keys()]) {
+      const pending = this.#settle(id);
+      pending?.reject(
+        new ServerError(
+          'DEVICE_DISCONNECTED',
+          `device ${this.info.deviceId} disconnected during ${pending.method} (${reason})`,
+        ),
+      );
+    }
+    this.emit('closed', reason);
+  }
+}

@@ -1,0 +1,32 @@
+// @xiaozhi-mcp/server: the backend xiaozhi boards connect to.
+// Named exports only; see README.md for the API routes and every error code.
+
+export { deviceSummary } from './api.js';
+export {
+  type AuthMode,
+  assertConfigSafe,
+  DEFAULT_CONFIG,
+  type LogLevel,
+  resolveConfig,
+  type ServerConfig,
+} from './config.js';
+export {
+  DeviceSession,
+  type DeviceSessionEvents,
+  type DeviceSessionInfo,
+  type InitializeResult,
+  type RequestOptions,
+  type SessionStats,
+} from './device-session.js';
+export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
+export { type FirmwareImage, FirmwareStore } from './firmware-store.js';
+export { tokenOf } from './gateway.js';
+export {
+  type DeviceRecord,
+  DeviceRegistry,
+  type DeviceTool,
+  type OtaCheckRecord,
+  type RegistryEvents,
+  type RegistryOptions,
+} from './registry.js';
+export { type ServerUrls, type StartOptions, XiaozhiServer } from './server.js';

@@ -1,0 +1,216 @@
+/**
+ * The backend boards connect to: one HTTP server for the OTA endpoint, firmware downloads,
+ * the JSON API and the WebSocket upgrade, on one port (loopback unless told otherwise).
+ */
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Logger, pino } from 'pino';
+import { handleApi } from './api.js';
+import { assertConfigSafe, resolveConfig, type ServerConfig } from './config.js';
+import { ServerError } from './errors.js';
+import { FirmwareStore } from './firmware-store.js';
+import { Gateway, tokenOf } from './gateway.js';
+import { HttpError, sendJson } from './http.js';
+import { OtaEndpoint } from './ota-endpoint.js';
+import { DeviceRegistry } from './registry.js';
+
+export interface ServerUrls {
+  readonly http: string;
+  readonly ota: string;
+  readonly websocket: string;
+  readonly api: string;
+}
+
+export interface StartOptions extends Partial<ServerConfig> {
+  /** Firmware to offer, in addition to `firmwareDir`. */
+  readonly firmware?: FirmwareStore;
+  /** A pino logger; default: pino to stderr at `logLevel`. */
+  readonly logger?: Logger;
+}
+
+export class XiaozhiServer {
+  readonly config: ServerConfig;
+  readonly registry: DeviceRegistry;
+  readonly firmware: FirmwareStore;
+  readonly logger: Logger;
+  readonly #http: Server;
+  #gateway: Gateway | undefined;
+  #ota: OtaEndpoint | undefined;
+  #urls: ServerUrls | undefined;
+
+  private constructor(config: ServerConfig, firmware: FirmwareStore, logger: Logger) {
+    this.config = config;
+    this.firmware = firmware;
+    this.logger = logger;
+    this.registry = new DeviceRegistry(
+      config.vision === undefined ? {} : { vision: config.vision },
+    );
+    this.#http = createServer((req, res) => {
+      this.#route(req, res).catch((error: unknown) => {
+        if (!res.headersSent)
+          sendJson(res, error instanceof HttpError ? error.status : 500, {
+            error: (error as Error).message,
+          });
+        else res.destroy();
+      });
+    });
+    this.#http.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => {
+      const path = (req.url ?? '').split('?')[0] ?? '';
+      const wsPath = `${this.config.prefix}/v1`;
+      if ((path !== wsPath && path !== `${wsPath}/`) || this.#gateway === undefined) {
+        socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      this.#gateway.handleUpgrade(req, socket, head);
+    });
+  }
+
+  /** Validates the configuration (refusing hazards), loads firmware, and listens. */
+  static async start(options: StartOptions = {}): Promise<XiaozhiServer> {
+    const config = resolveConfig(options);
+    const logger = options.logger ?? pino({ level: config.logLevel }, pino.destination(2));
+    const firmware =
+      options.firmware ??
+      (config.firmwareDir === undefined
+        ? new FirmwareStore()
+        : FirmwareStore.fromDirectory(config.firmwareDir));
+    if (options.firmware !== undefined && config.firmwareDir !== undefined) {
+      for (const image of FirmwareStore.fromDirectory(config.firmwareDir).list())
+        firmware.add(image.bytes, {
+          name: image.name,
+          ...(image.board ? { board: image.board } : {}),
+        });
+    }
+    const server = new XiaozhiServer(config, firmware, logger);
+    // Checked with the URL boards would get before a port is known; checked again once listening.
+    assertConfigSafe(config, server.#baseUrls(config.port === 0 ? 65535 : config.port).websocket);
+    server.#http.listen(config.port, config.host);
+    try {
+      await Promise.race([
+        once(server.#http, 'listening'),
+        once(server.#http, 'error').then(([error]) => Promise.reject(error)),
+      ]);
+    } catch (error) {
+      throw new ServerError(
+        'LISTEN_FAILED',
+        `cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    const urls = server.#baseUrls((server.#http.address() as AddressInfo).port);
+    assertConfigSafe(config, urls.websocket);
+    server.#urls = urls;
+    server.#ota = new OtaEndpoint(
+      config,
+      server.registry,
+      firmware,
+      {
+        websocket: urls.websocket,
+        firmware: (name) =>
+          `${urls.http}${config.prefix}/firmware/${name.split('/').map(encodeURIComponent).join('/')}`,
+      },
+      logger,
+    );
+    server.#gateway = new Gateway(
+      config,
+      server.registry,
+      (deviceId, token) => server.#isTokenValid(deviceId, token),
+      logger,
+    );
+    logger.info(
+      {
+        ...urls,
+        auth: config.auth,
+        firmware: firmware.list().map((f) => `${f.name} ${f.version}`),
+      },
+      'xiaozhi-mcp server listening',
+    );
+    return server;
+  }
+
+  get urls(): ServerUrls {
+    if (this.#urls === undefined)
+      throw new ServerError('LISTEN_FAILED', 'the server is not listening');
+    return this.#urls;
+  }
+
+  get port(): number {
+    return (this.#http.address() as AddressInfo).port;
+  }
+
+  /** Open WebSocket connections. */
+  get connections(): number {
+    return this.#gateway?.connections ?? 0;
+  }
+
+  /** The token the OTA endpoint issued to a device (tests and tools connect with it). */
+  tokenFor(deviceId: string): string | undefined {
+    return this.#ota?.tokenFor(deviceId);
+  }
+
+  async stop(): Promise<void> {
+    this.#gateway?.close();
+    this.#http.closeAllConnections();
+    await new Promise<void>((resolve) => this.#http.close(() => resolve()));
+  }
+
+  #baseUrls(port: number): ServerUrls {
+    const http =
+      this.config.publicUrl ??
+      `http://${this.config.host.includes(':') ? `[${this.config.host}]` : this.config.host}:${port}`;
+    return {
+      http,
+      ota: `${http}${this.config.prefix}/ota/`,
+      websocket: `${http.replace(/^http/, 'ws')}${this.config.prefix}/v1/`,
+      api: `${http}${this.config.apiPrefix}`,
+    };
+  }
+
+  #isTokenValid(deviceId: string, token: string | undefined): boolean {
+    if (token === undefined) return false;
+    return this.config.tokens.includes(token) || this.#ota?.tokenFor(deviceId) === token;
+  }
+
+  async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const { prefix, apiPrefix } = this.config;
+    if (path === `${prefix}/ota` || path === `${prefix}/ota/`)
+      return this.#ota?.handle(req, res, false);
+    if (path === `${prefix}/ota/activate` || path === `${prefix}/ota/activate/`)
+      return this.#ota?.handle(req, res, true);
+    if (path.startsWith(`${prefix}/firmware/`) && req.method === 'GET') {
+      const image = this.firmware.get(
+        path.slice(`${prefix}/firmware/`.length).split('/').map(decodeURIComponent).join('/'),
+      );
+      if (image === undefined) {
+        sendJson(res, 404, { error: 'no such firmware' });
+        return;
+      }
+      // The firmware's downloader needs a Content-Length: never chunked.
+      res.writeHead(200, {
+        'Content-Type': 'application/octet-stream',
+        'Content-Length': image.size,
+      });
+      res.end(image.bytes);
+      return;
+    }
+    if (path === apiPrefix || path.startsWith(`${apiPrefix}/`)) {
+      if (
+        this.config.auth === 'token' &&
+        this.config.tokens.length > 0 &&
+        !this.config.tokens.includes(tokenOf(req.headers.authorization) ?? '')
+      ) {
+        sendJson(res, 401, {
+          error: {
+            code: 'UNAUTHORIZED',
+            message: 'the API needs one of the configured tokens as a Bearer token',
+          },
+        });
+        return;
+      }
+      return handleApi(this.registry, (req.url ?? '/').slice(apiPrefix.length) || '/', req, res);
+    }
+    sendJson(res, 404, { error: `nothing at ${path}` });
+  }
+}
