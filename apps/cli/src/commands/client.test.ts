@@ -1,0 +1,435 @@
+import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { XiaozhiServer } from '@xiaozhi-mcp/server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../test-io.js';
+import {
+  buildArguments,
+  closeNames,
+  formatContent,
+  normalizeDeviceId,
+  toolSignature,
+} from './client.js';
+
+const FAST: Partial<BoardTiming> = {
+  bootMs: 5,
+  wifiConnectMs: 5,
+  otaRetryMs: 50,
+  helloTimeoutMs: 2000,
+  httpTimeoutMs: 3000,
+};
+const WIFI = { ssid: 'cli-test', password: 'secret' };
+const MAC = 'f4:12:fa:00:00:21';
+const OTHER = 'f4:12:fa:00:00:22';
+
+async function startBoard(server: XiaozhiServer, mac: string): Promise<VirtualBoard> {
+  const board = new VirtualBoard({ mac, wifi: WIFI, otaUrl: server.urls.ota, timing: FAST });
+  board.powerOn();
+  await board.waitForState('idle', 5000);
+  board.click();
+  await server.registry.waitForReady(mac, 10_000);
+  return board;
+}
+
+describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
+  let server: XiaozhiServer;
+  let board: VirtualBoard;
+  let other: VirtualBoard;
+  let url: string;
+
+  beforeAll(async () => {
+    server = await XiaozhiServer.start({ port: 0, logLevel: 'silent' });
+    url = server.urls.http;
+    board = await startBoard(server, MAC);
+    other = await startBoard(server, OTHER);
+  }, 30_000);
+
+  afterAll(async () => {
+    board?.powerOff();
+    other?.powerOff();
+    await server?.stop();
+  });
+
+  it('lists devices as a table or as the API JSON', async () => {
+    const table = await runCli('devices', '--server', url);
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^DEVICE +BOARD +VERSION +STATE +TOOLS +LAST OTA CHECK$/);
+    expect(lines.slice(1)).toEqual([
+      expect.stringMatching(
+        /^f4:12:fa:00:00:21 {2}bread-compact-wifi {2}2\.4\.2 {4}ready {2}14 {5}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/,
+      ),
+      expect.stringMatching(/^f4:12:fa:00:00:22 {2}bread-compact-wifi/),
+    ]);
+
+    const json = await runCli('devices', '--server', url, '--json');
+    expect(json.code).toBe(0);
+    const body = JSON.parse(json.stdout) as { devices: Record<string, unknown>[] };
+    expect(body.devices[0]).toMatchObject({
+      deviceId: MAC,
+      board: 'bread-compact-wifi',
+      connected: true,
+      ready: true,
+      toolCount: 14,
+    });
+  });
+
+  it('lists tools as signatures, the device given as an upper-case MAC', async () => {
+    const tools = await runCli('tools', MAC.toUpperCase(), '--server', url);
+    expect(tools.code).toBe(0);
+    const lines = tools.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(14);
+    expect(lines).toContain('self.audio_speaker.set_volume(volume: integer 0..100)');
+    expect(lines).toContain('self.lamp.turn_on()');
+    expect(lines).toContain('self.reboot() [user]');
+    expect(lines).toContain(
+      'self.screen.snapshot(url: string, quality?: integer 1..100 = 80) [user]',
+    );
+
+    const json = await runCli('tools', MAC.replaceAll(':', '-'), '--server', url, '--json');
+    expect(json.code).toBe(0);
+    const body = JSON.parse(json.stdout) as { tools: Record<string, unknown>[] };
+    expect(body.tools).toHaveLength(14);
+    expect(body.tools.find((t) => t.name === 'self.reboot')).toMatchObject({ userOnly: true });
+  });
+
+  it('calls a tool with converted arguments and prints the text result', async () => {
+    const call = await runCli(
+      'call',
+      MAC.toUpperCase(),
+      'self.audio_speaker.set_volume',
+      'volume=30',
+      '--server',
+      url,
+    );
+    expect(call).toEqual({ code: 0, stdout: 'true\n', stderr: '' });
+    expect(board.hardware.volume).toBe(30);
+
+    const json = await runCli('call', MAC, 'self.lamp.turn_on', '--server', url, '--json');
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual({
+      result: { content: [{ type: 'text', text: 'true' }], isError: false },
+    });
+    expect(board.hardware.lamp).toBe(true);
+  });
+
+  it('refuses bad arguments with exit 2 before anything is sent', async () => {
+    const call = (...words: string[]) =>
+      runCli('call', MAC, 'self.audio_speaker.set_volume', ...words, '--server', url);
+    const before = board.hardware.volume;
+    const cases: [string[], string][] = [
+      [['volume=loud'], 'self.audio_speaker.set_volume: volume must be an integer, got "loud"'],
+      [['volume=3.5'], 'self.audio_speaker.set_volume: volume must be an integer, got "3.5"'],
+      [['level=3'], 'self.audio_speaker.set_volume has no property "level"; it takes volume'],
+      [['volume'], 'arguments are key=value, got "volume"'],
+      [['volume=1', 'volume=2'], 'volume is given twice'],
+      [[], 'self.audio_speaker.set_volume needs volume=<integer 0..100>'],
+    ];
+    for (const [words, message] of cases) {
+      const result = await call(...words);
+      expect(result, words.join(' ')).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `xiaozhi-mcp: ${message}\n`,
+      });
+    }
+    const noArgs = await runCli('call', MAC, 'self.lamp.turn_on', 'on=1', '--server', url);
+    expect(noArgs.stderr).toBe(
+      'xiaozhi-mcp: self.lamp.turn_on has no property "on"; it takes no arguments\n',
+    );
+    expect(board.hardware.volume).toBe(before);
+
+    const typo = await runCli('call', MAC, 'self.lamp.turnon', '--server', url);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toBe(
+      `xiaozhi-mcp: ${MAC} has no tool "self.lamp.turnon"; did you mean self.lamp.turn_on, self.lamp.turn_off?\n`,
+    );
+    const unknown = await runCli('call', MAC, 'self.fly', '--server', url);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe(
+      `xiaozhi-mcp: ${MAC} has no tool "self.fly"; "xiaozhi-mcp tools ${MAC}" lists its 14 tools\n`,
+    );
+    const timeout = await runCli('call', MAC, 'self.lamp.turn_on', '--timeout', '0');
+    expect(timeout.code).toBe(2);
+    expect(timeout.stderr).toMatch(/^xiaozhi-mcp: --timeout must be a positive integer/);
+  });
+
+  it("reports the device's error reply with exit 1", async () => {
+    const result = await runCli(
+      'call',
+      MAC,
+      'self.audio_speaker.set_volume',
+      'volume=101',
+      '--server',
+      url,
+    );
+    expect(result).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `xiaozhi-mcp: ${MAC} answered with an error: Value exceeds maximum allowed: 100\n`,
+    });
+  });
+
+  it('reports a call without a reply in time (504) with exit 1', async () => {
+    board.faults.dropReply = () => true;
+    try {
+      const result = await runCli(
+        'call',
+        MAC,
+        'self.lamp.turn_off',
+        '--timeout',
+        '100',
+        '--server',
+        url,
+      );
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(`xiaozhi-mcp: tools/call to ${MAC} got no reply within 100 ms\n`);
+    } finally {
+      board.faults.dropReply = undefined;
+    }
+  });
+
+  it('reports an unknown device and a device that is not connected with exit 1', async () => {
+    const unknown = await runCli('call', 'F4:12:FA:00:00:99', 'self.lamp.turn_on', '--server', url);
+    expect(unknown).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'xiaozhi-mcp: no device f4:12:fa:00:00:99 has been seen\n',
+    });
+    const tools = await runCli('tools', 'f4:12:fa:00:00:99', '--server', url);
+    expect(tools.code).toBe(1);
+
+    other.powerOff();
+    const deadline = Date.now() + 5000;
+    while (server.registry.get(OTHER)?.session !== undefined) {
+      if (Date.now() > deadline) throw new Error('the board did not disconnect');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const offline = await runCli('call', OTHER, 'self.lamp.turn_on', '--server', url);
+    expect(offline).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `xiaozhi-mcp: device ${OTHER} is not connected\n`,
+    });
+    const devices = await runCli('devices', '--server', url);
+    expect(devices.stdout).toMatch(new RegExp(`^${OTHER} .* offline `, 'm'));
+  });
+
+  it('reads --server and --token from the environment; a missing token is refused', async () => {
+    const guarded = await XiaozhiServer.start({ port: 0, logLevel: 'silent', tokens: ['s3cret'] });
+    const saved = { server: process.env.XIAOZHI_SERVER, token: process.env.XIAOZHI_TOKEN };
+    try {
+      process.env.XIAOZHI_SERVER = guarded.urls.http;
+      delete process.env.XIAOZHI_TOKEN;
+      const refused = await runCli('devices');
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(
+        `xiaozhi-mcp: the server at ${guarded.urls.http} refused the request: the API needs one of the configured tokens as a Bearer token (pass --token or set XIAOZHI_TOKEN)\n`,
+      );
+      process.env.XIAOZHI_TOKEN = 's3cret';
+      expect(await runCli('devices')).toEqual({
+        code: 0,
+        stdout: `no device has been seen by the server at ${guarded.urls.http}\n`,
+        stderr: '',
+      });
+      // The API URL itself is accepted too.
+      expect((await runCli('devices', '--server', guarded.urls.api, '--json')).stdout).toBe(
+        '{"devices":[]}\n',
+      );
+    } finally {
+      for (const [name, value] of [
+        ['XIAOZHI_SERVER', saved.server],
+        ['XIAOZHI_TOKEN', saved.token],
+      ] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+      await guarded.stop();
+    }
+  });
+
+  it('reports an unreachable server with exit 1 and a bad --server with exit 2', async () => {
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const address = probe.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const closed = `http://127.0.0.1:${port}`;
+    const result = await runCli('devices', '--server', closed);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(
+      `xiaozhi-mcp: cannot reach the server at ${closed}: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+    );
+    const bad = await runCli('tools', MAC, '--server', 'ftp://example');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe('xiaozhi-mcp: --server must be an http:// URL, got "ftp://example"\n');
+  });
+});
+
+describe('client helpers', () => {
+  const tool = {
+    name: 'self.display.show_text',
+    description: '',
+    userOnly: false,
+    inputSchema: {
+      type: 'object',
+      properties: {
+        text: { type: 'string' },
+        seconds: { type: 'integer', default: 5, minimum: 1, maximum: 60 },
+        blink: { type: 'boolean', default: false },
+      },
+      required: ['text'],
+    },
+  };
+
+  it('prints compact signatures', () => {
+    expect(toolSignature(tool)).toBe(
+      'self.display.show_text(text: string, seconds?: integer 1..60 = 5, blink?: boolean = false)',
+    );
+    expect(toolSignature({ ...tool, inputSchema: {} })).toBe('self.display.show_text()');
+  });
+
+  it('converts values by schema type', () => {
+    expect(buildArguments(tool, ['text=a=b c', 'seconds=-3', 'blink=TRUE'])).toEqual({
+      text: 'a=b c',
+      seconds: -3,
+      blink: true,
+    });
+    expect(buildArguments(tool, ['text=', 'blink=0'])).toEqual({ text: '', blink: false });
+    expect(() => buildArguments(tool, ['text=x', 'blink=yes'])).toThrow(
+      'self.display.show_text: blink must be true, false, 1 or 0, got "yes"',
+    );
+  });
+
+  it('suggests close tool names', () => {
+    const names = [
+      'self.lamp.turn_on',
+      'self.lamp.turn_off',
+      'self.reboot',
+      'self.get_system_info',
+    ];
+    expect(closeNames('self.lamp.turnon', names)).toEqual([
+      'self.lamp.turn_on',
+      'self.lamp.turn_off',
+    ]);
+    expect(closeNames('turn_on', names)[0]).toBe('self.lamp.turn_on');
+    expect(closeNames('self.rebot', names)).toEqual(['self.reboot']);
+    expect(closeNames('self.fly', names)).toEqual([]);
+  });
+
+  it('normalises MACs and describes images', () => {
+    expect(normalizeDeviceId(' F412FA00002A ')).toBe('f4:12:fa:00:00:2a');
+    expect(normalizeDeviceId('Board-7')).toBe('board-7');
+    expect(formatContent({ type: 'image', mimeType: 'image/jpeg', data: 'AAECAw==' })).toBe(
+      '[image image/jpeg, 4 bytes]',
+    );
+    expect(formatContent({ type: 'resource', uri: 'x' })).toBe('[resource content]');
+  });
+});
+
+const bin = join(
+  resolve(dirname(fileURLToPath(import.meta.url)), '../../..'),
+  'cli/bin/xiaozhi-mcp.js',
+);
+const execBin = promisify(execFile);
+
+/** Runs the real binary to completion (bounded). */
+async function shell(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await execBin(process.execPath, [bin, ...argv], { timeout: 15_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: unknown; stdout?: string; stderr?: string };
+    return {
+      code: typeof failed.code === 'number' ? failed.code : -1,
+      stdout: failed.stdout ?? '',
+      stderr: failed.stderr ?? '',
+    };
+  }
+}
+
+function spawnBin(...argv: string[]): ChildProcessWithoutNullStreams & { output: () => string } {
+  const child = spawn(process.execPath, [bin, ...argv], { stdio: 'pipe' });
+  let stdout = '';
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  return Object.assign(child, { output: () => stdout });
+}
+
+async function stopChild(child: ChildProcessWithoutNullStreams): Promise<number | null> {
+  if (child.exitCode !== null) return child.exitCode;
+  const exited = once(child, 'exit');
+  child.kill('SIGINT');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  const [code] = (await exited) as [number | null];
+  clearTimeout(timer);
+  return code;
+}
+
+describe('serve, sim and call from a shell', () => {
+  it('work together as separate processes', { timeout: 60_000 }, async () => {
+    const serve = spawnBin('serve', '--port', '0', '--log-level', 'warn');
+    let sim: ReturnType<typeof spawnBin> | undefined;
+    const codes: (number | null)[] = [];
+    try {
+      const deadline = Date.now() + 15_000;
+      while (!/^API .*\n/m.test(serve.output())) {
+        if (Date.now() > deadline || serve.exitCode !== null)
+          throw new Error(`serve printed no endpoints: ${serve.output()}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const ota = /^OTA +(\S+)$/m.exec(serve.output())?.[1] ?? '';
+      const http = ota.replace(/\/xiaozhi\/ota\/$/, '');
+      expect(ota).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\/$/);
+
+      sim = spawnBin('sim', '--ota-url', ota, '--count', '2');
+      const macs = ['f4:12:fa:00:00:01', 'f4:12:fa:00:00:02'];
+      const readyBy = Date.now() + 30_000;
+      for (;;) {
+        const { stdout } = await shell('devices', '--server', http, '--json');
+        const devices =
+          stdout === ''
+            ? []
+            : (JSON.parse(stdout) as { devices: { deviceId: string; ready: boolean }[] }).devices;
+        if (macs.every((mac) => devices.some((d) => d.deviceId === mac && d.ready))) break;
+        if (Date.now() > readyBy) throw new Error(`boards not ready: ${stdout}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+
+      const call = await shell('call', 'F4:12:FA:00:00:02', 'self.lamp.turn_on', '--server', http);
+      expect(call).toEqual({ code: 0, stdout: 'true\n', stderr: '' });
+      const state = await shell('call', macs[1] ?? '', 'self.lamp.get_state', '--server', http);
+      expect(state.stdout).toMatch(/"power": ?true/);
+      const tools = await shell('tools', macs[0] ?? '', '--server', http);
+      expect(tools.code).toBe(0);
+      expect(tools.stdout).toContain('self.audio_speaker.set_volume(volume: integer 0..100)\n');
+      const usage = await shell(
+        'call',
+        macs[0] ?? '',
+        'self.audio_speaker.set_volume',
+        'volume=x',
+        '--server',
+        http,
+      );
+      expect(usage.code).toBe(2);
+      expect(usage.stderr).toBe(
+        'xiaozhi-mcp: self.audio_speaker.set_volume: volume must be an integer, got "x"\n',
+      );
+
+      expect(serve.output()).toMatch(
+        /^ready f4:12:fa:00:00:01 bread-compact-wifi 2\.4\.2 14 tools$/m,
+      );
+      expect(serve.output()).toMatch(/^ready f4:12:fa:00:00:02 /m);
+    } finally {
+      // Both stopped even when an expectation failed; their exit codes are checked below.
+      codes.push(sim === undefined ? null : await stopChild(sim), await stopChild(serve));
+    }
+    expect(codes).toEqual([0, 0]);
+  });
+});

@@ -1,0 +1,197 @@
+import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { CliIo } from '../io.js';
+import { runCli } from '../test-io.js';
+import { type ServeOptions, serveCommand } from './serve.js';
+
+const FAST: Partial<BoardTiming> = {
+  bootMs: 5,
+  wifiConnectMs: 5,
+  otaRetryMs: 50,
+  helloTimeoutMs: 2000,
+  httpTimeoutMs: 3000,
+};
+
+const WIFI = { ssid: 'cli-test', password: 'secret' };
+const boards: VirtualBoard[] = [];
+let blocker: Server | undefined;
+
+afterEach(async () => {
+  for (const board of boards.splice(0)) board.powerOff();
+  await new Promise<void>((resolve) => (blocker ? blocker.close(() => resolve()) : resolve()));
+  blocker = undefined;
+});
+
+function capture(): { io: CliIo; out: { stdout: string; stderr: string } } {
+  const out = { stdout: '', stderr: '' };
+  return {
+    out,
+    io: {
+      stdout: (text) => {
+        out.stdout += text;
+      },
+      stderr: (text) => {
+        out.stderr += text;
+      },
+      readFile: (path) => readFile(path, 'utf8'),
+    },
+  };
+}
+
+async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+function options(overrides: Partial<ServeOptions>): ServeOptions {
+  return {
+    host: '127.0.0.1',
+    port: 0,
+    token: [],
+    auth: 'token',
+    prefix: '/xiaozhi',
+    wsVersion: '1',
+    logLevel: 'silent',
+    ...overrides,
+  };
+}
+
+/** Starts `serveCommand` in the background; `stop()` ends it and resolves with the exit code. */
+function serve(overrides: Partial<ServeOptions> = {}) {
+  const { io, out } = capture();
+  let stop = () => {};
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve;
+  });
+  const done = serveCommand(io, options({ ...overrides, until: stopped }));
+  // Surfaced by `finish`; kept from being reported as unhandled meanwhile.
+  done.catch(() => {});
+  return {
+    out,
+    finish: async () => {
+      stop();
+      return done;
+    },
+  };
+}
+
+describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
+  it('prints its endpoints, then one line per device event, and stops with 0', async () => {
+    const server = serve();
+    await until(() => /^API /m.test(server.out.stdout), 'the endpoint lines');
+    const lines = server.out.stdout.split('\n');
+    expect(lines[0]).toMatch(/^OTA {8}http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\/$/);
+    expect(lines[1]).toMatch(/^WebSocket {2}ws:\/\/127\.0\.0\.1:\d+\/xiaozhi\/v1\/$/);
+    expect(lines[2]).toMatch(/^API {8}http:\/\/127\.0\.0\.1:\d+\/api$/);
+    const ota = lines[0]?.split(/\s+/)[1] ?? '';
+
+    const board = new VirtualBoard({
+      mac: 'F4:12:FA:00:00:07',
+      wifi: WIFI,
+      otaUrl: ota,
+      timing: FAST,
+    });
+    boards.push(board);
+    board.powerOn();
+    await board.waitForState('idle', 5000);
+    board.click();
+    await until(() => /^ready /m.test(server.out.stdout), 'the ready line');
+    board.powerOff();
+    await until(() => /^disconnected /m.test(server.out.stdout), 'the disconnected line');
+    expect(await server.finish()).toBe(0);
+
+    expect(server.out.stdout.split('\n').slice(3)).toEqual([
+      'ota-check f4:12:fa:00:00:07 2.4.2',
+      'connected f4:12:fa:00:00:07',
+      'ready f4:12:fa:00:00:07 bread-compact-wifi 2.4.2 14 tools',
+      expect.stringMatching(/^disconnected f4:12:fa:00:00:07 \S/),
+      '',
+    ]);
+    expect(server.out.stderr).toMatch(/listening on http:\/\/127\.0\.0\.1:\d+; Ctrl-C to stop\n/);
+    expect(server.out.stderr).toMatch(/stopped\n$/);
+  });
+
+  it('prints JSON lines with --json', async () => {
+    const server = serve({ json: true, prefix: '/box' });
+    await until(() => server.out.stdout.includes('\n'), 'the listening line');
+    const listening = JSON.parse(server.out.stdout.split('\n')[0] ?? '') as Record<string, string>;
+    expect(listening).toMatchObject({
+      event: 'listening',
+      ota: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/box\/ota\/$/),
+      websocket: expect.stringMatching(/\/box\/v1\/$/),
+      api: expect.stringMatching(/\/api$/),
+    });
+    const board = new VirtualBoard({
+      mac: 'f4:12:fa:00:00:08',
+      wifi: WIFI,
+      otaUrl: listening.ota ?? '',
+      timing: FAST,
+    });
+    boards.push(board);
+    board.powerOn();
+    await board.waitForState('idle', 5000);
+    board.click();
+    await until(() => server.out.stdout.includes('"ready"'), 'the ready event');
+    expect(await server.finish()).toBe(0);
+    const events = server.out.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(events.map((e) => e.event)).toEqual(['listening', 'ota-check', 'connected', 'ready']);
+    expect(events[3]).toMatchObject({
+      deviceId: 'f4:12:fa:00:00:08',
+      board: 'bread-compact-wifi',
+      version: '2.4.2',
+      tools: 14,
+      at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
+  });
+
+  it('refuses a hazardous or invalid configuration with one line and exit 2', async () => {
+    const hazard = await runCli('serve', '--port', '0', '--token', 'x'.repeat(4000));
+    expect(hazard.code).toBe(2);
+    expect(hazard.stdout).toBe('');
+    expect(hazard.stderr).toMatch(/^xiaozhi-mcp: CONFIG_HAZARD: config would send boards .*\n$/);
+    expect(hazard.stderr.split('\n')).toHaveLength(2);
+
+    const version = await runCli('serve', '--port', '0', '--ws-version', '7');
+    expect(version.code).toBe(2);
+    expect(version.stderr).toMatch(
+      /^xiaozhi-mcp: option '--ws-version <n>' argument '7' is invalid/,
+    );
+
+    const prefix = await runCli('serve', '--port', '0', '--prefix', 'xiaozhi/');
+    expect(prefix.code).toBe(2);
+    expect(prefix.stderr).toMatch(/^xiaozhi-mcp: CONFIG_INVALID: config prefix: /);
+
+    const port = await runCli('serve', '--port', '70000');
+    expect(port.code).toBe(2);
+    expect(port.stderr).toBe(
+      'xiaozhi-mcp: --port must be an integer from 0 to 65535, got "70000"\n',
+    );
+
+    const vision = await runCli('serve', '--port', '0', '--vision-token', 't');
+    expect(vision.code).toBe(2);
+    expect(vision.stderr).toBe('xiaozhi-mcp: --vision-token needs --vision-url\n');
+  });
+
+  it('fails with exit 1 when the port is taken', async () => {
+    const taken = createServer();
+    blocker = taken;
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const address = taken.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    const result = await runCli('serve', '--port', String(port), '--log-level', 'silent');
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(
+      new RegExp(
+        `^xiaozhi-mcp: LISTEN_FAILED: cannot listen on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE`,
+      ),
+    );
+  });
+});
