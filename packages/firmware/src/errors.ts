@@ -7,11 +7,18 @@ export const FIRMWARE_ERROR_CODES = [
   'APP_DESC_MISSING',
   'CHIP_UNKNOWN',
   'OPTION_INVALID',
+  'PARTITION_INVALID',
+  'NVS_INVALID',
+  'NVS_FULL',
+  'NVS_CORRUPT',
+  'EXPECT_TIMEOUT',
+  'EXPECT_FORBIDDEN',
+  'EXPECT_CLOSED',
 ] as const;
 export type FirmwareErrorCode = (typeof FIRMWARE_ERROR_CODES)[number];
 
 export class FirmwareError extends Error {
-  override readonly name = 'FirmwareError';
+  override readonly name: string = 'FirmwareError';
   constructor(
     readonly code: FirmwareErrorCode,
     message: string,

@@ -23,5 +23,98 @@ export {
 } from './app-image.js';
 export type { ChipInfo, ChipName } from './chips.js';
 export { CHIPS, chipById, chipByName, INVALID_CHIP_ID, isChipName } from './chips.js';
+export {
+  ConsoleExpect,
+  type ConsoleExpectOptions,
+  ExpectError,
+  type ExpectErrorCode,
+  type ExpectErrorDetails,
+  type ExpectMatch,
+  type ExpectOptions,
+  type Forbidden,
+  type Timers,
+} from './console-expect.js';
+export {
+  BootLoopDetector,
+  type BootLoopOptions,
+  type BootLoopReport,
+  ConsoleLineSplitter,
+  type ConsoleRecord,
+  DEFAULT_HEALTHY_LINES,
+  type KnownLine,
+  knownLine,
+  type LineSplitterOptions,
+  type LogLevel,
+  PanicDetector,
+  type PanicDetectorOptions,
+  type PanicKind,
+  type PanicReport,
+  parseConsoleLine,
+  type RomField,
+  stripAnsi,
+} from './console-log.js';
 export type { FirmwareErrorCode } from './errors.js';
 export { FIRMWARE_ERROR_CODES, FirmwareError } from './errors.js';
+export {
+  BOARD_MARKER,
+  bootloaderOffset,
+  type MergedImageApp,
+  type MergedImageParts,
+  type MergeImagesOptions,
+  type MergePart,
+  mergeImages,
+  readAppBoard,
+  readMergedImage,
+} from './merged-image.js';
+export {
+  inspectNvsPartition,
+  NVS_ENTRIES_PER_PAGE,
+  NVS_ENTRY_SIZE,
+  NVS_MAX_BLOB_SIZE,
+  NVS_MAX_KEY_LENGTH,
+  NVS_MAX_NAMESPACES,
+  NVS_MAX_STRING_SIZE,
+  NVS_MIN_PARTITION_SIZE,
+  NVS_PAGE_SIZE,
+  type NvsEntry,
+  type NvsPageInfo,
+  type NvsType,
+  readNvsPartition,
+  validateNvsEntry,
+  writeNvsPartition,
+} from './nvs.js';
+export {
+  formatNvsCsv,
+  type NvsCsvOptions,
+  parseNvsCsv,
+} from './nvs-csv.js';
+export {
+  findPartition,
+  PARTITION_ENTRY_SIZE,
+  PARTITION_FLAG_ENCRYPTED,
+  PARTITION_FLAG_READONLY,
+  PARTITION_TABLE_MAX_SIZE,
+  PARTITION_TABLE_OFFSET,
+  PARTITION_TABLE_SECTOR_SIZE,
+  PARTITION_TYPE_APP,
+  PARTITION_TYPE_DATA,
+  type ParsePartitionCsvOptions,
+  type Partition,
+  type PartitionInput,
+  type PartitionQuery,
+  type PartitionTable,
+  parsePartitionCsv,
+  readPartitionTable,
+  type WritePartitionTableOptions,
+  writePartitionTable,
+  XIAOZHI_PARTITIONS_4M,
+  XIAOZHI_PARTITIONS_8M,
+  XIAOZHI_PARTITIONS_16M,
+} from './partition-table.js';
+export {
+  buildVirtualBootloader,
+  buildVirtualFirmware,
+  readVirtualFirmwareBoard,
+  type VirtualFirmware,
+  type VirtualFirmwareOptions,
+} from './virtual-firmware.js';
