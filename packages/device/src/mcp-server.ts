@@ -7,12 +7,14 @@
 import {
   type BoardIdentity,
   type CJsonNode,
+  defineTool,
   dispatchMcpRequest,
   encodeDeviceError,
   encodeDeviceResult,
   encodeToolResult,
   MainLoop,
   type PropertyValue,
+  ProtocolError,
   printCJsonNode,
   type Tool,
   type ToolDefinition,
@@ -72,12 +74,12 @@ export class McpServer {
   #board: BoardIdentity;
   readonly #console: BoardConsole | undefined;
   readonly #onToolCall: ((tool: Tool) => void) | undefined;
-  readonly #groups: Record<Group, { definition: ToolDefinition; handler: ToolHandler }[]> = {
+  readonly #groups: Record<Group, { tool: Tool; handler: ToolHandler }[]> = {
     common: [],
     board: [],
     user: [],
   };
-  #registry = new ToolRegistry<ToolHandler>();
+  #registry: ToolRegistry<ToolHandler> | undefined;
   #send: ((payload: string) => void) | undefined;
 
   constructor(options: McpServerOptions) {
@@ -105,7 +107,7 @@ export class McpServer {
   }
 
   get tools(): readonly Tool[] {
-    return this.#registry.tools;
+    return this.#tools.tools;
   }
 
   get board(): BoardIdentity {
@@ -134,28 +136,29 @@ export class McpServer {
   }
 
   #add(group: Group, definition: ToolDefinition, handler: ToolHandler): Tool {
-    const entry = { definition, handler };
-    const ordered = [...this.#groups.common, ...this.#groups.board, ...this.#groups.user];
-    const insertAt =
-      group === 'common'
-        ? this.#groups.common.length
-        : group === 'board'
-          ? this.#groups.common.length + this.#groups.board.length
-          : ordered.length;
-    ordered.splice(insertAt, 0, entry);
-    // Build the new registry first: a duplicate name throws and leaves the server as it was.
-    const registry = new ToolRegistry<ToolHandler>();
-    for (const item of ordered) registry.add(item.definition, item.handler);
-    this.#groups[group].push(entry);
-    this.#registry = registry;
-    this.#console?.log(
-      'I',
-      'MCP',
-      `Add tool: ${definition.name}${definition.userOnly ? ' [user]' : ''}`,
+    const tool = defineTool(definition);
+    const taken = [...this.#groups.common, ...this.#groups.board, ...this.#groups.user].some(
+      (e) => e.tool.name === tool.name,
     );
-    const tool = registry.find(definition.name)?.tool;
-    if (tool === undefined) throw new Error(`tool ${definition.name} was not registered`);
+    if (taken)
+      throw new ProtocolError('DUPLICATE_TOOL', `tool ${tool.name} is already registered`, {
+        field: 'name',
+      });
+    this.#groups[group].push({ tool, handler });
+    this.#registry = undefined;
+    this.#console?.log('I', 'MCP', `Add tool: ${tool.name}${tool.userOnly ? ' [user]' : ''}`);
     return tool;
+  }
+
+  // Common tools first, then board tools, then user-only tools, as the firmware lists them.
+  get #tools(): ToolRegistry<ToolHandler> {
+    if (this.#registry === undefined) {
+      const registry = new ToolRegistry<ToolHandler>();
+      for (const entry of [...this.#groups.common, ...this.#groups.board, ...this.#groups.user])
+        registry.add(entry.tool, entry.handler);
+      this.#registry = registry;
+    }
+    return this.#registry;
   }
 
   #reply(payload: string): void {
@@ -164,7 +167,7 @@ export class McpServer {
 
   #handleFirmware(payload: CJsonNode | string): void {
     const action = dispatchMcpRequest(payload, {
-      tools: this.#registry,
+      tools: this.#tools,
       board: this.#board,
       onVision: (vision) => {
         this.vision = vision;
@@ -196,7 +199,7 @@ export class McpServer {
   #handleStrict(payload: CJsonNode | string): void {
     const text = typeof payload === 'string' ? payload : printCJsonNode(payload);
     const action = dispatchStrictRequest(text, {
-      tools: this.#registry,
+      tools: this.#tools,
       board: this.#board,
       onVision: (vision) => {
         this.vision = vision;

@@ -219,16 +219,24 @@ export function cString(value: string): string {
 }
 
 // cJSON's case_insensitive_strcmp folds with tolower() in the C locale: ASCII letters only.
-function asciiLower(value: string): string {
-  return value.replace(/[A-Z]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 32));
+function foldsEqual(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x >= 65 && x <= 90) x += 32;
+    if (y >= 65 && y <= 90) y += 32;
+    if (x !== y) return false;
+  }
+  return true;
 }
 
 /** `cJSON_GetObjectItem`: case-insensitive (ASCII), first match wins, keys compared as C strings. */
 export function getItem(node: CJsonNode | undefined, key: string): CJsonNode | undefined {
   if (node?.kind !== 'object') return undefined;
-  const wanted = asciiLower(cString(key));
+  const wanted = cString(key);
   for (const [name, value] of node.entries) {
-    if (asciiLower(cString(name)) === wanted) return value;
+    if (name === wanted || foldsEqual(cString(name), wanted)) return value;
   }
   return undefined;
 }

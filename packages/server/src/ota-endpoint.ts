@@ -115,6 +115,7 @@ export class OtaEndpoint {
       },
       'OTA check',
     );
-    sendJson(res, 200, reply);
+    // Boards close after the check; closing here frees the socket before the WebSocket opens.
+    sendJson(res, 200, reply, { Connection: 'close' });
   }
 }

@@ -85,6 +85,7 @@ function toDeviceTool(raw: Record<string, unknown>, plainNames: ReadonlySet<stri
 export class DeviceRegistry extends EventEmitter<RegistryEvents> {
   readonly #devices = new Map<string, DeviceRecord>();
   readonly #otaChecks: OtaCheckRecord[] = [];
+  readonly #toolLists = new Map<string, readonly DeviceTool[]>();
   readonly #options: RegistryOptions;
 
   constructor(options: RegistryOptions = {}) {
@@ -252,9 +253,14 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     const all = await session.listTools(true);
     if (record.session !== session) return;
     const plainNames = new Set(plain.tools.map((t) => (typeof t.name === 'string' ? t.name : '')));
-    const tools = all.tools.map((raw) => toDeviceTool(raw, plainNames));
-    const changed =
-      JSON.stringify(tools.map((t) => t.raw)) !== JSON.stringify(record.tools.map((t) => t.raw));
+    // Boards of one build list the same tools: keep one copy per distinct list.
+    const key = `${[...plainNames].join('\n')}\u0000${JSON.stringify(all.tools)}`;
+    let tools = this.#toolLists.get(key);
+    if (tools === undefined) {
+      tools = Object.freeze(all.tools.map((raw) => toDeviceTool(raw, plainNames)));
+      this.#toolLists.set(key, tools);
+    }
+    const changed = tools !== record.tools;
     record.tools = tools;
     record.pages = { plain: plain.pages, withUserTools: all.pages };
     record.pageViolations = [...plain.violations, ...all.violations];

@@ -85,7 +85,8 @@ export class XiaozhiServer {
     const server = new XiaozhiServer(config, firmware, logger);
     // Checked with the URL boards would get before a port is known; checked again once listening.
     assertConfigSafe(config, server.#baseUrls(config.port === 0 ? 65535 : config.port).websocket);
-    server.#http.listen(config.port, config.host);
+    // A deep accept queue: a rig of boards rebooting together is a connect storm.
+    server.#http.listen({ port: config.port, host: config.host, backlog: 4096 });
     try {
       await Promise.race([
         once(server.#http, 'listening'),

@@ -1,0 +1,294 @@
+// The device side of the benchmark, run by bench/run.mjs as a separate process
+// (child_process.fork). It is told what to do over IPC:
+//
+//   { cmd: 'boards', otaUrl, n, preset, timing, retries }  power on n VirtualBoards at once against
+//       the server's OTA URL; each one that reaches `idle` after its OTA check is clicked (BOOT),
+//       which opens its WebSocket session; a session that fails to open is clicked again up to
+//       `retries` times, 1 s × attempt later.
+//   { cmd: 'echo', url, n, hello, retries }  the raw `ws` baseline: n plain WebSocket clients, each
+//       sends one hello-sized text on open, waits for its echo, then echoes every later frame back.
+//   { cmd: 'report', id, gc }  memory (after gc unless gc is false), CPU time, counters, error kinds
+//       and this process's event-loop delay during the storm; answered with type 'report'.
+//   { cmd: 'stop' }  closes everything and exits.
+//
+// It sends { type: 'progress' } every 250 ms (when its event loop lets it), { type: 'storm-done' }
+// once every device is connected from its side, and { type: 'storm-stuck' } when every device is
+// either connected or has given up. It exits on its own if the parent goes away.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import WebSocket from 'ws';
+
+const startedAt = performance.now();
+/** This process's event-loop delay from the command to the end of its storm. */
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+let stormLoopDelay;
+const counts = {
+  created: 0,
+  // boards
+  idle: 0,
+  otaFailed: 0,
+  connecting: 0,
+  listening: 0,
+  sessionRetries: 0,
+  failed: 0,
+  disconnected: 0,
+  // echo
+  opened: 0,
+  echoed: 0,
+  echoRetries: 0,
+  framesEchoed: 0,
+};
+const boards = [];
+const sockets = [];
+let mode;
+let n = 0;
+let progressTimer;
+let doneSent = false;
+let stuckSent = false;
+let firstError;
+/** Failure reasons with addresses and numbers blanked, and how often each happened. */
+const errorKinds = new Map();
+/** A failed session or connection is retried after this many ms times the attempt number. */
+const RETRY_BACKOFF_MS = 1000;
+
+function send(message) {
+  if (process.connected) process.send(message);
+}
+
+function noteError(error) {
+  const message = error instanceof Error ? error.message : String(error);
+  firstError ??= message;
+  const kind = message
+    .replace(/^board [0-9a-f:]+: /, '')
+    .replace(/\d+\.\d+\.\d+\.\d+(:\d+)?/g, 'ADDR')
+    .replace(/\(\d+\)/g, '(…)')
+    .replace(/\d+/g, 'N');
+  errorKinds.set(kind, (errorKinds.get(kind) ?? 0) + 1);
+}
+
+function topErrors() {
+  return Object.fromEntries([...errorKinds].sort((a, b) => b[1] - a[1]).slice(0, 5));
+}
+
+function progress() {
+  send({
+    type: 'progress',
+    mode,
+    counts: { ...counts },
+    firstError,
+    errorKinds: topErrors(),
+    uptimeMs: performance.now() - startedAt,
+  });
+  const connected = mode === 'boards' ? counts.listening : counts.echoed;
+  if (connected >= n && !doneSent) {
+    doneSent = true;
+    loopDelay.disable();
+    stormLoopDelay = { p99Ms: loopDelay.percentile(99) / 1e6, maxMs: loopDelay.max / 1e6 };
+    send({
+      type: 'storm-done',
+      mode,
+      counts: { ...counts },
+      elapsedMs: performance.now() - startedAt,
+    });
+  }
+  // Every device is either connected or has given up: the storm can no longer complete.
+  const givenUp = counts.failed + counts.otaFailed;
+  if (givenUp > 0 && connected + givenUp >= n && !stuckSent) {
+    stuckSent = true;
+    send({ type: 'storm-stuck', mode, counts: { ...counts }, firstError, errorKinds: topErrors() });
+  }
+}
+
+function macOf(i) {
+  // Espressif OUI, then the index: unique and stable for up to 16.7 M boards.
+  return ['f4', '12', 'fa', (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff]
+    .map((b) => (typeof b === 'string' ? b : b.toString(16).padStart(2, '0')))
+    .join(':');
+}
+
+function runBoards({ otaUrl, preset, timing, retries }) {
+  for (let i = 0; i < n; i++) {
+    const board = new VirtualBoard({
+      preset,
+      mac: macOf(i),
+      wifi: { ssid: 'bench', password: 'bench' },
+      otaUrl,
+      timing,
+    });
+    let attempts = 0;
+    board.on('state', (state, previous) => {
+      if (state === 'idle' && previous === 'activating') {
+        // Boot done: the OTA check succeeded (or gave up). Press BOOT to open the session.
+        if (board.lastOta === undefined) {
+          counts.otaFailed++;
+          noteError(`board ${board.mac}: OTA check failed: ${lastError(board)}`);
+          return;
+        }
+        counts.idle++;
+        attempts = 1;
+        board.click();
+      } else if (state === 'connecting') {
+        counts.connecting++;
+      } else if (state === 'listening' && previous === 'connecting') {
+        counts.connecting--;
+        counts.listening++;
+      } else if (state === 'idle' && previous === 'connecting') {
+        // The session failed to open (connect refused, timeout, no server hello).
+        counts.connecting--;
+        noteError(`board ${board.mac}: session failed: ${lastError(board)}`);
+        if (attempts <= retries) {
+          counts.sessionRetries++;
+          setTimeout(() => board.click(), RETRY_BACKOFF_MS * attempts++);
+        } else counts.failed++;
+      } else if (state === 'idle' && (previous === 'listening' || previous === 'speaking')) {
+        counts.listening--;
+        counts.disconnected++;
+        noteError(`board ${board.mac}: session dropped: ${lastError(board)}`);
+      } else if (state === 'fatal_error') {
+        counts.failed++;
+        noteError(`board ${board.mac}: fatal error: ${lastError(board)}`);
+      }
+    });
+    board.on('panic', (panic) => {
+      counts.failed++;
+      noteError(`board ${board.mac}: panic: ${panic.message}`);
+    });
+    boards.push(board);
+    counts.created++;
+    board.powerOn();
+  }
+}
+
+function lastError(board) {
+  const history = board.console.history;
+  for (let i = history.length - 1; i >= 0; i--)
+    if (history[i].level === 'E') return history[i].text;
+  return 'no error line';
+}
+
+function runEcho({ url, hello, retries }) {
+  const open = (attempt) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: 60_000 });
+    let echoed = false;
+    let retried = false;
+    const retry = (reason) => {
+      if (echoed || retried) return;
+      retried = true;
+      noteError(reason);
+      ws.terminate();
+      if (attempt < retries) {
+        counts.echoRetries++;
+        setTimeout(() => open(attempt + 1), RETRY_BACKOFF_MS * (attempt + 1));
+      } else counts.failed++;
+    };
+    ws.on('open', () => {
+      counts.opened++;
+      ws.send(hello);
+    });
+    ws.on('message', (data, isBinary) => {
+      if (!echoed) {
+        echoed = true;
+        counts.echoed++;
+        sockets.push(ws);
+        return;
+      }
+      counts.framesEchoed++;
+      ws.send(data, { binary: isBinary });
+    });
+    ws.on('error', (error) => retry(`echo socket error: ${error.message}`));
+    ws.on('close', () => {
+      if (echoed) {
+        counts.disconnected++;
+      } else retry('echo socket closed before its echo');
+    });
+  };
+  for (let i = 0; i < n; i++) {
+    counts.created++;
+    open(0);
+  }
+}
+
+function boardStats() {
+  let lines = 0;
+  let errors = 0;
+  let otaRetries = 0;
+  for (const board of boards) {
+    const h = board.console.history;
+    lines += h.length;
+    for (const line of h) {
+      if (line.level === 'E') errors++;
+      if (line.tag === 'Application' && line.text.includes('Check new version failed'))
+        otaRetries++;
+    }
+  }
+  return { consoleLines: lines, consoleErrorLines: errors, otaRetries };
+}
+
+async function report(id, gc) {
+  for (let i = 0; gc && i < 3; i++) {
+    globalThis.gc?.();
+    await sleep(20);
+  }
+  const memory = process.memoryUsage();
+  send({
+    type: 'report',
+    id,
+    mode,
+    n,
+    counts: { ...counts },
+    memory,
+    cpu: process.cpuUsage(),
+    boards: mode === 'boards' ? boardStats() : undefined,
+    firstError,
+    errorKinds: topErrors(),
+    stormLoopDelay,
+  });
+}
+
+function stop() {
+  clearInterval(progressTimer);
+  for (const board of boards) board.powerOff();
+  for (const ws of sockets) ws.terminate();
+  // Let the terminations flush, then leave.
+  setTimeout(() => process.exit(0), 50).unref();
+}
+
+process.on('message', (message) => {
+  switch (message.cmd) {
+    case 'boards':
+    case 'echo':
+      mode = message.cmd;
+      n = message.n;
+      send({ type: 'started', mode, uptimeMs: performance.now() - startedAt });
+      progressTimer = setInterval(progress, 250);
+      loopDelay.enable();
+      if (mode === 'boards') runBoards(message);
+      else runEcho(message);
+      return;
+    case 'report':
+      report(message.id, message.gc !== false).catch((error) =>
+        send({ type: 'fatal', message: `report failed: ${error.message}` }),
+      );
+      return;
+    case 'stop':
+      stop();
+      return;
+    default:
+      send({ type: 'fatal', message: `unknown command ${JSON.stringify(message.cmd)}` });
+  }
+});
+
+// The parent went away (crash, Ctrl-C): never outlive it.
+process.on('disconnect', () => process.exit(1));
+process.on('uncaughtException', (error) => {
+  send({ type: 'fatal', message: `device process: ${error.stack ?? error.message}` });
+  process.exit(1);
+});
+process.on('unhandledRejection', (error) => {
+  send({
+    type: 'fatal',
+    message: `device process: unhandled rejection: ${error?.stack ?? String(error)}`,
+  });
+  process.exit(1);
+});

@@ -1,0 +1,108 @@
+// The raw `ws` echo baseline's server side: an HTTP server with a `ws` WebSocketServer on it,
+// set up the way the xiaozhi gateway sets up its own (http.createServer, default listen backlog,
+// perMessageDeflate off), and nothing else. Each connection's first text frame (the hello) is
+// echoed; after that the server is the one sending: `roundTrip(i)` sends a frame shaped like a
+// real `tools/call` envelope down connection i and resolves when the device process echoes it.
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import { encodeEnvelope, encodeRequest } from '@xiaozhi-mcp/protocol';
+import { WebSocketServer } from 'ws';
+
+export class EchoServer {
+  /** Connections whose hello has been echoed, in that order. */
+  conns = [];
+  hellos = 0;
+  #http;
+  #wss;
+  #onHello;
+
+  static async start(onHello = () => {}) {
+    const server = new EchoServer();
+    server.#onHello = onHello;
+    server.#http = createServer((_req, res) => res.writeHead(404).end());
+    server.#wss = new WebSocketServer({
+      noServer: true,
+      perMessageDeflate: false,
+      maxPayload: 128 * 1024,
+    });
+    server.#http.on('upgrade', (req, socket, head) => {
+      server.#wss.handleUpgrade(req, socket, head, (ws) => server.#onConnection(ws));
+    });
+    server.#http.listen(0, '127.0.0.1');
+    await once(server.#http, 'listening');
+    return server;
+  }
+
+  get url() {
+    return `ws://127.0.0.1:${this.#http.address().port}/echo`;
+  }
+
+  #onConnection(ws) {
+    ws.on('error', () => {});
+    const conn = { ws, sessionId: crypto.randomUUID(), nextId: 1, pending: new Map() };
+    ws.once('message', (data, isBinary) => {
+      ws.send(data, { binary: isBinary });
+      this.hellos++;
+      this.conns.push(conn);
+      ws.on('message', (frame) => {
+        // Read the id back, as the session reads its reply: one JSON.parse of the echoed frame.
+        const id = JSON.parse(frame.toString()).payload.id;
+        const resolve = conn.pending.get(id);
+        if (resolve !== undefined) {
+          conn.pending.delete(id);
+          resolve();
+        }
+      });
+      this.#onHello(this.hellos);
+    });
+    ws.on('close', () => {
+      for (const resolve of conn.pending.values()) resolve(new Error('echo connection closed'));
+      conn.pending.clear();
+    });
+  }
+
+  /** One round trip of a tools/call-sized frame over connection `i % conns`. */
+  roundTrip(i, tool, args) {
+    const conn = this.conns[i % this.conns.length];
+    const id = conn.nextId++;
+    return new Promise((resolve, reject) => {
+      conn.pending.set(id, (error) => (error ? reject(error) : resolve()));
+      conn.ws.send(
+        encodeEnvelope(
+          conn.sessionId,
+          encodeRequest(id, 'tools/call', { name: tool, arguments: args }),
+        ),
+      );
+    });
+  }
+
+  /** WebSocket ping round trip on connection `i`, in milliseconds (the `ws` client answers pings). */
+  ping(i, timeoutMs = 5000) {
+    const { ws } = this.conns[i % this.conns.length];
+    return new Promise((resolve, reject) => {
+      const started = performance.now();
+      const timer = setTimeout(() => {
+        ws.off('pong', onPong);
+        reject(new Error(`no pong within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onPong = () => {
+        clearTimeout(timer);
+        resolve(performance.now() - started);
+      };
+      ws.once('pong', onPong);
+      ws.ping();
+    });
+  }
+
+  get connections() {
+    return this.#wss.clients.size;
+  }
+
+  async stop() {
+    for (const ws of this.#wss.clients) ws.terminate();
+    this.#wss.close();
+    this.#http.closeAllConnections();
+    await new Promise((resolve) => this.#http.close(() => resolve()));
+    this.conns = [];
+  }
+}

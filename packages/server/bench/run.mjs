@@ -1,0 +1,878 @@
+// Benchmark of @xiaozhi-mcp/server against a raw `ws` echo baseline, both measured in this run.
+//
+//   node --expose-gc bench/run.mjs [--devices N] [--calls M] [--concurrency C] [--preset NAME] ...
+//
+// This process is the server side: it starts the echo server, then the xiaozhi server, and for
+// each forks bench/devices.mjs, the device side, as a separate process. See bench/README.md for
+// what each figure means. Exit codes: 0 done, 1 error, 2 the connect storm did not complete,
+// 3 the global timeout, 130 interrupted.
+import { fork, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import os from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+// --- options --------------------------------------------------------------------------------------
+function parseOptions(argv) {
+  const env = process.env;
+  const int = (name, value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0)
+      throw new Error(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
+    return n;
+  };
+  const options = {
+    devices: int('devices', env.BENCH_DEVICES ?? 1000),
+    calls: int('calls', env.BENCH_CALLS ?? 20_000),
+    concurrency: int('concurrency', env.BENCH_CONCURRENCY ?? 64),
+    preset: env.BENCH_PRESET ?? 'bread-compact-wifi',
+    tool: 'self.audio_speaker.set_volume',
+    auth: 'token',
+    timeout: int('timeout', env.BENCH_TIMEOUT ?? 600),
+    stormTimeout: int('storm-timeout', env.BENCH_STORM_TIMEOUT ?? 300),
+    warmup: 2000,
+    serialCalls: 1000,
+    pings: 200,
+    retries: 3,
+    settleMs: 5500,
+    childHeapMb: 12_288,
+    json: resolve(HERE, 'last-run.json'),
+  };
+  const names = {
+    '--devices': ['devices', int],
+    '--calls': ['calls', int],
+    '--concurrency': ['concurrency', int],
+    '--preset': ['preset', (_n, v) => v],
+    '--tool': ['tool', (_n, v) => v],
+    '--auth': ['auth', (_n, v) => v],
+    '--timeout': ['timeout', int],
+    '--storm-timeout': ['stormTimeout', int],
+    '--warmup': ['warmup', int],
+    '--serial-calls': ['serialCalls', int],
+    '--pings': ['pings', int],
+    '--retries': ['retries', int],
+    '--settle-ms': ['settleMs', int],
+    '--child-heap-mb': ['childHeapMb', int],
+    '--json': ['json', (_n, v) => resolve(v)],
+  };
+  for (let i = 0; i < argv.length; i++) {
+    let arg = argv[i];
+    if (arg === '--help' || arg === '-h') {
+      console.log(`usage: node --expose-gc bench/run.mjs [options]
+  --devices N         virtual boards (default 1000, env BENCH_DEVICES)
+  --calls M           tools/call in the load (default 20000, env BENCH_CALLS)
+  --concurrency C     calls in flight (default 64, env BENCH_CONCURRENCY)
+  --preset NAME       board preset (default bread-compact-wifi, env BENCH_PRESET)
+  --tool NAME         self.audio_speaker.set_volume (default) or self.get_device_status
+  --auth token|off    server auth mode (default token: the OTA reply's per-device token)
+  --timeout S         global bound, seconds (default 600, env BENCH_TIMEOUT)
+  --storm-timeout S   bound on each connect storm, seconds (default 300)
+  --warmup W          untimed calls before each timed load (default 2000)
+  --serial-calls K    calls at concurrency 1, for unloaded latency (default 1000)
+  --pings K           WebSocket pings, one at a time (default 200)
+  --retries R         times a device retries a failed session/connection (default 3)
+  --settle-ms MS      wait before the "after" memory sample (default 5500)
+  --child-heap-mb MB  --max-old-space-size of the device process (default 12288)
+  --json PATH         where to write the figures (default bench/last-run.json)`);
+      process.exit(0);
+    }
+    let value;
+    if (arg.includes('='))
+      [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+    const spec = names[arg];
+    if (spec === undefined) throw new Error(`unknown option ${arg} (try --help)`);
+    value ??= argv[++i];
+    if (value === undefined) throw new Error(`${arg} needs a value`);
+    options[spec[0]] = spec[1](spec[0], value);
+  }
+  if (options.devices < 1) throw new Error('--devices must be at least 1');
+  if (options.concurrency < 1) throw new Error('--concurrency must be at least 1');
+  if (!['token', 'off'].includes(options.auth)) throw new Error('--auth must be token or off');
+  if (!['self.audio_speaker.set_volume', 'self.get_device_status'].includes(options.tool)) {
+    throw new Error('--tool must be self.audio_speaker.set_volume or self.get_device_status');
+  }
+  return options;
+}
+
+// --- small helpers --------------------------------------------------------------------------------
+class StormError extends Error {}
+
+const log = (text) => process.stderr.write(`${text}\n`);
+
+async function measureMemory() {
+  for (let i = 0; i < 3; i++) {
+    globalThis.gc();
+    await sleep(20);
+  }
+  return process.memoryUsage();
+}
+
+function perDevice(before, after, n) {
+  const kib = (key) => (after[key] - before[key]) / n / 1024;
+  return { heapUsedKiB: kib('heapUsed'), rssKiB: kib('rss'), externalKiB: kib('external') };
+}
+
+/** TcpExt ListenOverflows and ListenDrops (Linux): SYNs dropped because an accept queue was full. */
+function listenCounters() {
+  try {
+    const lines = readFileSync('/proc/net/netstat', 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('TcpExt:'));
+    const keys = lines[0].split(/\s+/);
+    const values = lines[1].split(/\s+/);
+    return {
+      overflows: Number(values[keys.indexOf('ListenOverflows')]),
+      drops: Number(values[keys.indexOf('ListenDrops')]),
+    };
+  } catch {
+    return { overflows: Number.NaN, drops: Number.NaN };
+  }
+}
+
+function fdLimit() {
+  try {
+    return /Max open files\s+(\S+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? '?';
+  } catch {
+    return '?';
+  }
+}
+
+/**
+ * Open file descriptors of this process and the device process, sampled every 500 ms off the
+ * event loop (readdir of /proc/PID/fd in libuv's thread pool), with the peak of each.
+ */
+class FdSampler {
+  peak = { server: 0, devices: 0 };
+  last = { server: Number.NaN, devices: Number.NaN };
+  #timer;
+  #busy = false;
+  #pid;
+
+  constructor(pid) {
+    this.#pid = pid;
+    this.#timer = setInterval(() => this.#sample(), 500);
+    this.#sample();
+  }
+
+  async #sample(force = false) {
+    if (this.#busy && !force) return;
+    this.#busy = true;
+    const count = (pid) =>
+      readdir(`/proc/${pid}/fd`).then(
+        (names) => names.length,
+        () => Number.NaN,
+      );
+    const [server, devices] = await Promise.all([count(process.pid), count(this.#pid)]);
+    this.last = { server, devices };
+    this.peak = {
+      server: Math.max(this.peak.server, server || 0),
+      devices: Math.max(this.peak.devices, devices || 0),
+    };
+    this.#busy = false;
+  }
+
+  /** Stops sampling after one last sample (the storm's end, when every connection is open). */
+  async stop() {
+    clearInterval(this.#timer);
+    await this.#sample(true);
+  }
+}
+
+function summarize(latencies, elapsedMs, errors, firstError) {
+  const sorted = Float64Array.from(latencies).sort();
+  const count = sorted.length;
+  const at = (p) =>
+    count === 0
+      ? Number.NaN
+      : sorted[Math.min(count - 1, Math.max(0, Math.ceil((p / 100) * count) - 1))];
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  return {
+    count,
+    errors,
+    firstError,
+    elapsedMs,
+    perSecond: count / (elapsedMs / 1000),
+    meanMs: sum / count,
+    p50Ms: at(50),
+    p90Ms: at(90),
+    p99Ms: at(99),
+    maxMs: count === 0 ? Number.NaN : sorted[count - 1],
+  };
+}
+
+/** Runs `total` calls of `call(i)` with `concurrency` in flight; latency of each from this side. */
+async function load(total, concurrency, call) {
+  const latencies = new Float64Array(total);
+  let next = 0;
+  let errors = 0;
+  let firstError;
+  const worker = async () => {
+    for (let i = next++; i < total; i = next++) {
+      const started = performance.now();
+      try {
+        await call(i);
+      } catch (error) {
+        errors++;
+        firstError ??= error.message;
+      }
+      latencies[i] = performance.now() - started;
+    }
+  };
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await Promise.all(Array.from({ length: Math.min(concurrency, Math.max(total, 1)) }, worker));
+  const elapsedMs = performance.now() - started;
+  const summary = summarize(latencies, elapsedMs, errors, firstError);
+  const used = process.cpuUsage(cpu);
+  summary.serverCpuUs = used.user + used.system;
+  return summary;
+}
+
+async function pings(count, ping) {
+  const latencies = [];
+  let errors = 0;
+  let firstError;
+  for (let i = 0; i < count; i++) {
+    try {
+      latencies.push(await ping(i));
+    } catch (error) {
+      errors++;
+      firstError ??= error.message;
+    }
+  }
+  return summarize(latencies, 0, errors, firstError);
+}
+
+// --- the device process -----------------------------------------------------------------------
+class DeviceProcess {
+  last = undefined;
+  startedMs = undefined;
+  doneMs = undefined;
+  #child;
+  #forkedAt;
+  #expectedExit = false;
+  #waiters = new Map();
+  #nextId = 1;
+  #onDone = [];
+  #onStuck = [];
+  #onFatal;
+
+  constructor(options, onFatal) {
+    this.#onFatal = onFatal;
+    this.#forkedAt = performance.now();
+    this.#child = fork(resolve(HERE, 'devices.mjs'), [], {
+      // BENCH_CHILD_EXEC_ARGV: extra node flags for the device process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+      execArgv: [
+        '--expose-gc',
+        `--max-old-space-size=${options.childHeapMb}`,
+        ...(process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),
+      ],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    this.#child.on('message', (message) => this.#onMessage(message));
+    this.#child.on('error', (error) => onFatal(`device process: ${error.message}`));
+    this.#child.on('exit', (code, signal) => {
+      for (const { reject } of this.#waiters.values())
+        reject(new Error(`device process exited (${code ?? signal})`));
+      this.#waiters.clear();
+      if (!this.#expectedExit)
+        onFatal(`the device process exited unexpectedly (code ${code}, signal ${signal})`);
+    });
+  }
+
+  get forkedAt() {
+    return this.#forkedAt;
+  }
+
+  get pid() {
+    return this.#child.pid;
+  }
+
+  send(message) {
+    this.#child.send(message);
+  }
+
+  /** Memory, CPU and counters of the device process (`gc` first, for memory). */
+  report(gc = true, timeoutMs = 60_000) {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters.delete(id);
+        reject(new Error(`the device process did not report within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#waiters.set(id, {
+        resolve: (m) => {
+          clearTimeout(timer);
+          resolve(m);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      this.#child.send({ cmd: 'report', id, gc });
+    });
+  }
+
+  /** Calls `fn` if the device process says every device is connected or has given up, some having given up. */
+  onStuck(fn) {
+    this.#onStuck.push(fn);
+  }
+
+  /** Resolves when the device process says every device is connected from its side. */
+  done(timeoutMs) {
+    if (this.doneMs !== undefined) return Promise.resolve(this.doneMs);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new StormError('the device process never said all devices were connected')),
+        timeoutMs,
+      );
+      this.#onDone.push((ms) => {
+        clearTimeout(timer);
+        resolve(ms);
+      });
+    });
+  }
+
+  #onMessage(message) {
+    switch (message.type) {
+      case 'started':
+        this.startedMs = performance.now() - this.#forkedAt;
+        return;
+      case 'progress':
+        this.last = message;
+        return;
+      case 'storm-stuck':
+        this.last = {
+          ...this.last,
+          counts: message.counts,
+          firstError: message.firstError,
+          errorKinds: message.errorKinds,
+        };
+        for (const fn of this.#onStuck.splice(0)) fn(message);
+        return;
+      case 'storm-done':
+        this.last = { ...this.last, counts: message.counts };
+        this.doneMs = performance.now() - this.#forkedAt;
+        for (const fn of this.#onDone.splice(0)) fn(this.doneMs);
+        return;
+      case 'report': {
+        const waiter = this.#waiters.get(message.id);
+        this.#waiters.delete(message.id);
+        waiter?.resolve(message);
+        return;
+      }
+      case 'fatal':
+        this.#onFatal(message.message);
+        return;
+      default:
+    }
+  }
+
+  /** Asks the process to close its devices and exit; kills it if it does not within 10 s. */
+  async stop() {
+    this.#expectedExit = true;
+    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;
+    const exited = new Promise((resolve) => this.#child.once('exit', resolve));
+    try {
+      this.#child.send({ cmd: 'stop' });
+    } catch {
+      // The IPC channel is already gone.
+    }
+    const timer = setTimeout(() => this.kill(), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  kill() {
+    this.#expectedExit = true;
+    if (this.#child.exitCode === null && this.#child.signalCode === null)
+      this.#child.kill('SIGKILL');
+  }
+}
+
+/**
+ * Resolves with the milliseconds from the fork to the moment `arm`'s callback is called (by the
+ * event that completes the storm, so the time is the event's own), printing progress to stderr
+ * every 2 s; rejects with a StormError carrying `describe()` after timeoutMs, or as soon as the
+ * device process says the storm cannot complete.
+ */
+function storm(label, devices, timeoutMs, arm, describe) {
+  return new Promise((resolve, reject) => {
+    const started = devices.forkedAt;
+    let finished = false;
+    let ticks = 0;
+    const ticker = setInterval(() => {
+      if (++ticks % 8 === 0)
+        log(`[${label} ${((performance.now() - started) / 1000).toFixed(1)}s] ${describe()}`);
+    }, 250);
+    const timer = setTimeout(() => {
+      finish();
+      reject(
+        new StormError(
+          `${label}: the connect storm did not complete within ${timeoutMs / 1000} s: ${describe()}`,
+        ),
+      );
+    }, timeoutMs);
+    const finish = () => {
+      finished = true;
+      clearInterval(ticker);
+      clearTimeout(timer);
+    };
+    devices.onStuck(() => {
+      if (finished) return;
+      finish();
+      reject(
+        new StormError(
+          `${label}: the connect storm cannot complete, every device is connected or has given up: ${describe()}`,
+        ),
+      );
+    });
+    arm(() => {
+      if (finished) return;
+      const ms = performance.now() - started;
+      finish();
+      resolve(ms);
+    });
+  });
+}
+
+function childCounts(devices) {
+  const c = devices.last?.counts;
+  if (c === undefined) return 'device process: not started yet';
+  const kinds = Object.entries(devices.last.errorKinds ?? {});
+  const error = devices.last.firstError
+    ? ` · first error: ${devices.last.firstError} · errors by kind: ${kinds.map(([k, v]) => `${v}× ${k}`).join('; ')}`
+    : '';
+  return devices.last.mode === 'boards'
+    ? `device process: created ${c.created} · idle ${c.idle} · connecting ${c.connecting} · listening ${c.listening} · ota failed ${c.otaFailed} · session retries ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`
+    : `device process: created ${c.created} · opened ${c.opened} · echoed ${c.echoed} · retries ${c.echoRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
+}
+
+function cpuOf(report) {
+  return report.cpu.user + report.cpu.system;
+}
+
+// --- the two phases ---------------------------------------------------------------------------
+async function echoPhase(options, state) {
+  const { devices: n } = options;
+  const { buildDeviceHello } = await import('@xiaozhi-mcp/protocol');
+  const hello = JSON.stringify(buildDeviceHello({ transport: 'websocket', version: 1 }));
+  let onAll;
+  const echo = await EchoServer.start((count) => count === n && onAll?.());
+  state.echo = echo;
+  const before = await measureMemory();
+  const listen0 = listenCounters();
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  const devices = new DeviceProcess(options, state.fatal);
+  const fds = new FdSampler(devices.pid);
+  state.devices = devices;
+  devices.send({ cmd: 'echo', url: echo.url, n, hello, retries: options.retries });
+  const stormMs = await storm(
+    'ws echo',
+    devices,
+    options.stormTimeout * 1000,
+    (done) => {
+      onAll = done;
+    },
+    () =>
+      `server: hellos echoed ${echo.hellos}/${n} · connections ${echo.connections} · fds ${fds.last.server} | ${childCounts(devices)} · fds ${fds.last.devices}`,
+  );
+  loop.disable();
+  await fds.stop();
+  await devices.done(options.stormTimeout * 1000);
+  const listen1 = listenCounters();
+  await sleep(options.settleMs);
+  const after = await measureMemory();
+  const deviceReport = await devices.report(true);
+  log(`[ws echo] ${n} connections in ${(stormMs / 1000).toFixed(2)} s; call load...`);
+
+  const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
+  const call = (i) => echo.roundTrip(i, options.tool, args);
+  await load(Math.min(options.warmup, options.calls), options.concurrency, call);
+  const cpu0 = await devices.report(false);
+  const loaded = await load(options.calls, options.concurrency, call);
+  const cpu1 = await devices.report(false);
+  const serial = await load(options.serialCalls, 1, call);
+  const ping = await pings(Math.min(options.pings, n), (i) => echo.ping(i));
+  // The server side closes first: the TIME_WAIT sockets then stay on its side, not on ephemeral
+  // ports of the device host, which the next phase's storm needs.
+  await echo.stop();
+  state.echo = undefined;
+  await devices.stop();
+  state.devices = undefined;
+  return {
+    stormMs,
+    childStartupMs: devices.startedMs,
+    devicesPerSecond: n / (stormMs / 1000),
+    stormEventLoopDelayP99Ms: loop.percentile(99) / 1e6,
+    deviceStormEventLoopDelay: deviceReport.stormLoopDelay,
+    deviceCpuAtReadyUs: deviceReport.cpu,
+    listenOverflows: listen1.overflows - listen0.overflows,
+    listenDrops: listen1.drops - listen0.drops,
+    peakFds: fds.peak,
+    serverMemory: { before, after, perDevice: perDevice(before, after, n) },
+    deviceMemory: {
+      after: deviceReport.memory,
+      perDevice: {
+        heapUsedKiB: deviceReport.memory.heapUsed / n / 1024,
+        rssKiB: deviceReport.memory.rss / n / 1024,
+      },
+    },
+    load: {
+      ...loaded,
+      serverCpuPerCallUs: loaded.serverCpuUs / loaded.count,
+      deviceCpuPerCallUs: (cpuOf(cpu1) - cpuOf(cpu0)) / loaded.count,
+    },
+    serial,
+    ping,
+    deviceCounts: deviceReport.counts,
+  };
+}
+
+async function xiaozhiPhase(options, state) {
+  const { devices: n } = options;
+  const { XiaozhiServer } = await import('@xiaozhi-mcp/server');
+  const server = await XiaozhiServer.start({
+    port: 0,
+    logLevel: 'silent',
+    auth: options.auth,
+    pingIntervalMs: 0,
+    // Generous bounds: the benchmark measures how long the storm takes, not who gives up first.
+    helloTimeoutMs: 120_000,
+    callTimeoutMs: 60_000,
+  });
+  state.server = server;
+  const otaChecked = new Set();
+  const connected = new Set();
+  const ready = new Set();
+  const readyOrder = [];
+  let otaDoneMs;
+  let connectedDoneMs;
+  let onAll;
+  let forkedAt = 0;
+  server.registry.on('ota-check', (check) => {
+    otaChecked.add(check.deviceId);
+    if (otaChecked.size === n && otaDoneMs === undefined) otaDoneMs = performance.now() - forkedAt;
+  });
+  server.registry.on('connected', (record) => {
+    connected.add(record.deviceId);
+    if (connected.size === n && connectedDoneMs === undefined)
+      connectedDoneMs = performance.now() - forkedAt;
+  });
+  server.registry.on('ready', (record) => {
+    if (ready.has(record.deviceId)) return;
+    ready.add(record.deviceId);
+    readyOrder.push(record.deviceId);
+    if (ready.size === n) onAll?.();
+  });
+  const before = await measureMemory();
+  const listen0 = listenCounters();
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  const devices = new DeviceProcess(options, state.fatal);
+  const fds = new FdSampler(devices.pid);
+  forkedAt = devices.forkedAt;
+  state.devices = devices;
+  devices.send({
+    cmd: 'boards',
+    otaUrl: server.urls.ota,
+    n,
+    preset: options.preset,
+    retries: options.retries,
+    // Fast boot, no artificial stagger; long idle/hello/HTTP bounds so a slow storm is measured, not failed.
+    timing: {
+      bootMs: 10,
+      wifiConnectMs: 10,
+      otaRetryMs: 1000,
+      otaMaxRetries: 10,
+      helloTimeoutMs: 120_000,
+      httpTimeoutMs: 120_000,
+      channelIdleMs: 3_600_000,
+    },
+  });
+  const describe = () => {
+    const errors = server.registry.list().filter((r) => r.lastError !== undefined);
+    const error =
+      errors.length > 0 ? ` · ${errors.length} with lastError, e.g. ${errors[0].lastError}` : '';
+    return `server: ota checks ${otaChecked.size}/${n} · ws connected ${connected.size} · open ${server.connections} · ready ${ready.size}${error} · fds ${fds.last.server} | ${childCounts(devices)} · fds ${fds.last.devices}`;
+  };
+  const stormMs = await storm(
+    'xiaozhi',
+    devices,
+    options.stormTimeout * 1000,
+    (done) => {
+      onAll = done;
+    },
+    describe,
+  );
+  loop.disable();
+  await fds.stop();
+  await devices.done(options.stormTimeout * 1000);
+  const listen1 = listenCounters();
+  await sleep(options.settleMs);
+  const after = await measureMemory();
+  const deviceReport = await devices.report(true);
+  log(`[xiaozhi] ${n} devices ready in ${(stormMs / 1000).toFixed(2)} s; call load...`);
+
+  const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
+  const call = async (i) => {
+    const result = await server.registry.callTool(
+      readyOrder[i % readyOrder.length],
+      options.tool,
+      args,
+    );
+    if (result.isError)
+      throw new Error(`${options.tool} answered isError: ${JSON.stringify(result.content)}`);
+  };
+  await load(Math.min(options.warmup, options.calls), options.concurrency, call);
+  const cpu0 = await devices.report(false);
+  const loaded = await load(options.calls, options.concurrency, call);
+  const cpu1 = await devices.report(false);
+  const serial = await load(options.serialCalls, 1, call);
+  const ping = await pings(Math.min(options.pings, n), (i) =>
+    server.registry.session(readyOrder[i % readyOrder.length]).ping(),
+  );
+  await server.stop();
+  state.server = undefined;
+  await devices.stop();
+  state.devices = undefined;
+  return {
+    stormMs,
+    childStartupMs: devices.startedMs,
+    otaChecksDoneMs: otaDoneMs,
+    wsConnectedDoneMs: connectedDoneMs,
+    devicesPerSecond: n / (stormMs / 1000),
+    stormEventLoopDelayP99Ms: loop.percentile(99) / 1e6,
+    deviceStormEventLoopDelay: deviceReport.stormLoopDelay,
+    deviceCpuAtReadyUs: deviceReport.cpu,
+    listenOverflows: listen1.overflows - listen0.overflows,
+    listenDrops: listen1.drops - listen0.drops,
+    peakFds: fds.peak,
+    serverMemory: { before, after, perDevice: perDevice(before, after, n) },
+    deviceMemory: {
+      after: deviceReport.memory,
+      perDevice: {
+        heapUsedKiB: deviceReport.memory.heapUsed / n / 1024,
+        rssKiB: deviceReport.memory.rss / n / 1024,
+      },
+    },
+    load: {
+      ...loaded,
+      serverCpuPerCallUs: loaded.serverCpuUs / loaded.count,
+      deviceCpuPerCallUs: (cpuOf(cpu1) - cpuOf(cpu0)) / loaded.count,
+    },
+    serial,
+    ping,
+    deviceCounts: deviceReport.counts,
+    boardConsole: deviceReport.boards,
+  };
+}
+
+// --- output -----------------------------------------------------------------------------------
+function fmt(value) {
+  if (value === undefined || Number.isNaN(value)) return '—';
+  const a = Math.abs(value);
+  if (a >= 100) return String(Math.round(value));
+  if (a >= 10) return value.toFixed(1);
+  return value.toFixed(2);
+}
+
+function ratio(a, b) {
+  if (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0)
+    return '—';
+  return `${(a / b).toFixed(2)}×`;
+}
+
+function table(options, x, e) {
+  const rows = [
+    ['connect storm (s)', x.stormMs / 1000, e.stormMs / 1000],
+    ['devices/s', x.devicesPerSecond, e.devicesPerSecond],
+    [
+      'server heap per device (KiB)',
+      x.serverMemory.perDevice.heapUsedKiB,
+      e.serverMemory.perDevice.heapUsedKiB,
+    ],
+    [
+      'server rss per device (KiB)',
+      x.serverMemory.perDevice.rssKiB,
+      e.serverMemory.perDevice.rssKiB,
+    ],
+    [`calls/s (c=${options.concurrency})`, x.load.perSecond, e.load.perSecond],
+    ['latency p50 (ms)', x.load.p50Ms, e.load.p50Ms],
+    ['latency p90 (ms)', x.load.p90Ms, e.load.p90Ms],
+    ['latency p99 (ms)', x.load.p99Ms, e.load.p99Ms],
+    ['latency max (ms)', x.load.maxMs, e.load.maxMs],
+    ['latency p50 c=1 (ms)', x.serial.p50Ms, e.serial.p50Ms],
+    ['latency p99 c=1 (ms)', x.serial.p99Ms, e.serial.p99Ms],
+    ['ws ping p50 (ms)', x.ping.p50Ms, e.ping.p50Ms],
+    ['ws ping p99 (ms)', x.ping.p99Ms, e.ping.p99Ms],
+    ['server CPU per call (µs)', x.load.serverCpuPerCallUs, e.load.serverCpuPerCallUs],
+    ['device CPU per call (µs)', x.load.deviceCpuPerCallUs, e.load.deviceCpuPerCallUs],
+    [
+      'device-process heap/device (KiB)',
+      x.deviceMemory.perDevice.heapUsedKiB,
+      e.deviceMemory.perDevice.heapUsedKiB,
+    ],
+    ['storm event-loop p99, server (ms)', x.stormEventLoopDelayP99Ms, e.stormEventLoopDelayP99Ms],
+    [
+      'storm event-loop max, devices (ms)',
+      x.deviceStormEventLoopDelay?.maxMs,
+      e.deviceStormEventLoopDelay?.maxMs,
+    ],
+    ['storm listen-queue overflows', x.listenOverflows, e.listenOverflows, true],
+    ['storm peak open fds, server', x.peakFds.server, e.peakFds.server, true],
+    ['storm peak open fds, devices', x.peakFds.devices, e.peakFds.devices, true],
+  ];
+  const w = [33, 13, 13, 10];
+  const line = (cells) =>
+    cells.map((c, i) => (i === 0 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join('');
+  const out = [line(['metric', 'xiaozhi-mcp', 'ws echo', 'ratio'])];
+  for (const [name, a, b, integer] of rows) {
+    out.push(
+      line([
+        name,
+        integer ? String(a) : fmt(a),
+        integer ? String(b) : fmt(b),
+        integer ? '' : ratio(a, b),
+      ]),
+    );
+  }
+  out.push('');
+  out.push(
+    `storm breakdown (xiaozhi, from fork): device process up ${fmt(x.childStartupMs / 1000)} s · all OTA checks ${fmt(x.otaChecksDoneMs / 1000)} s · all WS sessions ${fmt(x.wsConnectedDoneMs / 1000)} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
+  );
+  const errs = [
+    x.load.errors && `xiaozhi call errors ${x.load.errors} (${x.load.firstError})`,
+    e.load.errors && `echo errors ${e.load.errors} (${e.load.firstError})`,
+    x.ping.errors && `ping errors ${x.ping.errors} (${x.ping.firstError})`,
+    x.deviceCounts.sessionRetries && `session retries ${x.deviceCounts.sessionRetries}`,
+    x.deviceCounts.disconnected && `sessions dropped ${x.deviceCounts.disconnected}`,
+    x.boardConsole?.otaRetries && `OTA retries ${x.boardConsole.otaRetries}`,
+    e.deviceCounts.echoRetries && `echo connection retries ${e.deviceCounts.echoRetries}`,
+  ].filter(Boolean);
+  out.push(
+    errs.length
+      ? `problems: ${errs.join(' · ')}`
+      : 'problems: none (no call errors, retries or dropped sessions)',
+  );
+  return out.join('\n');
+}
+
+// --- main -------------------------------------------------------------------------------------
+let EchoServer;
+
+async function main() {
+  let options;
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (error) {
+    log(`bench: ${error.message}`);
+    process.exit(1);
+  }
+  ({ EchoServer } = await import('./echo.mjs'));
+  const state = { server: undefined, echo: undefined, devices: undefined, fatal: undefined };
+  let exiting = false;
+  const shutdown = async (reason, code) => {
+    if (exiting) return;
+    exiting = true;
+    if (reason) log(`bench: FAILED: ${reason}`);
+    state.devices?.kill();
+    const stops = [state.server?.stop(), state.echo?.stop()].filter(Boolean);
+    await Promise.race([Promise.allSettled(stops), sleep(5000)]);
+    process.exit(code);
+  };
+  state.fatal = (message) => shutdown(message, 1);
+  process.on('SIGINT', () => shutdown('interrupted', 130));
+  process.on('SIGTERM', () => shutdown('terminated', 143));
+  process.on('uncaughtException', (error) =>
+    shutdown(`uncaught: ${error.stack ?? error.message}`, 1),
+  );
+  process.on('unhandledRejection', (error) =>
+    shutdown(`unhandled rejection: ${error?.stack ?? error}`, 1),
+  );
+  const global = setTimeout(
+    () => shutdown(`global timeout: the run took more than ${options.timeout} s (--timeout)`, 3),
+    options.timeout * 1000,
+  );
+  global.unref();
+
+  const header = `xiaozhi-mcp server benchmark — ${options.devices} devices, ${options.calls} calls, concurrency ${options.concurrency} (node ${process.version}, ${os.availableParallelism()} cpus)`;
+  log(
+    `${header}\npreset ${options.preset}, tool ${options.tool}, auth ${options.auth}, open-file limit ${fdLimit()} per process`,
+  );
+  try {
+    // The baseline first: it leaves little behind, so the xiaozhi memory figures are not flattered by reuse.
+    const echo = await echoPhase(options, state);
+    const xiaozhi = await xiaozhiPhase(options, state);
+    const p50 = xiaozhi.load.p50Ms / echo.load.p50Ms;
+    const verdict = `verdict: call latency p50 at concurrency ${options.concurrency} is ${p50.toFixed(3)}× the ws echo baseline — ${p50 <= 1.3 ? 'within' : 'MISSES'} the 1.3× target; ${options.devices} devices ${options.devices >= 10_000 ? 'meets' : 'is below'} the 10,000-device target (storm completed)`;
+    console.log(`${header}\n${table(options, xiaozhi, echo)}\n${verdict}`);
+    const result = {
+      at: new Date().toISOString(),
+      node: process.version,
+      cpus: os.availableParallelism(),
+      totalMemoryGiB: os.totalmem() / 2 ** 30,
+      options,
+      xiaozhi,
+      echo,
+      ratios: {
+        stormTime: xiaozhi.stormMs / echo.stormMs,
+        devicesPerSecond: xiaozhi.devicesPerSecond / echo.devicesPerSecond,
+        serverHeapPerDevice:
+          xiaozhi.serverMemory.perDevice.heapUsedKiB / echo.serverMemory.perDevice.heapUsedKiB,
+        serverRssPerDevice:
+          xiaozhi.serverMemory.perDevice.rssKiB / echo.serverMemory.perDevice.rssKiB,
+        callsPerSecond: xiaozhi.load.perSecond / echo.load.perSecond,
+        p50: p50,
+        p90: xiaozhi.load.p90Ms / echo.load.p90Ms,
+        p99: xiaozhi.load.p99Ms / echo.load.p99Ms,
+        serialP50: xiaozhi.serial.p50Ms / echo.serial.p50Ms,
+        pingP50: xiaozhi.ping.p50Ms / echo.ping.p50Ms,
+      },
+      verdict: {
+        p50Ratio: p50,
+        p50Target: 1.3,
+        p50Met: p50 <= 1.3,
+        devices: options.devices,
+        devicesTarget: 10_000,
+      },
+    };
+    writeFileSync(options.json, `${JSON.stringify(result, null, 2)}\n`);
+    log(`figures written to ${options.json}`);
+    clearTimeout(global);
+    await shutdown(undefined, 0);
+  } catch (error) {
+    await shutdown(
+      error instanceof StormError ? error.message : (error.stack ?? error.message),
+      error instanceof StormError ? 2 : 1,
+    );
+  }
+}
+
+// --- gc: re-run this file with --expose-gc when started without it ----------------------------
+if (typeof globalThis.gc !== 'function') {
+  const child = spawn(
+    process.execPath,
+    [
+      '--expose-gc',
+      '--max-old-space-size=8192',
+      ...process.execArgv,
+      fileURLToPath(import.meta.url),
+      ...process.argv.slice(2),
+    ],
+    { stdio: 'inherit' },
+  );
+  // Ctrl-C reaches both processes (same process group); the inner one cleans up and exits.
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+  child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGINT' ? 130 : 1)));
+} else {
+  await main();
+}
