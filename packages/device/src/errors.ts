@@ -11,6 +11,8 @@ export const DEVICE_ERROR_CODES = [
   'WS_HELLO_TIMEOUT',
   'WS_CLOSED',
   'BOARD_TIMEOUT',
+  'FLASH_OUT_OF_RANGE',
+  'FLASH_INVALID',
 ] as const;
 export type DeviceErrorCode = (typeof DEVICE_ERROR_CODES)[number];
 

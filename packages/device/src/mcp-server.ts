@@ -27,6 +27,18 @@ import { dispatchStrictRequest, encodeStrictToolError, encodeStrictToolResult } 
 
 export type McpProfile = 'firmware' | 'strict';
 
+// Boards of one preset declare identical tools; a fleet of virtual boards shares one copy of each.
+const toolCache = new Map<string, Tool>();
+function sharedTool(definition: ToolDefinition): Tool {
+  const key = JSON.stringify(definition);
+  let tool = toolCache.get(key);
+  if (tool === undefined) {
+    tool = defineTool(definition);
+    toolCache.set(key, tool);
+  }
+  return tool;
+}
+
 /** The values a tool receives, one per declared property (defaults applied). */
 export class ToolArguments {
   constructor(readonly values: ReadonlyMap<string, PropertyValue>) {}
@@ -136,7 +148,7 @@ export class McpServer {
   }
 
   #add(group: Group, definition: ToolDefinition, handler: ToolHandler): Tool {
-    const tool = defineTool(definition);
+    const tool = sharedTool(definition);
     const taken = [...this.#groups.common, ...this.#groups.board, ...this.#groups.user].some(
       (e) => e.tool.name === tool.name,
     );

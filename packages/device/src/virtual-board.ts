@@ -9,7 +9,16 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readAppImage } from '@xiaozhi-mcp/firmware';
+import {
+  bootloaderOffset,
+  findPartition,
+  type Partition,
+  readAppImage,
+  readNvsPartition,
+  readPartitionTable,
+  readVirtualFirmwareBoard,
+  writeNvsPartition,
+} from '@xiaozhi-mcp/firmware';
 import {
   type AudioFrameVersion,
   type BackendFrame,
@@ -25,6 +34,7 @@ import {
 import type { BoardApi, BoardHardware, BoardPreset } from './board-api.js';
 import { BoardConsole } from './console.js';
 import { BoardPanic, DeviceError } from './errors.js';
+import type { FlashStorage } from './flash-storage.js';
 import { type McpProfile, McpServer } from './mcp-server.js';
 import { NvsStorage } from './nvs-storage.js';
 import { type OtaCheck, OtaClient } from './ota-client.js';
@@ -42,7 +52,9 @@ export type DeviceState =
   | 'listening'
   | 'speaking'
   | 'upgrading'
-  | 'fatal_error';
+  | 'fatal_error'
+  /** Held in the ROM's serial download mode (GPIO0 low at reset): the flasher talks to the ROM. */
+  | 'download';
 
 /** Durations the firmware uses; tests shorten them. */
 export interface BoardTiming {
@@ -123,6 +135,12 @@ export interface VirtualBoardOptions {
   readonly language?: string;
   /** Send a close frame when closing the channel; the firmware does not. */
   readonly closeFrame?: boolean;
+  /**
+   * The board's SPI flash. With one, every boot reads the partition table, the app's
+   * description and the NVS partition from it (what a flasher wrote is what runs), and NVS
+   * changes are written back. Without one, the app and NVS live in memory.
+   */
+  readonly flash?: FlashStorage;
 }
 
 export interface VirtualBoardEvents {
@@ -198,6 +216,8 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #channel: WebsocketChannel | undefined;
   #lastOta: OtaCheck | undefined;
   #sendChain: Promise<void> = Promise.resolve();
+  #nvsPartition: Partition | undefined;
+  #loadingNvs = false;
   readonly #options: VirtualBoardOptions;
 
   constructor(options: VirtualBoardOptions = {}) {
@@ -225,6 +245,12 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     }
     if (options.otaUrl !== undefined) wifi.setString('ota_url', options.otaUrl);
     this.#mcp = this.#newMcpServer();
+    this.storage.onChange(() => this.#persistNvs());
+  }
+
+  /** The SPI flash, when the board has one modelled. */
+  get flash(): FlashStorage | undefined {
+    return this.#options.flash;
   }
 
   get state(): DeviceState {
@@ -283,9 +309,12 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.#setState('off');
   }
 
-  /** A reset from outside (EN pin, watchdog): the board restarts with `reason`. */
-  reset(reason: ResetReason = 'EXT_SYS_RST'): void {
-    this.#restart(reason);
+  /**
+   * A reset from outside (EN pin, watchdog). With `download`, GPIO0 is low as the chip comes
+   * out of reset: the ROM waits for a flasher instead of booting the firmware.
+   */
+  reset(reason: ResetReason = 'EXT_SYS_RST', options: { download?: boolean } = {}): void {
+    this.#restart(reason, options.download === true);
   }
 
   /** Replaces the running app, as flashing or an OTA upgrade does; it runs from the next boot. */
@@ -302,6 +331,15 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
         'OTA_DOWNLOAD_FAILED',
         `the image is built for ${read.chip}, this board is ${this.preset.chip}`,
       );
+    }
+    const partition = this.#appPartition();
+    if (partition !== undefined && this.flash !== undefined) {
+      if (image.length > partition.size)
+        throw new DeviceError(
+          'OTA_DOWNLOAD_FAILED',
+          `the image (${image.length} bytes) does not fit ${partition.label}`,
+        );
+      this.flash.program(partition.offset, image);
     }
     this.#app = {
       projectName: description.projectName,
@@ -418,7 +456,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     return server;
   }
 
-  #restart(reason: ResetReason): void {
+  #restart(reason: ResetReason, download = false): void {
     this.#reset.abort();
     this.#reset = new AbortController();
     this.#mcp.loop.stop();
@@ -428,7 +466,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.#state = 'off';
     this.hardware = { ...this.preset.hardware(), volume: this.hardware.volume };
     const signal = this.#reset.signal;
-    this.#boot(reason, signal).catch((error: unknown) => this.#onFailure(error, signal));
+    this.#boot(reason, signal, download).catch((error: unknown) => this.#onFailure(error, signal));
   }
 
   #onFailure(error: unknown, signal: AbortSignal): void {
@@ -476,23 +514,153 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     );
   }
 
-  #romBanner(reason: ResetReason): void {
+  #romBanner(reason: ResetReason, download: boolean): void {
     const chip = this.preset.chip;
     this.console.resetClock();
     this.console.raw(`ESP-ROM:${chip}-20210327`);
     this.console.raw('Build:Mar 27 2021');
-    this.console.raw(`rst:${RESET_CODES[reason]},boot:0x8 (SPI_FAST_FLASH_BOOT)`);
+    this.console.raw(
+      `rst:${RESET_CODES[reason]},boot:${download ? '0x0 (DOWNLOAD(USB/UART0))' : '0x8 (SPI_FAST_FLASH_BOOT)'}`,
+    );
+    if (download) {
+      this.console.raw('waiting for download');
+      return;
+    }
     this.console.raw('SPIWP:0xee');
     this.console.raw('mode:DIO, clock div:1');
     this.console.raw('entry 0x403c8924');
     this.console.log('I', 'boot', `ESP-IDF ${this.#app.idfVersion} 2nd stage bootloader`);
   }
 
-  async #boot(reason: ResetReason, signal: AbortSignal): Promise<void> {
+  /**
+   * Reads what the second-stage bootloader and the app read from flash: the partition table,
+   * the app image at the first app partition, and the NVS partition. Throws FLASH_INVALID.
+   */
+  #loadFromFlash(flash: FlashStorage): void {
+    // The ROM first checks the second-stage bootloader's image header.
+    const header = flash.read(bootloaderOffset(this.preset.chip), 4);
+    if (header[0] !== 0xe9) {
+      throw new DeviceError(
+        'FLASH_INVALID',
+        `invalid header: 0x${Buffer.from(header).readUInt32LE(0).toString(16).padStart(8, '0')}`,
+      );
+    }
+    let table: ReturnType<typeof readPartitionTable>;
+    try {
+      table = readPartitionTable(flash.read(0x8000, 0xc00));
+    } catch (error) {
+      throw new DeviceError(
+        'FLASH_INVALID',
+        `Failed to verify partition table: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    const app = this.#appPartition(table.partitions);
+    if (app === undefined)
+      throw new DeviceError('FLASH_INVALID', 'no app partition in the partition table');
+    this.console.log('I', 'boot', 'Partition Table:');
+    for (const [i, p] of table.partitions.entries()) {
+      this.console.log(
+        'I',
+        'boot',
+        `${String(i).padStart(2)} ${p.label.padEnd(16)} ${p.typeName.padEnd(4)} ${p.subtypeName.padEnd(8)} ${p.offset.toString(16).padStart(8, '0')} ${p.size.toString(16).padStart(8, '0')}`,
+      );
+    }
+    const image = flash.read(app.offset, app.size);
+    if (image[0] !== 0xe9)
+      throw new DeviceError(
+        'FLASH_INVALID',
+        `invalid header: 0x${Buffer.from(image.subarray(0, 4)).readUInt32LE(0).toString(16).padStart(8, '0')}`,
+      );
+    const read = readAppImage(image);
+    const description = read.appDescription;
+    if (description === undefined || !read.checksum.valid || read.hash?.valid === false) {
+      throw new DeviceError(
+        'FLASH_INVALID',
+        `image at 0x${app.offset.toString(16)} is corrupted (checksum or hash)`,
+      );
+    }
+    this.console.log(
+      'I',
+      'boot',
+      `Loaded app from partition at offset 0x${app.offset.toString(16)}`,
+    );
+    this.#app = {
+      projectName: description.projectName,
+      version: description.version,
+      idfVersion: description.idfVersion,
+      elfSha256: description.elfSha256,
+      compileTime: `${description.date}T${description.time}Z`,
+    };
+    const board = readVirtualFirmwareBoard(image);
+    if (board !== undefined && board !== this.preset.name) {
+      this.console.log(
+        'W',
+        'Board',
+        `this firmware was built for ${board}, not ${this.preset.name}`,
+      );
+    }
+    this.#nvsPartition =
+      findPartition(table, { label: 'nvs' }) ??
+      findPartition(table, { type: 'data', subtype: 'nvs' });
+    const nvs = this.#nvsPartition;
+    if (nvs !== undefined) {
+      const bytes = flash.read(nvs.offset, nvs.size);
+      // An erased partition (after a full-flash write) is an empty NVS: nvs_flash_init formats it.
+      this.#loadingNvs = true;
+      try {
+        this.storage.load(bytes.every((b) => b === 0xff) ? [] : readNvsPartition(bytes));
+      } finally {
+        this.#loadingNvs = false;
+      }
+    }
+  }
+
+  #appPartition(partitions?: readonly Partition[]): Partition | undefined {
+    let list = partitions;
+    if (list === undefined) {
+      if (this.flash === undefined) return undefined;
+      try {
+        list = readPartitionTable(this.flash.read(0x8000, 0xc00)).partitions;
+      } catch {
+        return undefined;
+      }
+    }
+    return list.find((p) => p.type === 0 && (p.subtype === 0x00 || p.subtype === 0x10));
+  }
+
+  /** Writes the NVS partition back after a change, as nvs_set_* followed by nvs_commit does. */
+  #persistNvs(): void {
+    const flash = this.flash;
+    const partition = this.#nvsPartition;
+    if (flash === undefined || partition === undefined || this.#loadingNvs) return;
+    flash.program(partition.offset, writeNvsPartition(this.storage.nvsEntries(), partition.size));
+  }
+
+  async #boot(reason: ResetReason, signal: AbortSignal, download: boolean): Promise<void> {
     this.#bootCount++;
-    this.#romBanner(reason);
+    this.#romBanner(reason, download);
     this.emit('boot', reason, this.#bootCount);
+    if (download) {
+      this.#setState('download');
+      return;
+    }
     await sleep(this.timing.bootMs, undefined, { signal });
+    if (this.flash !== undefined) {
+      try {
+        this.#loadFromFlash(this.flash);
+      } catch (error) {
+        // The ROM or bootloader cannot start an app: it says why and resets, over and over.
+        this.console.raw(
+          (error as Error).message.startsWith('invalid header')
+            ? (error as Error).message
+            : `E boot: ${(error as Error).message}`,
+        );
+        await sleep(this.timing.panicRebootMs, undefined, { signal });
+        this.#restart('RTC_WDT_RTC_RST');
+        return;
+      }
+    }
     this.console.log('I', 'cpu_start', `Project name:     ${this.#app.projectName}`);
     this.console.log('I', 'app_init', `App version:      ${this.#app.version}`);
     this.console.log('I', 'app_init', `ELF file SHA256:  ${this.#app.elfSha256.slice(0, 16)}...`);
