@@ -169,6 +169,8 @@ describe('VirtualBoard end to end', () => {
     const first = await session(board, backend);
     expect((await first.request('initialize')).kind).toBe('result');
 
+    // Waiting starts before the reboot is asked for, so the reset line cannot slip past.
+    const rebooted = board.waitForLine(/rst:0xc \(RTC_SW_CPU_RST\)/, 5000);
     first.sendPayload(
       '{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"self.reboot"}}',
     );
@@ -176,7 +178,7 @@ describe('VirtualBoard end to end', () => {
     expect(first.closeCode).toBe(1006);
     expect(first.mcpPayloads.some((p) => p.includes('"id":77'))).toBe(false);
 
-    await board.waitForLine(/rst:0xc \(RTC_SW_CPU_RST\)/, 5000);
+    await rebooted;
     await board.waitForState('idle', 5000);
     expect(board.bootCount).toBe(2);
     expect(backend.otaRequests).toHaveLength(2);

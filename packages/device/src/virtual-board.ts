@@ -218,6 +218,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #sendChain: Promise<void> = Promise.resolve();
   #nvsPartition: Partition | undefined;
   #loadingNvs = false;
+  #powered = false;
   readonly #options: VirtualBoardOptions;
 
   constructor(options: VirtualBoardOptions = {}) {
@@ -294,14 +295,20 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     return this.#lastOta;
   }
 
-  /** Applies power: the ROM prints its banner and the firmware boots. */
+  /** Applies power: the ROM prints its banner and the firmware boots. Nothing happens if already on. */
   powerOn(): void {
-    if (this.#state !== 'off') return;
+    if (this.#powered) return;
     this.#restart('POWERON');
+  }
+
+  /** True from `powerOn` (or a reset) until `powerOff`, whatever the firmware is doing. */
+  get powered(): boolean {
+    return this.#powered;
   }
 
   /** Removes power: everything stops at once, nothing is sent. */
   powerOff(): void {
+    this.#powered = false;
     this.#reset.abort();
     this.#mcp.loop.stop();
     this.#channel?.close('power off');
@@ -457,6 +464,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   }
 
   #restart(reason: ResetReason, download = false): void {
+    this.#powered = true;
     this.#reset.abort();
     this.#reset = new AbortController();
     this.#mcp.loop.stop();

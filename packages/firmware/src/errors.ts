@@ -14,6 +14,10 @@ export const FIRMWARE_ERROR_CODES = [
   'EXPECT_TIMEOUT',
   'EXPECT_FORBIDDEN',
   'EXPECT_CLOSED',
+  'CHIP_MISMATCH',
+  'FLASH_FAILED',
+  'PORT_NOT_FOUND',
+  'PORT_BUSY',
 ] as const;
 export type FirmwareErrorCode = (typeof FIRMWARE_ERROR_CODES)[number];
 

@@ -48,7 +48,7 @@ function newBoard(target: XiaozhiServer, options: VirtualBoardOptions = {}): Vir
 
 /** Powers a board on, presses BOOT once idle, and waits until the server has listed its tools. */
 async function connect(target: XiaozhiServer, board: VirtualBoard) {
-  if (board.state === 'off') board.powerOn();
+  board.powerOn();
   await board.waitForState('idle', 5000);
   board.click();
   return target.registry.waitForReady(board.mac, 5000);
@@ -199,10 +199,11 @@ describe('XiaozhiServer with virtual boards', () => {
     const first = await connect(target, board);
     const firstSession = first.session?.info.sessionId;
     const disconnected = once(target.registry, 'disconnected');
+    const rebooted = board.waitForLine(/rst:0xc/, 5000);
     const lost = await target.registry.callTool(board.mac, 'self.reboot').catch((e: unknown) => e);
     expect((lost as ServerError).code).toBe('DEVICE_DISCONNECTED');
     await disconnected;
-    await board.waitForLine(/rst:0xc/, 5000);
+    await rebooted;
     const again = await connect(target, board);
     expect(again.sessions).toBe(2);
     expect(again.session?.info.sessionId).not.toBe(firstSession);
