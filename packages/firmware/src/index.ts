@@ -112,6 +112,15 @@ export {
   XIAOZHI_PARTITIONS_16M,
 } from './partition-table.js';
 export {
+  buildProvisionImage,
+  mergeNvsEntries,
+  type ProvisionResult,
+  type ProvisionSettings,
+  type ProvisionTarget,
+  provisionBoard,
+  provisionEntries,
+} from './provision.js';
+export {
   buildVirtualBootloader,
   buildVirtualFirmware,
   readVirtualFirmwareBoard,
