@@ -54,6 +54,8 @@ export interface DeviceSessionInfo {
 
 export interface DeviceSessionEvents {
   closed: [reason: string];
+  /** Every text frame in either direction, as sent or received (for transcripts). */
+  frame: [direction: 'in' | 'out', text: string];
   /** A transport message other than an MCP reply (listen, abort, goodbye...). */
   message: [DeviceFrame];
   /** An MCP frame that matched no pending request (late, unknown id, unreadable). */
@@ -170,19 +172,18 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
         cleanup: () => options.signal?.removeEventListener('abort', onAbort),
       });
       this.stats.requests++;
-      this.#socket.send(
-        encodeEnvelope(this.info.sessionId, encodeRequest(id, method, params)),
-        (error) => {
-          if (error)
-            this.#settle(id)?.reject(
-              new ServerError(
-                'DEVICE_DISCONNECTED',
-                `send to ${this.info.deviceId} failed: ${error.message}`,
-                { cause: error },
-              ),
-            );
-        },
-      );
+      const text = encodeEnvelope(this.info.sessionId, encodeRequest(id, method, params));
+      this.emit('frame', 'out', text);
+      this.#socket.send(text, (error) => {
+        if (error)
+          this.#settle(id)?.reject(
+            new ServerError(
+              'DEVICE_DISCONNECTED',
+              `send to ${this.info.deviceId} failed: ${error.message}`,
+              { cause: error },
+            ),
+          );
+      });
     });
   }
 
@@ -232,7 +233,15 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
 
   /** Sends a transport message as is (e.g. `{"type":"system","command":"reboot"}`). */
   sendMessage(message: Record<string, unknown>): void {
-    this.#socket.send(JSON.stringify({ session_id: this.info.sessionId, ...message }));
+    const text = JSON.stringify({ session_id: this.info.sessionId, ...message });
+    this.emit('frame', 'out', text);
+    this.#socket.send(text);
+  }
+
+  /** Sends a raw text frame as is (robustness checks send malformed requests on purpose). */
+  sendRaw(text: string): void {
+    this.emit('frame', 'out', text);
+    this.#socket.send(text);
   }
 
   /** Round trip of a WebSocket ping, in milliseconds (the device answers pings). */
@@ -273,6 +282,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   }
 
   #onText(text: string): void {
+    this.emit('frame', 'in', text);
     const frame = readDeviceFrame(text);
     if (frame.kind !== 'mcp') {
       this.emit('message', frame);
