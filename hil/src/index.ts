@@ -1,0 +1,30 @@
+// @xiaozhi-mcp/hil: rigs, suites and reports for xiaozhi boards. Named exports only.
+export {
+  type BoardReport,
+  type BoardStatus,
+  type CheckResult,
+  type CheckStatus,
+  DEFAULT_SUITES,
+  type ExitCode,
+  exitCodeFor,
+  type LatencyStats,
+  type RigStep,
+  type RigStepName,
+  type RunReport,
+  type RunSummary,
+  type Severity,
+  SUITE_NAMES,
+  type SuiteName,
+  summarize,
+} from './model.js';
+export {
+  CheckFailure,
+  type CheckSpec,
+  expectThat,
+  type LatencyBudget,
+  runCheck,
+  type Suite,
+  type SuiteBoard,
+  type SuiteContext,
+  type SuiteOutcome,
+} from './suite.js';

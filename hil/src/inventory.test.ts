@@ -1,0 +1,128 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  boardEntryFor,
+  DEFAULT_VIRTUAL_RIG,
+  InventoryError,
+  loadInventory,
+  parseInventory,
+} from './inventory.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'hil-inv-'));
+const good = {
+  wifi: { ssid: 'rig' },
+  boards: [
+    {
+      name: 'desk-s3',
+      port: 'serial:0001',
+      chip: 'esp32s3',
+      variant: 'bread-compact-wifi',
+      session: 'boot-click',
+      reset: 'classic',
+    },
+    {
+      name: 'robot',
+      port: 'virtual:robot',
+      virtual: { preset: 'otto-robot' },
+      latency: { calls: 20, p50Ms: 50 },
+    },
+  ],
+};
+
+describe('inventory', () => {
+  it('accepts a valid inventory and the default virtual rig', () => {
+    expect(parseInventory(good).boards).toHaveLength(2);
+    expect(parseInventory(DEFAULT_VIRTUAL_RIG).boards.map((b) => b.name)).toEqual([
+      'bread-compact-wifi',
+      'otto-robot',
+    ]);
+  });
+
+  it.each([
+    [{ boards: [] }, 'boards', /boards must NOT have fewer than 1 items/],
+    [{ boards: [{ name: 'a' }] }, 'boards[0].port', /boards\[0\]\.port is required/],
+    [
+      { boards: [{ name: 'a', port: 'x', chip: 'esp8266' }] },
+      'boards[0].chip',
+      /must be one of "esp32"/,
+    ],
+    [
+      { boards: [{ name: 'a', port: 'x', session: 'press' }] },
+      'boards[0].session',
+      /boards\[0\]\.session must be one of/,
+    ],
+    [
+      { boards: [{ name: 'a', port: 'x', colour: 'red' }] },
+      'boards[0].colour',
+      /is not a known setting/,
+    ],
+    [{ boards: [{ name: 'a b', port: 'x' }] }, 'boards[0].name', /must match pattern/],
+    [
+      {
+        boards: [
+          { name: 'a', port: 'x' },
+          { name: 'a', port: 'y' },
+        ],
+      },
+      'boards[1].name',
+      /used twice/,
+    ],
+    [
+      { boards: [{ name: 'a', port: '/dev/ttyUSB0', virtual: {} }] },
+      'boards[0].virtual',
+      /only for virtual/,
+    ],
+    [
+      { suites: ['initialize', 'fuzz'], boards: [{ name: 'a', port: 'x' }] },
+      'suites[1]',
+      /must be one of/,
+    ],
+    [
+      { boards: [{ name: 'a', port: 'x', latency: { p50Ms: -1 } }] },
+      'boards[0].latency.p50Ms',
+      /must be > 0/,
+    ],
+  ])('refuses %j naming %s', (value, field, message) => {
+    try {
+      parseInventory(value);
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(InventoryError);
+      expect((error as InventoryError).field).toBe(field);
+      expect((error as InventoryError).message).toMatch(message);
+    }
+  });
+
+  it('loads a file, naming the file in errors', () => {
+    const path = join(dir, 'hil.config.json');
+    writeFileSync(path, JSON.stringify(good));
+    expect(loadInventory(path).boards[0]?.name).toBe('desk-s3');
+    writeFileSync(path, '{ nope');
+    expect(() => loadInventory(path)).toThrow(/hil\.config\.json is not valid JSON/);
+    expect(() => loadInventory(join(dir, 'missing.json'))).toThrow(/no such file/);
+  });
+
+  it('prints entries for attached ports: native USB boards cannot be clicked', () => {
+    expect(
+      boardEntryFor({ path: '/dev/ttyUSB0', serialNumber: 'A1', kind: 'usb-uart' }, 0),
+    ).toEqual({
+      name: 'board-1',
+      port: 'serial:A1',
+      baud: 115200,
+      reset: 'classic',
+      session: 'boot-click',
+    });
+    expect(
+      boardEntryFor(
+        { path: '/dev/ttyACM0', vendorId: '303a', productId: '1001', kind: 'usb-serial-jtag' },
+        1,
+      ),
+    ).toMatchObject({
+      port: 'usb:303a:1001',
+      reset: 'usb-jtag',
+      session: 'manual',
+    });
+  });
+});

@@ -1,0 +1,221 @@
+/**
+ * The rig inventory, `hil.config.json`: which boards, how to find and reset them, how their
+ * sessions start, what they must list. Validated against hil.config.schema.json; an error
+ * names the field (`boards[1].port`). With no inventory and no board attached, the default
+ * virtual rig stands in: a bread-compact-wifi board and the tool-rich robot board.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Ajv, type ErrorObject } from 'ajv';
+import type { SuiteName } from './model.js';
+
+export type ResetStyle = 'classic' | 'tight' | 'usb-jtag';
+export type SessionStart = 'boot-click' | 'manual' | 'none';
+
+export interface LatencyConfig {
+  readonly calls?: number;
+  readonly warmup?: number;
+  readonly tool?: string;
+  readonly p50Ms?: number;
+  readonly p99Ms?: number;
+}
+
+export interface BoardConfig {
+  readonly name: string;
+  /** A path, `serial:<sn>`, `usb:<vid>:<pid>`, `by-id:<name>`, or `virtual:<name>`. */
+  readonly port: string;
+  readonly chip?: 'esp32' | 'esp32s3' | 'esp32c3' | 'esp32c5' | 'esp32c6' | 'esp32p4';
+  readonly variant?: string;
+  readonly baud?: number;
+  readonly flashBaud?: number;
+  readonly reset?: ResetStyle;
+  readonly session?: SessionStart;
+  readonly expectedTools?: readonly string[];
+  readonly skip?: readonly string[];
+  readonly latency?: LatencyConfig;
+  readonly virtual?: {
+    readonly preset?: 'bread-compact-wifi' | 'otto-robot';
+    readonly flashSizeMb?: 4 | 8 | 16;
+    readonly faults?: { readonly replyLatencyMs?: number; readonly disconnectOnCall?: string };
+  };
+}
+
+export interface RigConfig {
+  readonly server?: { readonly host?: string; readonly port?: number; readonly publicUrl?: string };
+  readonly wifi?: { readonly ssid: string; readonly password?: string };
+  readonly suites?: readonly SuiteName[];
+  readonly baseline?: string;
+  readonly latency?: LatencyConfig;
+  readonly boards: readonly BoardConfig[];
+}
+
+export class InventoryError extends Error {
+  override readonly name = 'InventoryError';
+  constructor(
+    message: string,
+    /** The offending field, e.g. `boards[1].port`. */
+    readonly field: string | undefined,
+  ) {
+    super(message);
+  }
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** The JSON Schema shipped with the package (one level up from src/ and from dist/). */
+export const SCHEMA_PATH = join(here, '..', 'hil.config.schema.json');
+
+let validator: ReturnType<Ajv['compile']> | undefined;
+function validate(value: unknown): readonly ErrorObject[] {
+  if (validator === undefined) {
+    const schema = JSON.parse(readFileSync(SCHEMA_PATH, 'utf8')) as object;
+    validator = new Ajv({ allErrors: true, strict: false }).compile(schema);
+  }
+  return validator(value) ? [] : (validator.errors ?? []);
+}
+
+/** `/boards/1/port` → `boards[1].port`. */
+function fieldOf(error: ErrorObject): string {
+  let field = error.instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part}`))
+    .join('')
+    .replace(/^\./, '');
+  if (error.keyword === 'required')
+    field += `${field ? '.' : ''}${String(error.params.missingProperty)}`;
+  if (error.keyword === 'additionalProperties')
+    field += `${field ? '.' : ''}${String(error.params.additionalProperty)}`;
+  return field;
+}
+
+function describe(error: ErrorObject): string {
+  const field = fieldOf(error) || '(root)';
+  switch (error.keyword) {
+    case 'required':
+      return `${field} is required`;
+    case 'additionalProperties':
+      return `${field} is not a known setting`;
+    case 'enum':
+      return `${field} must be one of ${(error.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    default:
+      return `${field} ${error.message ?? 'is invalid'}`;
+  }
+}
+
+/** Validates a parsed inventory; throws an {@link InventoryError} naming the first bad field. */
+export function parseInventory(value: unknown, source = 'hil.config.json'): RigConfig {
+  const errors = validate(value);
+  const first = errors[0];
+  if (first !== undefined) {
+    const more =
+      errors.length > 1
+        ? ` (and ${errors.length - 1} more: ${errors.slice(1, 4).map(describe).join('; ')})`
+        : '';
+    throw new InventoryError(`${source}: ${describe(first)}${more}`, fieldOf(first) || undefined);
+  }
+  const config = value as RigConfig;
+  const names = new Set<string>();
+  for (const [index, board] of config.boards.entries()) {
+    if (names.has(board.name))
+      throw new InventoryError(
+        `${source}: boards[${index}].name "${board.name}" is used twice`,
+        `boards[${index}].name`,
+      );
+    names.add(board.name);
+    if (board.virtual !== undefined && !board.port.startsWith('virtual:')) {
+      throw new InventoryError(
+        `${source}: boards[${index}].virtual is only for virtual:<name> ports`,
+        `boards[${index}].virtual`,
+      );
+    }
+  }
+  return config;
+}
+
+/** Reads and validates an inventory file. */
+export function loadInventory(path: string): RigConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new InventoryError(
+      `cannot read ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`,
+      undefined,
+    );
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new InventoryError(`${path} is not valid JSON: ${(error as Error).message}`, undefined);
+  }
+  return parseInventory(value, path);
+}
+
+/** The rig used when there is no inventory and no board: two virtual boards. */
+export const DEFAULT_VIRTUAL_RIG: RigConfig = {
+  wifi: { ssid: 'hil-virtual', password: 'virtual-rig' },
+  boards: [
+    {
+      name: 'bread-compact-wifi',
+      port: 'virtual:bread-compact-wifi',
+      chip: 'esp32s3',
+      variant: 'bread-compact-wifi',
+      session: 'boot-click',
+      expectedTools: [
+        'self.get_device_status',
+        'self.audio_speaker.set_volume',
+        'self.lamp.turn_on',
+        'self.reboot',
+      ],
+      virtual: { preset: 'bread-compact-wifi', flashSizeMb: 16 },
+    },
+    {
+      name: 'otto-robot',
+      port: 'virtual:otto-robot',
+      chip: 'esp32s3',
+      variant: 'otto-robot',
+      session: 'boot-click',
+      expectedTools: ['self.get_device_status', 'self.otto.walk', 'self.otto.home', 'self.reboot'],
+      virtual: { preset: 'otto-robot', flashSizeMb: 16 },
+    },
+  ],
+};
+
+/** An inventory entry for an attached port, as `hil boards` prints it. */
+export function boardEntryFor(
+  port: {
+    path: string;
+    serialNumber?: string;
+    vendorId?: string;
+    productId?: string;
+    kind: string;
+  },
+  index: number,
+): BoardConfig {
+  const selector = port.serialNumber
+    ? `serial:${port.serialNumber}`
+    : port.vendorId && port.productId
+      ? `usb:${port.vendorId}:${port.productId}`
+      : port.path;
+  return {
+    name: `board-${index + 1}`,
+    port: selector,
+    baud: 115200,
+    reset: port.kind === 'usb-serial-jtag' ? 'usb-jtag' : 'classic',
+    // Native USB boards cannot be clicked through DTR (PROTOCOL.md 9).
+    session: port.kind === 'usb-serial-jtag' ? 'manual' : 'boot-click',
+  };
+}
+
+/** Resolves the baseline path against the inventory's folder. */
+export function baselinePath(
+  config: RigConfig,
+  inventoryPath: string | undefined,
+): string | undefined {
+  if (config.baseline === undefined) return undefined;
+  return inventoryPath === undefined
+    ? resolve(config.baseline)
+    : resolve(dirname(inventoryPath), config.baseline);
+}

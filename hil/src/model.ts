@@ -1,0 +1,169 @@
+/**
+ * What a `hil run` produces: per board, the rig steps it went through and the checks of each
+ * suite. Every reporter (console, JUnit, JSON, HTML, OpenMetrics, GitHub summary) reads this.
+ */
+
+export const SUITE_NAMES = [
+  'initialize',
+  'tools-list',
+  'tools-call',
+  'robustness',
+  'latency',
+  'reboot',
+  'ota-upgrade',
+] as const;
+export type SuiteName = (typeof SUITE_NAMES)[number];
+/** Suites that run unless `--suite` says otherwise; `reboot` and `ota-upgrade` are opt-in. */
+export const DEFAULT_SUITES: readonly SuiteName[] = [
+  'initialize',
+  'tools-list',
+  'tools-call',
+  'robustness',
+  'latency',
+];
+
+export type Severity = 'critical' | 'major' | 'minor';
+
+/**
+ * `known-deviation`: failed, but the baseline lists it as a known firmware deviation (not a
+ * failure). A known deviation that passes is `passed` with `deviation.fixed` set.
+ */
+export type CheckStatus = 'passed' | 'failed' | 'skipped' | 'known-deviation';
+
+export interface CheckResult {
+  /** `<suite>.<check>`, e.g. `tools-list.page-budget`. */
+  readonly id: string;
+  readonly suite: SuiteName;
+  readonly description: string;
+  readonly severity: Severity;
+  status: CheckStatus;
+  /** For a failure: what was expected and what came back. Otherwise a short note. */
+  message: string;
+  readonly expected?: string;
+  readonly actual?: string;
+  readonly durationMs: number;
+  /** Attempts beyond the first; a check that passed after a retry is flaky. */
+  readonly retries: number;
+  deviation?: { readonly reason: string; readonly fixed: boolean };
+  /** Measurements, e.g. latency percentiles. */
+  readonly data?: Readonly<Record<string, unknown>>;
+}
+
+export type RigStepName =
+  | 'open'
+  | 'identify'
+  | 'flash'
+  | 'provision'
+  | 'reset'
+  | 'boot'
+  | 'ota-check'
+  | 'session'
+  | 'suites'
+  | 'close';
+
+export interface RigStep {
+  readonly step: RigStepName;
+  status: 'passed' | 'failed' | 'skipped';
+  durationMs: number;
+  message?: string;
+  /** Passed on a retry (e.g. a flash that needed the lower baud). */
+  flaky?: boolean;
+}
+
+export interface LatencyStats {
+  /** The method measured, e.g. `tools/call self.get_device_status`. */
+  readonly method: string;
+  readonly samples: number;
+  readonly minMs: number;
+  readonly p50Ms: number;
+  readonly p90Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  /** WebSocket ping round trip on the same connection, for comparison. */
+  readonly pingP50Ms: number;
+  readonly pingP99Ms: number;
+  /** Every sample in milliseconds, in order (the HTML report plots them). */
+  readonly valuesMs: readonly number[];
+}
+
+export type BoardStatus = 'passed' | 'failed' | 'rig-failed';
+
+export interface BoardReport {
+  /** The inventory name. */
+  readonly name: string;
+  readonly kind: 'virtual' | 'serial';
+  port?: string;
+  chip?: string;
+  mac?: string;
+  /** The board variant (`BOARD_NAME`). */
+  variant?: string;
+  /** The version the board reported in `initialize`. */
+  firmwareVersion?: string;
+  /** The version inside the flashed image, when the run flashed one. */
+  expectedVersion?: string;
+  status: BoardStatus;
+  /** Why the rig could not finish with this board (exit 3): the step and the reason. */
+  failure?: { readonly step: RigStepName; readonly reason: string };
+  readonly steps: RigStep[];
+  readonly checks: CheckResult[];
+  readonly latency: LatencyStats[];
+  /** Paths of the board's artefacts, relative to the output directory. */
+  consoleLog?: string;
+  transcript?: string;
+  readonly startedAt: string;
+  durationMs: number;
+}
+
+export interface RunSummary {
+  readonly boards: number;
+  readonly passed: number;
+  readonly failed: number;
+  readonly knownDeviations: number;
+  readonly fixedDeviations: number;
+  readonly skipped: number;
+  readonly rigFailures: number;
+}
+
+/** 0 all passed, 1 a check failed, 2 bad usage or config, 3 the rig failed. */
+export type ExitCode = 0 | 1 | 2 | 3;
+
+export interface RunReport {
+  readonly tool: { readonly name: 'hil'; readonly version: string };
+  readonly startedAt: string;
+  durationMs: number;
+  readonly rig: 'virtual' | 'inventory';
+  readonly server: { readonly ota: string; readonly websocket: string };
+  readonly firmware?: {
+    readonly file: string;
+    readonly version: string;
+    readonly chip: string;
+    readonly sha256: string;
+  };
+  readonly suites: readonly SuiteName[];
+  readonly boards: BoardReport[];
+  summary: RunSummary;
+  exitCode: ExitCode;
+  /** Stopped by Ctrl-C; the reports hold what ran. */
+  interrupted: boolean;
+}
+
+/** Counts checks and boards; a board that failed its rig steps counts as a rig failure. */
+export function summarize(boards: readonly BoardReport[]): RunSummary {
+  const checks = boards.flatMap((b) => b.checks);
+  return {
+    boards: boards.length,
+    passed: checks.filter((c) => c.status === 'passed').length,
+    failed: checks.filter((c) => c.status === 'failed').length,
+    knownDeviations: checks.filter((c) => c.status === 'known-deviation').length,
+    fixedDeviations: checks.filter((c) => c.deviation?.fixed === true).length,
+    skipped: checks.filter((c) => c.status === 'skipped').length,
+    rigFailures: boards.filter((b) => b.status === 'rig-failed').length,
+  };
+}
+
+/** The exit code HIL.md defines, from what happened. */
+export function exitCodeFor(boards: readonly BoardReport[]): ExitCode {
+  if (boards.some((b) => b.status === 'rig-failed')) return 3;
+  if (boards.some((b) => b.status === 'failed')) return 1;
+  return 0;
+}
