@@ -1,0 +1,682 @@
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { FirmwareError } from '../errors.js';
+import type { PortInfo, PortLister, PortSelector } from './ports.js';
+import {
+  describePorts,
+  findPort,
+  formatPortSelector,
+  listPorts,
+  matchPorts,
+  normalizeUsbId,
+  parseByIdName,
+  parsePortSelector,
+  portKind,
+  udevSanitize,
+} from './ports.js';
+
+const CP2102N = 'usb-Silicon_Labs_CP2102N_USB_to_UART_Bridge_Controller_0001-if00-port0';
+const JTAG = 'usb-Espressif_USB_JTAG_serial_debug_unit_F4:12:FA:01:02:03-if00';
+const CH9102 = 'usb-1a86_USB_Single_Serial_54D2012345-if00';
+const CH340 = 'usb-1a86_USB2.0-Serial-if00-port0';
+const FTDI = 'usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0';
+
+async function rejection(promise: Promise<unknown>): Promise<FirmwareError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof FirmwareError) return error;
+    throw error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('parseByIdName', () => {
+  it('CP2102N', () => {
+    expect(parseByIdName(CP2102N)).toEqual({
+      manufacturer: 'Silicon Labs',
+      product: 'CP2102N USB to UART Bridge Controller',
+      serialNumber: '0001',
+      vendorId: '10c4',
+      productId: 'ea60',
+      interfaceNumber: 0,
+    });
+  });
+
+  it('Espressif USB-Serial-JTAG with a MAC-like serial', () => {
+    expect(parseByIdName(JTAG)).toEqual({
+      manufacturer: 'Espressif',
+      product: 'USB JTAG serial debug unit',
+      serialNumber: 'F4:12:FA:01:02:03',
+      vendorId: '303a',
+      productId: '1001',
+      interfaceNumber: 0,
+    });
+  });
+
+  it('CH9102 (no manufacturer string: udev uses the VID)', () => {
+    expect(parseByIdName(CH9102)).toEqual({
+      manufacturer: '1a86',
+      product: 'USB Single Serial',
+      serialNumber: '54D2012345',
+      vendorId: '1a86',
+      productId: '55d4',
+      interfaceNumber: 0,
+    });
+  });
+
+  it('CH340 without a serial number', () => {
+    expect(parseByIdName(CH340)).toEqual({
+      manufacturer: '1a86',
+      product: 'USB2.0-Serial',
+      vendorId: '1a86',
+      productId: '7523',
+      interfaceNumber: 0,
+    });
+  });
+
+  it('FTDI FT232R', () => {
+    expect(parseByIdName(FTDI)).toEqual({
+      manufacturer: 'FTDI',
+      product: 'FT232R USB UART',
+      serialNumber: 'A50285BI',
+      vendorId: '0403',
+      productId: '6001',
+      interfaceNumber: 0,
+    });
+  });
+
+  it('an unknown device: first token vendor, last token serial, no guessed IDs', () => {
+    expect(parseByIdName('usb-Acme_Widget_Pro_XYZ123-if02')).toEqual({
+      manufacturer: 'Acme',
+      product: 'Widget Pro',
+      serialNumber: 'XYZ123',
+      interfaceNumber: 2,
+    });
+    expect(parseByIdName('usb-Acme_Widget-if00')).toEqual({
+      manufacturer: 'Acme',
+      product: 'Widget',
+      interfaceNumber: 0,
+    });
+  });
+
+  it('hex vendor and model tokens are the VID and PID', () => {
+    expect(parseByIdName('usb-abcd_1234-if00')).toMatchObject({
+      vendorId: 'abcd',
+      productId: '1234',
+    });
+  });
+
+  it('a name that is not a USB by-id name', () => {
+    expect(parseByIdName('pci-0000:00:1f.3')).toEqual({});
+  });
+});
+
+describe('small helpers', () => {
+  it('normalizeUsbId', () => {
+    expect(normalizeUsbId('10C4')).toBe('10c4');
+    expect(normalizeUsbId('0x303A')).toBe('303a');
+    expect(normalizeUsbId('403')).toBe('0403');
+    expect(normalizeUsbId('xyz')).toBeUndefined();
+    expect(normalizeUsbId('12345')).toBeUndefined();
+    expect(normalizeUsbId(undefined)).toBeUndefined();
+  });
+
+  it('udevSanitize matches udev: whitespace runs and unsafe characters become _', () => {
+    expect(udevSanitize('  Silicon Labs  ')).toBe('Silicon_Labs');
+    expect(udevSanitize('A  B/C')).toBe('A_B_C');
+    expect(udevSanitize('F4:12:FA:01:02:03')).toBe('F4:12:FA:01:02:03');
+  });
+
+  it('portKind', () => {
+    expect(portKind('303a', '1001')).toBe('usb-serial-jtag');
+    expect(portKind('303a', '4001')).toBe('unknown');
+    expect(portKind('10c4', 'ea60')).toBe('usb-uart');
+    expect(portKind('1a86', '7523')).toBe('usb-uart');
+    expect(portKind('1a86', '55d4')).toBe('usb-uart');
+    expect(portKind('0403', '6001')).toBe('usb-uart');
+    expect(portKind(undefined, undefined)).toBe('unknown');
+  });
+});
+
+describe('listPorts', () => {
+  let root: string;
+  let dev: string;
+  let byId: string;
+  let sys: string;
+
+  const failingBinding = {
+    list: async (): Promise<never[]> => {
+      throw new Error('spawn udevadm ENOENT');
+    },
+  };
+
+  /** A USB device in the fake sysfs, with a tty below `<device>/<interface>[/<tty>]`. */
+  async function usbDevice(
+    busPath: string,
+    files: Record<string, string>,
+    tty: string,
+    ttyUnderInterface: boolean,
+  ): Promise<void> {
+    const device = join(sys, 'devices', 'pci0000:00', '0000:00:14.0', 'usb1', busPath);
+    const iface = join(device, `${busPath}:1.0`);
+    const ttyDevice = ttyUnderInterface ? join(iface, tty) : iface;
+    await mkdir(ttyDevice, { recursive: true });
+    for (const [name, text] of Object.entries(files)) {
+      await writeFile(join(device, name), `${text}\n`);
+    }
+    await mkdir(join(sys, 'class', 'tty', tty), { recursive: true });
+    await symlink(ttyDevice, join(sys, 'class', 'tty', tty, 'device'));
+  }
+
+  async function byIdLink(name: string, tty: string): Promise<void> {
+    // udev makes relative links: ../../ttyUSB0
+    await symlink(join('..', '..', tty), join(byId, name));
+  }
+
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'ports-test-'));
+    dev = join(root, 'dev');
+    byId = join(dev, 'serial', 'by-id');
+    sys = join(root, 'sys');
+    await mkdir(byId, { recursive: true });
+    for (const tty of ['ttyUSB0', 'ttyACM0', 'ttyACM1', 'ttyUSB1', 'ttyUSB2', 'ttyS0']) {
+      await writeFile(join(dev, tty), '');
+    }
+    // CP2102N on ttyUSB0 (usb-serial: the tty sits below the interface), with sysfs.
+    await usbDevice(
+      '1-1',
+      {
+        idVendor: '10c4',
+        idProduct: 'ea60',
+        manufacturer: 'Silicon Labs',
+        product: 'CP2102N USB to UART Bridge Controller',
+        serial: '0001',
+      },
+      'ttyUSB0',
+      true,
+    );
+    await byIdLink(CP2102N, 'ttyUSB0');
+    // ESP32-S3 USB-Serial-JTAG on ttyACM0 (cdc-acm: the interface is the tty's device).
+    await usbDevice(
+      '1-2',
+      {
+        idVendor: '303a',
+        idProduct: '1001',
+        manufacturer: 'Espressif',
+        product: 'USB JTAG/serial debug unit',
+        serial: 'F4:12:FA:01:02:03',
+      },
+      'ttyACM0',
+      false,
+    );
+    await byIdLink(JTAG, 'ttyACM0');
+    // CH9102 on ttyACM1 and FTDI on ttyUSB1: by-id links only, no sysfs.
+    await byIdLink(CH9102, 'ttyACM1');
+    await byIdLink(FTDI, 'ttyUSB1');
+    // A device that went away: its link dangles.
+    await byIdLink('usb-Gone_Device_123-if00-port0', 'ttyUSB9');
+    // A USB device with no by-id link (no udev), found through sysfs alone.
+    await usbDevice(
+      '1-3',
+      { idVendor: '1a86', idProduct: '7523', product: 'USB Serial' },
+      'ttyUSB2',
+      true,
+    );
+    // sysfs knows it but this "container" has no device node for it.
+    await usbDevice(
+      '1-4',
+      { idVendor: '10c4', idProduct: 'ea60', serial: 'HOST' },
+      'ttyUSB7',
+      true,
+    );
+    // A built-in UART: no USB parent.
+    const platform = join(sys, 'devices', 'platform', 'serial8250', 'tty', 'ttyS0');
+    await mkdir(platform, { recursive: true });
+    await mkdir(join(sys, 'class', 'tty', 'ttyS0'), { recursive: true });
+    await symlink(dirname(dirname(platform)), join(sys, 'class', 'tty', 'ttyS0', 'device'));
+  });
+
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  const expected = (): PortInfo[] => [
+    {
+      path: join(dev, 'ttyACM0'),
+      byIdPath: join(byId, JTAG),
+      serialNumber: 'F4:12:FA:01:02:03',
+      vendorId: '303a',
+      productId: '1001',
+      manufacturer: 'Espressif',
+      product: 'USB JTAG/serial debug unit',
+      kind: 'usb-serial-jtag',
+    },
+    {
+      path: join(dev, 'ttyACM1'),
+      byIdPath: join(byId, CH9102),
+      serialNumber: '54D2012345',
+      vendorId: '1a86',
+      productId: '55d4',
+      manufacturer: '1a86',
+      product: 'USB Single Serial',
+      kind: 'usb-uart',
+    },
+    {
+      path: join(dev, 'ttyUSB0'),
+      byIdPath: join(byId, CP2102N),
+      serialNumber: '0001',
+      vendorId: '10c4',
+      productId: 'ea60',
+      manufacturer: 'Silicon Labs',
+      product: 'CP2102N USB to UART Bridge Controller',
+      kind: 'usb-uart',
+    },
+    {
+      path: join(dev, 'ttyUSB1'),
+      byIdPath: join(byId, FTDI),
+      serialNumber: 'A50285BI',
+      vendorId: '0403',
+      productId: '6001',
+      manufacturer: 'FTDI',
+      product: 'FT232R USB UART',
+      kind: 'usb-uart',
+    },
+    {
+      path: join(dev, 'ttyUSB2'),
+      vendorId: '1a86',
+      productId: '7523',
+      product: 'USB Serial',
+      kind: 'usb-uart',
+    },
+  ];
+
+  it('falls back to /dev/serial/by-id and sysfs when the binding fails (no udevadm)', async () => {
+    const ports = await listPorts({
+      binding: failingBinding,
+      byIdDir: byId,
+      sysfsRoot: sys,
+      devDir: dev,
+    });
+    expect(ports).toEqual(expected());
+  });
+
+  it('falls back as well when the binding lists nothing', async () => {
+    const ports = await listPorts({
+      binding: { list: async () => [] },
+      byIdDir: byId,
+      sysfsRoot: sys,
+      devDir: dev,
+    });
+    expect(ports).toEqual(expected());
+  });
+
+  it('returns nothing when neither directory exists', async () => {
+    const ports = await listPorts({
+      binding: failingBinding,
+      byIdDir: join(root, 'missing'),
+      sysfsRoot: join(root, 'missing-sys'),
+      devDir: dev,
+    });
+    expect(ports).toEqual([]);
+  });
+
+  it('normalizes what a working binding reports, completing it from the by-id name', async () => {
+    const ports = await listPorts({
+      binding: {
+        list: async () => [
+          {
+            path: '/dev/ttyUSB0',
+            manufacturer: 'Silicon Labs',
+            serialNumber: '0001',
+            pnpId: CP2102N,
+            locationId: undefined,
+            vendorId: '10C4',
+            productId: 'EA60',
+          },
+          {
+            path: 'COM7',
+            vendorId: '303A',
+            productId: '1001',
+            serialNumber: 'F4:12:FA:01:02:03',
+            pnpId: 'USB\\VID_303A&PID_1001\\F4:12:FA:01:02:03',
+          },
+          {
+            path: '/dev/ttyS0',
+            manufacturer: undefined,
+            serialNumber: undefined,
+            pnpId: undefined,
+          },
+        ],
+      },
+      byIdDir: byId,
+      sysfsRoot: sys,
+    });
+    expect(ports).toEqual([
+      {
+        path: '/dev/ttyUSB0',
+        byIdPath: join(byId, CP2102N),
+        serialNumber: '0001',
+        vendorId: '10c4',
+        productId: 'ea60',
+        manufacturer: 'Silicon Labs',
+        product: 'CP2102N USB to UART Bridge Controller',
+        kind: 'usb-uart',
+      },
+      {
+        path: 'COM7',
+        serialNumber: 'F4:12:FA:01:02:03',
+        vendorId: '303a',
+        productId: '1001',
+        kind: 'usb-serial-jtag',
+      },
+      { path: '/dev/ttyS0', kind: 'unknown' },
+    ]);
+  });
+
+  it('with the default binding on this host, resolves (udevadm or not)', async () => {
+    await expect(listPorts()).resolves.toBeInstanceOf(Array);
+  });
+});
+
+describe('parsePortSelector', () => {
+  it.each<[string, PortSelector]>([
+    ['/dev/ttyUSB0', { path: '/dev/ttyUSB0' }],
+    ['  /dev/ttyACM1 ', { path: '/dev/ttyACM1' }],
+    ['COM3', { path: 'COM3' }],
+    ['path:/dev/cu.usbserial-0001', { path: '/dev/cu.usbserial-0001' }],
+    ['serial:ABC123', { serialNumber: 'ABC123' }],
+    ['serial:F4:12:FA:01:02:03', { serialNumber: 'F4:12:FA:01:02:03' }],
+    ['usb:10c4:ea60', { vidPid: '10c4:ea60' }],
+    ['USB:10C4:EA60', { vidPid: '10c4:ea60' }],
+    ['usb:0x303a:0x1001', { vidPid: '303a:1001' }],
+    ['usb:303a:1001:F4:12:FA:01:02:03', { vidPid: '303a:1001:F4:12:FA:01:02:03' }],
+    [`by-id:${CP2102N}`, { byId: CP2102N }],
+    [`/dev/serial/by-id/${CP2102N}`, { path: `/dev/serial/by-id/${CP2102N}` }],
+    [CH340, { byId: CH340 }],
+  ])('%j', (text, selector) => {
+    expect(parsePortSelector(text)).toEqual(selector);
+  });
+
+  it.each([
+    ['', 'empty'],
+    ['serial:', 'empty serial number'],
+    ['usb:10c4', '4-digit hex'],
+    ['usb:xyz:ea60', '4-digit hex'],
+    ['usb:10c4:ea6', '4-digit hex'],
+    ['usb:10c4:ea60:', 'empty serial number'],
+    ['by-id:', 'empty by-id name'],
+    ['foo:bar', "unknown prefix 'foo:'"],
+    ['ttyUSB0', 'not a path'],
+  ])('rejects %j', (text, fragment) => {
+    let caught: unknown;
+    try {
+      parsePortSelector(text);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(FirmwareError);
+    const error = caught as FirmwareError;
+    expect(error.code).toBe('OPTION_INVALID');
+    expect(error.message).toContain(fragment);
+    expect(error.message).toContain('serial:<serial number>');
+  });
+
+  it('formatPortSelector round-trips', () => {
+    for (const text of [
+      '/dev/ttyUSB0',
+      'serial:ABC',
+      'usb:10c4:ea60',
+      'usb:303a:1001:F4:12',
+      `by-id:${JTAG}`,
+    ]) {
+      expect(formatPortSelector(parsePortSelector(text))).toBe(text);
+    }
+  });
+});
+
+const board = (fields: Partial<PortInfo> & { path: string }): PortInfo => ({
+  kind: 'unknown',
+  ...fields,
+});
+
+const PORTS: PortInfo[] = [
+  board({
+    path: '/dev/ttyUSB0',
+    byIdPath: `/dev/serial/by-id/${CP2102N}`,
+    serialNumber: '0001',
+    vendorId: '10c4',
+    productId: 'ea60',
+    kind: 'usb-uart',
+  }),
+  board({
+    path: '/dev/ttyUSB1',
+    serialNumber: '0002',
+    vendorId: '10c4',
+    productId: 'ea60',
+    kind: 'usb-uart',
+  }),
+  board({
+    path: '/dev/ttyACM0',
+    byIdPath: `/dev/serial/by-id/${JTAG}`,
+    serialNumber: 'F4:12:FA:01:02:03',
+    vendorId: '303a',
+    productId: '1001',
+    kind: 'usb-serial-jtag',
+  }),
+  board({ path: '/dev/ttyS0' }),
+];
+
+describe('matchPorts', () => {
+  const paths = (selector: PortSelector) => matchPorts(PORTS, selector).map((port) => port.path);
+
+  it('by serial number, case-insensitively', () => {
+    expect(paths({ serialNumber: '0002' })).toEqual(['/dev/ttyUSB1']);
+    expect(paths({ serialNumber: 'f4:12:fa:01:02:03' })).toEqual(['/dev/ttyACM0']);
+    expect(paths({ serialNumber: 'nope' })).toEqual([]);
+  });
+
+  it('by VID:PID, optionally narrowed by serial number', () => {
+    expect(paths({ vidPid: '10c4:ea60' })).toEqual(['/dev/ttyUSB0', '/dev/ttyUSB1']);
+    expect(paths({ vidPid: '10C4:EA60:0001' })).toEqual(['/dev/ttyUSB0']);
+    expect(paths({ vidPid: '303a:1001:F4:12:FA:01:02:03' })).toEqual(['/dev/ttyACM0']);
+    expect(paths({ vidPid: '0403:6001' })).toEqual([]);
+  });
+
+  it('by path: the device path or its by-id link', () => {
+    expect(paths({ path: '/dev/ttyS0' })).toEqual(['/dev/ttyS0']);
+    expect(paths({ path: `/dev/serial/by-id/${JTAG}` })).toEqual(['/dev/ttyACM0']);
+  });
+
+  it('by by-id name or by-id path', () => {
+    expect(paths({ byId: CP2102N })).toEqual(['/dev/ttyUSB0']);
+    expect(paths({ byId: `/dev/serial/by-id/${CP2102N}` })).toEqual(['/dev/ttyUSB0']);
+    expect(paths({ byId: FTDI })).toEqual([]);
+  });
+
+  it('rejects a malformed vidPid', () => {
+    expect(() => matchPorts(PORTS, { vidPid: '10c4' })).toThrow(FirmwareError);
+  });
+});
+
+describe('describePorts', () => {
+  it('lists USB ports first and caps the list', () => {
+    const text = describePorts([board({ path: '/dev/ttyS0' }), ...PORTS.slice(0, 2)], 2);
+    expect(text).toBe(
+      `/dev/ttyUSB0 (10c4:ea60, serial 0001, usb-uart, by-id ${CP2102N}); /dev/ttyUSB1 (10c4:ea60, serial 0002, usb-uart); and 1 more`,
+    );
+    expect(describePorts([])).toBe('no serial ports');
+  });
+});
+
+/** A lister that plays a script, one entry per call, repeating the last. */
+function scripted(script: Array<PortInfo[] | Error>): PortLister & { calls: number } {
+  const lister = {
+    calls: 0,
+    async list(): Promise<PortInfo[]> {
+      const entry = script[Math.min(lister.calls, script.length - 1)] ?? [];
+      lister.calls += 1;
+      if (entry instanceof Error) throw entry;
+      return entry;
+    },
+  };
+  return lister;
+}
+
+describe('findPort', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const other = board({
+    path: '/dev/ttyUSB0',
+    serialNumber: '0001',
+    vendorId: '10c4',
+    productId: 'ea60',
+  });
+  const before = board({
+    path: '/dev/ttyACM0',
+    serialNumber: 'F4:12:FA:01:02:03',
+    vendorId: '303a',
+    productId: '1001',
+    kind: 'usb-serial-jtag',
+  });
+  const after = { ...before, path: '/dev/ttyACM1' };
+
+  it('waits for a re-enumerated USB-Serial-JTAG board: new path, same serial number', async () => {
+    // Reset: ttyACM0 is gone, nothing for a while, then the board is back as ttyACM1.
+    const lister = scripted([[other], [other], [other], [other, after]]);
+    const found = findPort({ serialNumber: 'F4:12:FA:01:02:03' }, { lister, pollMs: 250 });
+    await vi.advanceTimersByTimeAsync(750);
+    await expect(found).resolves.toEqual(after);
+    expect(lister.calls).toBe(4);
+  });
+
+  it('the old path is not found again after re-enumeration, the serial number is', async () => {
+    const script = [[other], [other, after]];
+    const byPath = rejection(
+      findPort({ path: '/dev/ttyACM0' }, { lister: scripted(script), timeoutMs: 1000 }),
+    );
+    await vi.advanceTimersByTimeAsync(1000);
+    expect((await byPath).code).toBe('PORT_NOT_FOUND');
+    const bySerial = findPort(parsePortSelector('serial:F4:12:FA:01:02:03'), {
+      lister: scripted(script),
+    });
+    await vi.advanceTimersByTimeAsync(250);
+    await expect(bySerial).resolves.toMatchObject({ path: '/dev/ttyACM1' });
+  });
+
+  it('returns at once when the port is already there', async () => {
+    const lister = scripted([[other, before]]);
+    await expect(findPort({ vidPid: '303a:1001' }, { lister })).resolves.toEqual(before);
+    expect(lister.calls).toBe(1);
+  });
+
+  it('times out with PORT_NOT_FOUND naming the selector and what was seen', async () => {
+    const lister = scripted([[other, board({ path: '/dev/ttyS0' })]]);
+    const result = rejection(
+      findPort({ serialNumber: 'NOPE' }, { lister, timeoutMs: 1000, pollMs: 250 }),
+    );
+    await vi.advanceTimersByTimeAsync(999);
+    expect(lister.calls).toBe(4);
+    await vi.advanceTimersByTimeAsync(1);
+    const error = await result;
+    expect(error.code).toBe('PORT_NOT_FOUND');
+    expect(error.message).toContain('serial:NOPE');
+    expect(error.message).toContain('after 1000 ms');
+    expect(error.message).toContain('/dev/ttyUSB0 (10c4:ea60, serial 0001)');
+    expect(error.message).toContain('/dev/ttyS0');
+    // Polls at 0, 250, 500, 750 and a last look at the deadline.
+    expect(lister.calls).toBe(5);
+  });
+
+  it('looks once with timeoutMs 0', async () => {
+    const lister = scripted([[]]);
+    const error = await rejection(findPort({ path: '/dev/ttyUSB0' }, { lister, timeoutMs: 0 }));
+    expect(error.message).toContain('seen: no serial ports');
+    expect(lister.calls).toBe(1);
+  });
+
+  it('rejects an ambiguous selector on the second poll, asking for a serial number', async () => {
+    const twin = board({
+      path: '/dev/ttyUSB1',
+      serialNumber: '0002',
+      vendorId: '10c4',
+      productId: 'ea60',
+    });
+    const lister = scripted([[other, twin]]);
+    const result = rejection(findPort({ vidPid: '10c4:ea60' }, { lister, pollMs: 250 }));
+    await vi.advanceTimersByTimeAsync(250);
+    const error = await result;
+    expect(error.code).toBe('PORT_NOT_FOUND');
+    expect(error.message).toContain('2 serial ports match usb:10c4:ea60');
+    expect(error.message).toContain('/dev/ttyUSB0');
+    expect(error.message).toContain('/dev/ttyUSB1');
+    expect(error.message).toContain('more specific selector (serial:<serial number>');
+    expect(lister.calls).toBe(2);
+  });
+
+  it('a passing ambiguity that resolves is not an error', async () => {
+    const twin = { ...before, path: '/dev/ttyACM9' };
+    const lister = scripted([[before, twin], [before]]);
+    const found = findPort({ serialNumber: 'F4:12:FA:01:02:03' }, { lister });
+    await vi.advanceTimersByTimeAsync(250);
+    await expect(found).resolves.toEqual(before);
+  });
+
+  it('keeps polling through lister failures and reports the last one', async () => {
+    const failure = new Error('spawn udevadm ENOENT');
+    const recovering = scripted([failure, failure, [before]]);
+    const found = findPort({ serialNumber: 'F4:12:FA:01:02:03' }, { lister: recovering });
+    await vi.advanceTimersByTimeAsync(500);
+    await expect(found).resolves.toEqual(before);
+
+    const broken = scripted([failure]);
+    const result = rejection(findPort({ serialNumber: 'x' }, { lister: broken, timeoutMs: 500 }));
+    await vi.advanceTimersByTimeAsync(500);
+    const error = await result;
+    expect(error.message).toContain('listing failed: spawn udevadm ENOENT');
+    expect(error.cause).toBe(failure);
+  });
+
+  it('bounds a lister that never answers', async () => {
+    const lister: PortLister = { list: () => new Promise(() => {}) };
+    const result = rejection(findPort({ serialNumber: 'x' }, { lister, timeoutMs: 1000 }));
+    await vi.advanceTimersByTimeAsync(1000);
+    const error = await result;
+    expect(error.code).toBe('PORT_NOT_FOUND');
+    expect(error.message).toContain('did not answer within 1000 ms');
+  });
+
+  it('is cancellable while waiting', async () => {
+    const lister = scripted([[]]);
+    const controller = new AbortController();
+    const result = findPort({ serialNumber: 'x' }, { lister, signal: controller.signal }).catch(
+      (error: unknown) => error,
+    );
+    await vi.advanceTimersByTimeAsync(300);
+    const reason = new Error('cancelled');
+    controller.abort(reason);
+    expect(await result).toBe(reason);
+    const calls = lister.calls;
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(lister.calls).toBe(calls);
+  });
+
+  it('rejects bad timing options', async () => {
+    const lister = scripted([[]]);
+    for (const options of [
+      { timeoutMs: Number.POSITIVE_INFINITY },
+      { timeoutMs: -1 },
+      { pollMs: 0 },
+    ]) {
+      const error = await rejection(findPort({ serialNumber: 'x' }, { lister, ...options }));
+      expect(error.code).toBe('OPTION_INVALID');
+    }
+  });
+});
