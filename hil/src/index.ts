@@ -18,6 +18,22 @@ export {
   summarize,
 } from './model.js';
 export {
+  ConsoleReporter,
+  type ConsoleReporterOptions,
+  isLiveTerminal,
+  renderConsoleSummary,
+  type StepDetail,
+  type StepStatus,
+} from './reporters/console.js';
+export {
+  REPORTER_NAMES,
+  REPORTERS,
+  type Reporter,
+  type ReporterName,
+  type WriteReportsOptions,
+  writeReports,
+} from './reporters/index.js';
+export {
   CheckFailure,
   type CheckSpec,
   expectThat,

@@ -1,0 +1,150 @@
+/**
+ * Wording shared by the reporters, so a failure reads the same in the console, JUnit, HTML and
+ * the GitHub summary.
+ */
+import type { BoardReport, CheckResult, ExitCode, RigStep, RunReport } from '../model.js';
+
+/** What each exit code means (HIL.md). */
+export const EXIT_CODE_MEANING: Readonly<Record<ExitCode, string>> = {
+  0: 'all checks passed',
+  1: 'a check failed',
+  2: 'bad usage or config',
+  3: 'the rig failed (board missing, port lost, backend could not start)',
+};
+
+/**
+ * Removes what no report format should carry: ANSI escape sequences (a board's coloured console
+ * output), C0 controls but tab/LF/CR, DEL, lone surrogates and U+FFFE/U+FFFF (invalid in XML 1.0).
+ */
+export function stripControl(text: string): string {
+  return (
+    text
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: removing them is the point.
+      .replace(/\u001b\[[0-9;?]*[ -/]*[@-~]/g, '')
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: removing them is the point.
+      .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f\ufffe\uffff]/g, '')
+      .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '')
+  );
+}
+
+/** `850 ms`, `4.1 s`, `2 min 03 s`. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '?';
+  if (ms < 999.5) return `${Math.round(ms)} ms`;
+  // Bounds where rounding would print `1000 ms` or `60.0 s`.
+  if (ms < 59_950) return `${(ms / 1000).toFixed(1)} s`;
+  const seconds = Math.round(ms / 1000);
+  return `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, '0')} s`;
+}
+
+/** A latency in milliseconds with a precision that suits its size. */
+export function formatMs(ms: number): string {
+  if (!Number.isFinite(ms)) return '?';
+  if (ms >= 100) return `${Math.round(ms)} ms`;
+  if (ms >= 10) return `${ms.toFixed(1)} ms`;
+  return `${ms.toFixed(2)} ms`;
+}
+
+export function plural(count: number, one: string, many = `${one}s`): string {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
+/**
+ * The message of a check, with what was expected and what came back appended when the suite
+ * recorded them apart from the message (and the message does not already say it).
+ */
+export function checkText(check: CheckResult): string {
+  const parts: string[] = [];
+  if (check.expected !== undefined && !check.message.includes(check.expected)) {
+    parts.push(`expected ${check.expected}`);
+  }
+  if (check.actual !== undefined && !check.message.includes(check.actual)) {
+    parts.push(`got ${check.actual}`);
+  }
+  if (parts.length === 0) return check.message;
+  return check.message === '' ? parts.join(', ') : `${check.message}: ${parts.join(', ')}`;
+}
+
+export function isFlaky(check: CheckResult): boolean {
+  return check.status === 'passed' && check.retries > 0;
+}
+
+export function isFixedDeviation(check: CheckResult): boolean {
+  return check.status === 'passed' && check.deviation?.fixed === true;
+}
+
+/** Failures first, then what needs a look (deviations, flaky), then skipped and passed. */
+function checkRank(check: CheckResult): number {
+  if (check.status === 'failed') return 0;
+  if (check.status === 'known-deviation') return 1;
+  if (isFixedDeviation(check)) return 2;
+  if (isFlaky(check)) return 3;
+  if (check.status === 'skipped') return 4;
+  return 5;
+}
+
+export function orderChecks(checks: readonly CheckResult[]): CheckResult[] {
+  // Array.prototype.sort is stable, so checks keep the suite order within a rank.
+  return [...checks].sort((a, b) => checkRank(a) - checkRank(b));
+}
+
+export interface RigFailure {
+  readonly step: RigStep['step'];
+  readonly reason: string;
+  readonly durationMs: number;
+}
+
+/**
+ * The rig steps that failed for a board; `failure` is included even when the rig did not record
+ * the step (e.g. the port vanished before the step started).
+ */
+export function rigFailures(board: BoardReport): RigFailure[] {
+  const failed: RigFailure[] = board.steps
+    .filter((s) => s.status === 'failed')
+    .map((s) => ({
+      step: s.step,
+      reason: s.message ?? (board.failure?.step === s.step ? board.failure.reason : 'step failed'),
+      durationMs: s.durationMs,
+    }));
+  const failure = board.failure;
+  if (failure !== undefined && !failed.some((f) => f.step === failure.step)) {
+    failed.push({ step: failure.step, reason: failure.reason, durationMs: 0 });
+  }
+  return failed;
+}
+
+export interface CheckFinding {
+  readonly board: BoardReport;
+  readonly check: CheckResult;
+}
+
+/** What the summaries list, across boards, in board order. */
+export function findings(report: RunReport): {
+  failed: CheckFinding[];
+  deviations: CheckFinding[];
+  fixed: CheckFinding[];
+  flaky: CheckFinding[];
+} {
+  const all = report.boards.flatMap((board) => board.checks.map((check) => ({ board, check })));
+  return {
+    failed: all.filter((f) => f.check.status === 'failed'),
+    deviations: all.filter((f) => f.check.status === 'known-deviation'),
+    fixed: all.filter((f) => isFixedDeviation(f.check)),
+    flaky: all.filter((f) => isFlaky(f.check)),
+  };
+}
+
+/** One line for a run: `1 check failed, 1 rig failure`, or `all 12 checks passed`. */
+export function resultLine(report: RunReport): string {
+  const s = report.summary;
+  const parts: string[] = [];
+  if (s.failed > 0) parts.push(`${plural(s.failed, 'check')} failed`);
+  if (s.rigFailures > 0) parts.push(plural(s.rigFailures, 'rig failure'));
+  if (parts.length === 0) parts.push(`all ${plural(s.passed, 'check')} passed`);
+  if (s.knownDeviations > 0) parts.push(plural(s.knownDeviations, 'known deviation'));
+  if (s.fixedDeviations > 0) {
+    parts.push(`${plural(s.fixedDeviations, 'deviation')} fixed (update the baseline)`);
+  }
+  if (report.interrupted) parts.push('interrupted');
+  return parts.join(', ');
+}
