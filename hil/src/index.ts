@@ -1,4 +1,28 @@
 // @xiaozhi-mcp/hil: rigs, suites and reports for xiaozhi boards. Named exports only.
+
+export {
+  applyBaseline,
+  type Baseline,
+  type BaselineDeviation,
+  BaselineError,
+  DEFAULT_BASELINE_PATH,
+  FIXED_DEVIATION_NOTE,
+  loadBaseline,
+  parseBaseline,
+} from './baseline.js';
+export {
+  type BoardConfig,
+  boardEntryFor,
+  DEFAULT_VIRTUAL_RIG,
+  InventoryError,
+  type LatencyConfig,
+  loadInventory,
+  parseInventory,
+  type ResetStyle,
+  type RigConfig,
+  SCHEMA_PATH,
+  type SessionStart,
+} from './inventory.js';
 export {
   type BoardReport,
   type BoardStatus,
@@ -44,3 +68,4 @@ export {
   type SuiteContext,
   type SuiteOutcome,
 } from './suite.js';
+export { allCheckIds, SUITE_CHECKS, SUITES } from './suites/index.js';

@@ -1,0 +1,134 @@
+/**
+ * Latency of a cheap tool call, sequential, after a warm-up, next to the WebSocket ping round
+ * trip on the same connection (what the network alone costs). Budgets from the inventory
+ * fail the check; without one the check only reports.
+ */
+import type { LatencyStats } from '../model.js';
+import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
+import { type CheckSpec, expectThat } from '../suite.js';
+import {
+  describeError,
+  hasTool,
+  REPLY_TIMEOUT_MS,
+  requestOptions,
+  SuiteChecks,
+  skip,
+} from './support.js';
+
+export const LATENCY_CHECKS = {
+  calls: {
+    id: 'calls',
+    description: 'sequential calls of the latency tool succeed within the p50/p99 budgets',
+    severity: 'major',
+  },
+  ping: {
+    id: 'ping',
+    description: 'the board answers WebSocket pings on the same connection',
+    severity: 'minor',
+  },
+} as const satisfies Record<string, CheckSpec>;
+
+/** Nearest-rank percentile of sorted samples (`q` in 0..1); NaN when there are none. */
+export function percentile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length)));
+  return sorted[rank - 1] ?? Number.NaN;
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}
+
+/** Call and ping samples into the report's shape (ping figures NaN when no ping came back). */
+export function latencyStats(
+  method: string,
+  valuesMs: readonly number[],
+  pingsMs: readonly number[],
+): LatencyStats {
+  const sorted = [...valuesMs].sort((a, b) => a - b);
+  const pings = [...pingsMs].sort((a, b) => a - b);
+  return {
+    method,
+    samples: valuesMs.length,
+    minMs: round(sorted[0] ?? Number.NaN),
+    p50Ms: round(percentile(sorted, 0.5)),
+    p90Ms: round(percentile(sorted, 0.9)),
+    p99Ms: round(percentile(sorted, 0.99)),
+    maxMs: round(sorted.at(-1) ?? Number.NaN),
+    pingP50Ms: round(percentile(pings, 0.5)),
+    pingP99Ms: round(percentile(pings, 0.99)),
+    valuesMs: valuesMs.map(round),
+  };
+}
+
+export const latencySuite: Suite = {
+  name: 'latency',
+  description: 'latency: percentiles of a cheap tool call beside the WebSocket ping round trip',
+  async run(context: SuiteContext): Promise<SuiteOutcome> {
+    const run = new SuiteChecks('latency', context);
+    const { calls, warmup, tool, p50Ms, p99Ms } = context.latency;
+    const method = `tools/call ${tool}`;
+    const values: number[] = [];
+    const pings: number[] = [];
+    let pingError: string | undefined;
+    let stats: LatencyStats | undefined;
+
+    await run.check(LATENCY_CHECKS.calls, async () => {
+      if (!hasTool(context, tool)) skip(`the board lists no ${tool}`);
+      const session = context.session();
+      const options = requestOptions(context);
+      context.log(`latency: ${warmup} warm-up and ${calls} measured calls of ${tool}`);
+      for (let i = 0; i < warmup; i++) await session.callTool(tool, {}, options);
+      for (let i = 0; i < calls; i++) {
+        const started = performance.now();
+        await session.callTool(tool, {}, options);
+        values.push(performance.now() - started);
+        // Interleaved, so both see the same conditions; a board that never pongs is measured once.
+        if (pingError === undefined) {
+          try {
+            pings.push(await session.ping(REPLY_TIMEOUT_MS));
+          } catch (error) {
+            pingError = describeError(error);
+          }
+        }
+      }
+      stats = latencyStats(method, values, pings);
+      const summary = `p50 ${stats.p50Ms} ms, p90 ${stats.p90Ms} ms, p99 ${stats.p99Ms} ms (min ${stats.minMs}, max ${stats.maxMs}; ping p50 ${stats.pingP50Ms} ms)`;
+      const over: string[] = [];
+      if (p50Ms !== undefined && stats.p50Ms > p50Ms)
+        over.push(`p50 ${stats.p50Ms} ms > ${p50Ms} ms`);
+      if (p99Ms !== undefined && stats.p99Ms > p99Ms)
+        over.push(`p99 ${stats.p99Ms} ms > ${p99Ms} ms`);
+      const budget = [
+        ...(p50Ms === undefined ? [] : [`p50 <= ${p50Ms} ms`]),
+        ...(p99Ms === undefined ? [] : [`p99 <= ${p99Ms} ms`]),
+      ].join(', ');
+      expectThat(
+        over.length === 0,
+        `expected ${budget} over ${calls} calls of ${tool}, got ${over.join(', ')} (${summary})`,
+        budget,
+        summary,
+      );
+      const { valuesMs: _, ...figures } = stats;
+      return {
+        note: `${summary}${budget === '' ? ', no budget' : `, within ${budget}`}`,
+        data: figures,
+      };
+    });
+
+    await run.check(LATENCY_CHECKS.ping, async () => {
+      if (values.length === 0) skip('no calls were measured (see latency.calls)');
+      expectThat(
+        pingError === undefined,
+        `expected a pong to every WebSocket ping, got ${pingError}`,
+        'a pong',
+        pingError,
+      );
+      return `ping p50 ${stats?.pingP50Ms} ms, p99 ${stats?.pingP99Ms} ms over ${pings.length} pings`;
+    });
+
+    // Reported even when a budget failed: the figures are what the report plots.
+    stats ??= values.length > 0 ? latencyStats(method, values, pings) : undefined;
+    return { checks: run.checks, ...(stats === undefined ? {} : { latency: [stats] }) };
+  },
+};

@@ -1,0 +1,580 @@
+import { EventEmitter } from 'node:events';
+import {
+  type BoardPreset,
+  type BoardTiming,
+  boardPreset,
+  registerLampTools,
+  VirtualBoard,
+  type VirtualBoardOptions,
+} from '@xiaozhi-mcp/device';
+import { buildAppImage } from '@xiaozhi-mcp/firmware';
+import { byteLength, defineTool, Prop } from '@xiaozhi-mcp/protocol';
+import {
+  type DeviceRecord,
+  DeviceRegistry,
+  type DeviceSession,
+  XiaozhiServer,
+} from '@xiaozhi-mcp/server';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  applyBaseline,
+  DEFAULT_BASELINE_PATH,
+  FIXED_DEVIATION_NOTE,
+  loadBaseline,
+} from '../baseline.js';
+import { type CheckResult, DEFAULT_SUITES, type LatencyStats, type SuiteName } from '../model.js';
+import type { LatencyBudget, SuiteBoard, SuiteContext } from '../suite.js';
+import { SUITE_CHECKS, SUITES } from './index.js';
+
+const FAST: Partial<BoardTiming> = {
+  bootMs: 2,
+  wifiConnectMs: 2,
+  otaRetryMs: 20,
+  helloTimeoutMs: 2000,
+  rebootMs: 10,
+  panicRebootMs: 10,
+  upgradeRebootMs: 10,
+};
+const LATENCY: LatencyBudget = { calls: 20, warmup: 3, tool: 'self.get_device_status' };
+const DEVIATIONS = ['robustness.error-code', 'robustness.escaped-messages', 'robustness.ping'];
+
+const servers: XiaozhiServer[] = [];
+const boards: VirtualBoard[] = [];
+let macCounter = 0;
+
+afterEach(async () => {
+  for (const board of boards.splice(0)) board.powerOff();
+  for (const server of servers.splice(0)) await server.stop();
+});
+
+interface Rig {
+  readonly server: XiaozhiServer;
+  readonly board: VirtualBoard;
+  readonly context: SuiteContext;
+}
+
+interface RigOptions {
+  readonly board?: VirtualBoardOptions;
+  readonly suiteBoard?: Partial<SuiteBoard>;
+  readonly latency?: Partial<LatencyBudget>;
+  readonly candidate?: Uint8Array;
+}
+
+/** A server, a virtual board connected to it over real sockets, and the context the rig gives suites. */
+async function virtualRig(options: RigOptions = {}): Promise<Rig> {
+  const server = await XiaozhiServer.start({ port: 0, logLevel: 'silent' });
+  servers.push(server);
+  macCounter++;
+  const board = new VirtualBoard({
+    mac: `f4:12:fa:20:00:${macCounter.toString(16).padStart(2, '0')}`,
+    wifi: { ssid: 'lab' },
+    otaUrl: server.urls.ota,
+    timing: FAST,
+    ...options.board,
+  });
+  boards.push(board);
+  const { registry } = server;
+  // What the rig does for a `boot-click` board: wait for idle, press BOOT, wait until listed.
+  const reconnect = async (timeoutMs: number) => {
+    await board.waitForState('idle', timeoutMs);
+    board.click();
+    return registry.waitForReady(board.mac, timeoutMs);
+  };
+  board.powerOn();
+  await reconnect(5000);
+  const context: SuiteContext = {
+    board: { name: `virtual-${board.preset.name}`, ...options.suiteBoard },
+    registry,
+    deviceId: board.mac,
+    session: () => registry.session(board.mac),
+    record: () => {
+      const record = registry.get(board.mac);
+      if (record === undefined) throw new Error(`no record for ${board.mac}`);
+      return record;
+    },
+    reconnect,
+    offerFirmware: (image) => {
+      server.firmware.add(image);
+    },
+    candidateImage: options.candidate,
+    latency: { ...LATENCY, ...options.latency },
+    log: () => {},
+    signal: new AbortController().signal,
+  };
+  return { server, board, context };
+}
+
+async function runSuites(context: SuiteContext, names: readonly SuiteName[]) {
+  const checks: CheckResult[] = [];
+  const latency: LatencyStats[] = [];
+  for (const name of names) {
+    const outcome = await SUITES[name].run(context);
+    checks.push(...outcome.checks);
+    latency.push(...(outcome.latency ?? []));
+  }
+  return { checks, latency };
+}
+
+function byId(checks: readonly CheckResult[], id: string): CheckResult {
+  const check = checks.find((c) => c.id === id);
+  if (check === undefined)
+    throw new Error(`no check ${id} in ${checks.map((c) => c.id).join(', ')}`);
+  return check;
+}
+
+/** `id: status` of every check that did not pass, for readable assertions. */
+function notPassed(checks: readonly CheckResult[]): Record<string, string> {
+  return Object.fromEntries(
+    checks.filter((c) => c.status !== 'passed').map((c) => [c.id, c.status]),
+  );
+}
+
+function idsOf(names: readonly SuiteName[]): string[] {
+  return names.flatMap((suite) => SUITE_CHECKS[suite].map((check) => `${suite}.${check.id}`));
+}
+
+describe('suites on virtual boards over real sockets', () => {
+  it('bread-compact-wifi passes every default suite but the three known deviations, then reboot and ota-upgrade', async () => {
+    const rig = await virtualRig({
+      suiteBoard: {
+        variant: 'bread-compact-wifi',
+        expectedVersion: '2.4.2',
+        expectedTools: [
+          'self.get_device_status',
+          'self.audio_speaker.set_volume',
+          'self.lamp.turn_on',
+          'self.reboot',
+        ],
+      },
+      candidate: buildAppImage({ chip: 'esp32s3', version: '2.9.0' }),
+    });
+    const { checks, latency } = await runSuites(rig.context, DEFAULT_SUITES);
+
+    expect(checks.map((c) => c.id)).toEqual(idsOf(DEFAULT_SUITES));
+    expect(notPassed(checks)).toEqual(Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])));
+    expect(byId(checks, 'robustness.error-code').message).toMatch(/numeric JSON-RPC code.*without/);
+    expect(byId(checks, 'robustness.escaped-messages').message).toMatch(/invalid JSON/);
+    expect(byId(checks, 'robustness.ping')).toMatchObject({
+      message: expect.stringContaining('Method not implemented: ping'),
+      expected: 'a result ({})',
+    });
+    // The unescaped reply is still read: id and message recovered.
+    expect(byId(checks, 'robustness.quoted-tool-name').message).toMatch(/recovered/);
+    // No budget: the latency check passes and reports.
+    expect(byId(checks, 'latency.calls').message).toMatch(/no budget/);
+    expect(latency).toEqual([
+      expect.objectContaining({ method: 'tools/call self.get_device_status', samples: 20 }),
+    ]);
+    expect(latency[0]?.valuesMs).toHaveLength(20);
+    expect(latency[0]?.pingP50Ms).toBeGreaterThan(0);
+    // The volume was restored.
+    expect(rig.board.hardware.volume).toBe(70);
+
+    const applied = applyBaseline(checks, loadBaseline(DEFAULT_BASELINE_PATH));
+    expect(notPassed(applied)).toEqual(
+      Object.fromEntries(DEVIATIONS.map((id) => [id, 'known-deviation'])),
+    );
+    for (const id of DEVIATIONS) {
+      expect(byId(applied, id).deviation).toEqual({
+        reason: expect.stringContaining('PROTOCOL.md'),
+        fixed: false,
+      });
+    }
+
+    const reboot = await SUITES.reboot.run(rig.context);
+    expect(notPassed(reboot.checks)).toEqual({});
+    expect(byId(reboot.checks, 'reboot.back').data).toEqual({ readyMs: expect.any(Number) });
+    expect(rig.context.record().sessions).toBe(2);
+
+    const ota = await SUITES['ota-upgrade'].run(rig.context);
+    expect(notPassed(ota.checks)).toEqual({});
+    expect(byId(ota.checks, 'ota-upgrade.version').message).toBe('runs 2.9.0');
+    expect(rig.board.version).toBe('2.9.0');
+  });
+
+  it('otto-robot (multi-page lists) passes every default suite but the three known deviations', async () => {
+    const rig = await virtualRig({
+      board: { preset: 'otto-robot' },
+      suiteBoard: {
+        variant: 'otto-robot',
+        expectedVersion: '2.4.2',
+        expectedTools: ['self.camera.take_photo'],
+      },
+    });
+    const { checks } = await runSuites(rig.context, DEFAULT_SUITES);
+    expect(notPassed(checks)).toEqual(Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])));
+    const pages = byId(checks, 'tools-list.page-budget').data?.pages as {
+      walk: string;
+      resultBytes: number;
+    }[];
+    expect(pages.filter((p) => p.walk === 'plain walk').length).toBeGreaterThanOrEqual(3);
+    expect(pages.every((p) => p.resultBytes > 0)).toBe(true);
+  });
+
+  it('a spec-compliant board (strict profile) passes the deviation checks: the baseline reports them gone', async () => {
+    const rig = await virtualRig({ board: { profile: 'strict' } });
+    const { checks } = await runSuites(rig.context, ['robustness']);
+    for (const id of DEVIATIONS) expect(byId(checks, id).status).toBe('passed');
+    // It answers what the firmware drops: those checks say what came back.
+    expect(byId(checks, 'robustness.string-id')).toMatchObject({
+      status: 'failed',
+      message: expect.stringMatching(
+        /^expected no reply \(the firmware drops these\), got \{"jsonrpc"/,
+      ),
+    });
+    const applied = applyBaseline(checks, loadBaseline(DEFAULT_BASELINE_PATH));
+    for (const id of DEVIATIONS) {
+      expect(byId(applied, id)).toMatchObject({
+        status: 'passed',
+        deviation: { fixed: true },
+        message: expect.stringContaining(FIXED_DEVIATION_NOTE),
+      });
+    }
+  });
+
+  it('a board without the common tools: tool-specific checks are skipped with the reason', async () => {
+    const bare: BoardPreset = {
+      ...boardPreset('bread-compact-wifi'),
+      name: 'bare-lamp',
+      registerTools: (server, api) => registerLampTools(server, api),
+    };
+    const rig = await virtualRig({
+      board: { preset: bare },
+      suiteBoard: { expectedTools: ['self.lamp.turn_on', 'self.get_device_status'] },
+    });
+    const { checks } = await runSuites(rig.context, [...DEFAULT_SUITES, 'reboot']);
+    expect(notPassed(checks)).toEqual({
+      'initialize.version': 'skipped',
+      'initialize.variant': 'skipped',
+      'tools-list.expected-tools': 'failed',
+      'tools-call.device-status': 'skipped',
+      'tools-call.volume-round-trip': 'skipped',
+      'tools-call.argument-errors': 'skipped',
+      ...Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])),
+      'latency.calls': 'skipped',
+      'latency.ping': 'skipped',
+      'reboot.reply-lost': 'skipped',
+    });
+    expect(byId(checks, 'tools-call.volume-round-trip').message).toBe(
+      'the board lists no self.get_device_status and no self.audio_speaker.set_volume',
+    );
+    expect(byId(checks, 'tools-list.expected-tools').message).toMatch(
+      /^expected tools self\.get_device_status to be listed/,
+    );
+    expect(byId(checks, 'reboot.reply-lost').message).toMatch(/system reboot message/);
+  });
+});
+
+describe('faults make checks fail, saying what was expected and what came back', () => {
+  it('a wrong version or variant fails initialize with both values', async () => {
+    const rig = await virtualRig({
+      suiteBoard: { expectedVersion: '2.5.0', variant: 'otto-robot' },
+    });
+    const { checks } = await runSuites(rig.context, ['initialize']);
+    expect(byId(checks, 'initialize.version')).toMatchObject({
+      status: 'failed',
+      message: 'expected serverInfo.version "2.5.0" (the build under test), got "2.4.2"',
+      expected: '2.5.0',
+      actual: '2.4.2',
+    });
+    expect(byId(checks, 'initialize.variant')).toMatchObject({
+      status: 'failed',
+      expected: 'otto-robot',
+      actual: 'bread-compact-wifi',
+    });
+  });
+
+  it('a slow board fails a latency budget, and its samples are still reported', async () => {
+    const rig = await virtualRig({
+      board: { faults: { replyLatencyMs: 25 } },
+      latency: { calls: 5, warmup: 1, p50Ms: 10 },
+    });
+    const outcome = await SUITES.latency.run(rig.context);
+    expect(byId(outcome.checks, 'latency.calls')).toMatchObject({
+      status: 'failed',
+      message: expect.stringMatching(
+        /^expected p50 <= 10 ms over 5 calls of self\.get_device_status, got p50 \d+(\.\d+)? ms > 10 ms/,
+      ),
+      expected: 'p50 <= 10 ms',
+    });
+    expect(byId(outcome.checks, 'latency.ping').status).toBe('passed');
+    const stats = outcome.latency?.[0];
+    expect(stats?.valuesMs).toHaveLength(5);
+    expect(Math.min(...(stats?.valuesMs ?? []))).toBeGreaterThanOrEqual(24);
+  });
+
+  it('a speaker that ignores set_volume fails the round trip, and the restore still runs', async () => {
+    const bread = boardPreset('bread-compact-wifi');
+    const stuck: BoardPreset = {
+      ...bread,
+      registerTools: (server, api) =>
+        bread.registerTools(server, {
+          ...api,
+          hardware: new Proxy(api.hardware, {
+            set: (target, key, value) => key === 'volume' || Reflect.set(target, key, value),
+          }),
+        }),
+    };
+    const rig = await virtualRig({ board: { preset: stuck } });
+    const outcome = await SUITES['tools-call'].run(rig.context);
+    expect(byId(outcome.checks, 'tools-call.volume-round-trip')).toMatchObject({
+      status: 'failed',
+      message: 'expected volume 50 after set_volume, read back 70',
+      expected: '50',
+      actual: '70',
+    });
+    expect(notPassed(outcome.checks)).toEqual({ 'tools-call.volume-round-trip': 'failed' });
+  });
+});
+
+describe('faults in the opt-in suites', () => {
+  it('a reboot tool that answers fails reply-lost, and what depends on the reboot is skipped', async () => {
+    const answering: BoardPreset = {
+      ...boardPreset('bread-compact-wifi'),
+      name: 'no-reboot',
+      registerTools: (server, api) => {
+        registerLampTools(server, api);
+        server.addUserOnlyTool(
+          { name: 'self.reboot', description: 'Pretends to reboot.' },
+          () => true,
+        );
+      },
+    };
+    const rig = await virtualRig({ board: { preset: answering } });
+    const outcome = await SUITES.reboot.run(rig.context);
+    expect(byId(outcome.checks, 'reboot.reply-lost')).toMatchObject({
+      status: 'failed',
+      message: expect.stringMatching(
+        /^expected the reply to self\.reboot to be lost \(DEVICE_DISCONNECTED\), got a result \{"content"/,
+      ),
+      expected: 'DEVICE_DISCONNECTED',
+    });
+    expect(notPassed(outcome.checks)).toEqual({
+      'reboot.reply-lost': 'failed',
+      'reboot.back': 'skipped',
+      'reboot.initialize': 'skipped',
+    });
+  });
+
+  it('ota-upgrade: skipped without a candidate; a candidate the board is never offered fails with both versions', async () => {
+    const none = await virtualRig();
+    const skipped = await SUITES['ota-upgrade'].run(none.context);
+    expect(skipped.checks.map((c) => [c.status, c.message])).toEqual([
+      ['skipped', 'the run has no candidate image to offer'],
+      ['skipped', 'the run has no candidate image to offer'],
+      ['skipped', 'nothing was offered (see ota-upgrade.offer)'],
+      ['skipped', 'the board did not come back (see ota-upgrade.reboot)'],
+    ]);
+
+    const same = await virtualRig({
+      candidate: buildAppImage({ chip: 'esp32s3', version: '2.4.2' }),
+    });
+    const notNewer = await SUITES['ota-upgrade'].run(same.context);
+    expect(byId(notNewer.checks, 'ota-upgrade.offer')).toMatchObject({
+      status: 'failed',
+      message: 'expected a candidate newer than the running 2.4.2, got 2.4.2',
+    });
+
+    // Built for another chip: the OTA endpoint never offers it to this esp32s3 board.
+    const other = await virtualRig({
+      candidate: buildAppImage({ chip: 'esp32c3', version: '2.9.0' }),
+    });
+    const notTaken = await SUITES['ota-upgrade'].run(other.context);
+    expect(byId(notTaken.checks, 'ota-upgrade.version')).toMatchObject({
+      status: 'failed',
+      message:
+        "expected the board to report the candidate's version 2.9.0 after the upgrade, got 2.4.2 (its last OTA check ran 2.4.2 and was offered nothing)",
+      expected: '2.9.0',
+      actual: '2.4.2',
+    });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// A board that pages wrong, served through a fake session (tools-list only calls `request`).
+
+interface FakeTool {
+  readonly name: string;
+  readonly json: string;
+  /** Hidden from the plain listing. */
+  readonly userOnly: boolean;
+}
+
+interface PagingFault {
+  /** The budget the fake pages by (the firmware's is 8000). */
+  readonly budget: number;
+  /** Put on the last page, as seed-style servers do. */
+  readonly lastCursor?: string;
+  /** Start each later page one tool past its cursor. */
+  readonly skipCursorTool?: boolean;
+}
+
+function fakeTools(): FakeTool[] {
+  const tools: FakeTool[] = [];
+  for (let i = 0; i < 30; i++) {
+    const tool = defineTool({
+      name: `self.fake.tool_${String(i).padStart(2, '0')}`,
+      description: `Fake tool ${i}. ${'It pads the page so the list spans several pages. '.repeat(4 + (i % 5))}`,
+      properties: [
+        Prop.integer('speed', { min: 1, max: 10 + i }),
+        Prop.boolean('loud', { default: false }),
+      ],
+    });
+    tools.push({ name: tool.name, json: tool.json, userOnly: false });
+  }
+  for (const name of ['self.fake.user_a', 'self.fake.user_b']) {
+    const tool = defineTool({ name, description: 'A user-only fake tool.', userOnly: true });
+    tools.push({ name, json: tool.json, userOnly: true });
+  }
+  return tools;
+}
+
+/** Pages the way the firmware does, but with the fault's budget and quirks (the fault under test). */
+function servePage(tools: readonly FakeTool[], params: unknown, fault: PagingFault) {
+  const request = (typeof params === 'object' && params !== null ? params : {}) as {
+    cursor?: unknown;
+    withUserTools?: unknown;
+  };
+  const visible = tools.filter((tool) => request.withUserTools === true || !tool.userOnly);
+  const cursor = typeof request.cursor === 'string' ? request.cursor : '';
+  let index = cursor === '' ? 0 : visible.findIndex((tool) => tool.name === cursor);
+  if (cursor !== '' && fault.skipCursorTool === true) index++;
+  let bytes = byteLength('{"tools":[');
+  const page: unknown[] = [];
+  for (; index < visible.length; index++) {
+    const tool = visible[index] as FakeTool;
+    if (bytes + byteLength(tool.json) + 1 + 30 > fault.budget) break;
+    page.push(JSON.parse(tool.json));
+    bytes += byteLength(tool.json) + 1;
+  }
+  const next = visible[index]?.name ?? fault.lastCursor;
+  return next === undefined ? { tools: page } : { tools: page, nextCursor: next };
+}
+
+class FakeSession extends EventEmitter {
+  readonly info = { sessionId: 'fake', deviceId: 'fa:ke:00:00:00:01' };
+
+  constructor(
+    readonly tools: readonly FakeTool[],
+    readonly fault: PagingFault,
+  ) {
+    super();
+  }
+
+  async request(method: string, params?: unknown): Promise<unknown> {
+    if (method !== 'tools/list') throw new Error(`the fake answers tools/list only, not ${method}`);
+    return servePage(this.tools, params, this.fault);
+  }
+}
+
+function fakeContext(session: FakeSession, board: Partial<SuiteBoard> = {}): SuiteContext {
+  const record = { deviceId: session.info.deviceId, tools: [] } as unknown as DeviceRecord;
+  return {
+    board: { name: 'fake', ...board },
+    registry: new DeviceRegistry(),
+    deviceId: session.info.deviceId,
+    session: () => session as unknown as DeviceSession,
+    record: () => record,
+    reconnect: () => Promise.reject(new Error('the fake does not reboot')),
+    offerFirmware: () => {},
+    candidateImage: undefined,
+    latency: LATENCY,
+    log: () => {},
+    signal: new AbortController().signal,
+  };
+}
+
+async function toolsListOn(
+  tools: readonly FakeTool[],
+  fault: PagingFault,
+  board?: Partial<SuiteBoard>,
+) {
+  const outcome = await SUITES['tools-list'].run(fakeContext(new FakeSession(tools, fault), board));
+  return outcome.checks;
+}
+
+describe('tools-list against a fake board that pages wrong', () => {
+  it('passes every check when the fake pages by the firmware rule (the fake is sound)', async () => {
+    const checks = await toolsListOn(fakeTools(), { budget: 8000 });
+    expect(notPassed(checks)).toEqual({ 'tools-list.expected-tools': 'skipped' });
+    expect(byId(checks, 'tools-list.walk').message).toMatch(/^[2-9] plain page\(s\)/);
+  });
+
+  it('a page over the budget fails page-budget with the bytes counted', async () => {
+    const checks = await toolsListOn(fakeTools(), { budget: 9000 });
+    expect(notPassed(checks)).toEqual({
+      'tools-list.page-budget': 'failed',
+      'tools-list.expected-tools': 'skipped',
+    });
+    expect(byId(checks, 'tools-list.page-budget').message).toMatch(
+      /^expected every page within the budget .*, got: plain walk page 1 \(cursor ""\) counts \d{4} bytes \+ 30 > 8000/,
+    );
+  });
+
+  it('a page that is not full fails page-maximal, naming the tool that would have fitted', async () => {
+    const checks = await toolsListOn(fakeTools(), { budget: 6000 });
+    expect(notPassed(checks)).toEqual({
+      'tools-list.page-maximal': 'failed',
+      'tools-list.expected-tools': 'skipped',
+    });
+    expect(byId(checks, 'tools-list.page-maximal').message).toMatch(
+      /plain walk page 1 \(cursor ""\) ends at \d+ bytes, yet the next page's first tool self\.fake\.tool_\d\d \(\d+ bytes with its comma\) would have fitted/,
+    );
+  });
+
+  it('nextCursor "" on the last page fails last-page; pages that skip their cursor fail cursors', async () => {
+    const seed = await toolsListOn(fakeTools(), { budget: 8000, lastCursor: '' });
+    expect(byId(seed, 'tools-list.last-page')).toMatchObject({
+      status: 'failed',
+      message:
+        'expected no nextCursor key on the last page, got: plain walk: the last page has "nextCursor":""; user walk: the last page has "nextCursor":""',
+    });
+    const skipping = await toolsListOn(fakeTools(), { budget: 8000, skipCursorTool: true });
+    expect(byId(skipping, 'tools-list.cursors')).toMatchObject({
+      status: 'failed',
+      message: expect.stringMatching(
+        /plain walk page 2 for cursor "self\.fake\.tool_\d\d" starts at "self\.fake\.tool_\d\d"/,
+      ),
+    });
+  });
+
+  it('bad schemas, a leaked user-only tool and a missing expected tool each fail their check', async () => {
+    const badSchema =
+      '{"name":"self.fake.bad_schema","description":"x","inputSchema":{"type":"object","properties":{"level":{"type":"integer","default":500,"minimum":0,"maximum":100},"ratio":{"type":"number"}},"required":[]}}';
+    const leaked = defineTool({
+      name: 'self.fake.leaked',
+      description: 'user-only',
+      userOnly: true,
+    });
+    const tools = [
+      ...fakeTools(),
+      { name: 'self.fake.bad_schema', json: badSchema, userOnly: false },
+      { name: leaked.name, json: leaked.json, userOnly: false },
+    ];
+    const checks = await toolsListOn(
+      tools,
+      { budget: 8000 },
+      { expectedTools: ['self.fake.tool_00', 'self.fake.camera'] },
+    );
+    expect(notPassed(checks)).toEqual({
+      'tools-list.user-only': 'failed',
+      'tools-list.schemas': 'failed',
+      'tools-list.expected-tools': 'failed',
+    });
+    const schemas = byId(checks, 'tools-list.schemas').message;
+    expect(schemas).toContain(
+      'self.fake.bad_schema: property level: tool self.fake.bad_schema: properties[0].default must be between 0 and 100',
+    );
+    expect(schemas).toContain(
+      'property ratio: tool self.fake.bad_schema: properties[0].type must be boolean, integer or string (got "number")',
+    );
+    expect(schemas).toContain('required is an empty array (the firmware omits the key when empty)');
+    expect(byId(checks, 'tools-list.user-only').message).toContain(
+      'self.fake.leaked carries audience "user" yet is in the plain listing',
+    );
+    expect(byId(checks, 'tools-list.expected-tools')).toMatchObject({
+      message: expect.stringMatching(/^expected tools self\.fake\.camera to be listed/),
+      expected: 'self.fake.tool_00, self.fake.camera',
+    });
+  });
+});
