@@ -16,6 +16,11 @@ export {
   type PanicKind,
 } from './errors.js';
 export {
+  FLASH_SECTOR_SIZE,
+  FlashStorage,
+  type FlashStorageOptions,
+} from './flash-storage.js';
+export {
   type McpProfile,
   McpServer,
   type McpServerOptions,
@@ -38,6 +43,37 @@ export {
   type OtaClientOptions,
 } from './ota-client.js';
 export { BOARD_PRESETS, boardPreset } from './presets.js';
+export {
+  type AutoResetBoard,
+  AutoResetCircuit,
+  type AutoResetEvent,
+  type AutoResetOptions,
+  autoResetPins,
+  type SerialLineState,
+  type StrapPins,
+} from './serial/auto-reset.js';
+export {
+  CHIP_DETECT_MAGIC_REG,
+  ROM_CHIPS,
+  type RomBlockFault,
+  type RomBlockInfo,
+  type RomChipProfile,
+  RomEmulator,
+  type RomEmulatorOptions,
+  type RomFaults,
+  type RomStage,
+  spiFlashId,
+} from './serial/rom-emulator.js';
+export {
+  type BindingOpenOptions,
+  type BindingPortInfo,
+  CONSOLE_BAUD_RATE,
+  VirtualBindingPort,
+  VirtualSerialBinding,
+  VirtualSerialDevice,
+  type VirtualSerialDeviceOptions,
+  type WireStats,
+} from './serial/virtual-binding.js';
 export {
   dispatchStrictRequest,
   encodeStrictToolError,

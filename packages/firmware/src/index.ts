@@ -56,6 +56,17 @@ export {
 export type { FirmwareErrorCode } from './errors.js';
 export { FIRMWARE_ERROR_CODES, FirmwareError } from './errors.js';
 export {
+  type ConnectedChip,
+  DEFAULT_FLASHER_TIMEOUTS,
+  Flasher,
+  type FlasherOptions,
+  type FlasherTimeouts,
+  type FlashOptions,
+  type FlashPart,
+  type FlashProgress,
+  type FlashResult,
+} from './flasher.js';
+export {
   BOARD_MARKER,
   bootloaderOffset,
   type MergedImageApp,
@@ -121,6 +132,38 @@ export {
   provisionEntries,
 } from './provision.js';
 export {
+  CHECKSUM_SEED,
+  DATA_BLOCK_HEADER_SIZE,
+  type DataBlock,
+  decodeDataBlock,
+  decodeRequest as decodeRomRequest,
+  decodeResponse as decodeRomResponse,
+  decodeWords,
+  encodeDataBlock,
+  encodeRequest as encodeRomRequest,
+  encodeResponse as encodeRomResponse,
+  encodeStatus as encodeRomStatus,
+  encodeWords,
+  isSyncPayload,
+  PACKET_HEADER_SIZE,
+  REQUEST_DIRECTION,
+  RESPONSE_DIRECTION,
+  type ResponseStatus,
+  ROM_COMMANDS,
+  ROM_ERRORS,
+  ROM_SYNC_VALUE,
+  type RomCommandName,
+  type RomRequest,
+  type RomResponse,
+  readStatus,
+  romChecksum,
+  romCommandName,
+  romErrorText,
+  STUB_ERRORS,
+  STUB_HELLO,
+  syncPayload,
+} from './rom-protocol.js';
+export {
   BOOT_CLICK,
   type LineSetter,
   type LineState,
@@ -155,6 +198,26 @@ export {
   portKind,
   USB_SERIAL_JTAG_PID,
 } from './serial/ports.js';
+export {
+  NodeWebSerialPort,
+  type NodeWebSerialPortOptions,
+  type SerialBinding,
+  type SerialLines,
+  type SerialPortInfo,
+  type WebSerialOpenOptions,
+  type WebSerialPortInfo,
+  type WebSerialSignals,
+} from './serial/web-serial.js';
+export {
+  SLIP_END,
+  SLIP_ESC,
+  SLIP_ESC_END,
+  SLIP_ESC_ESC,
+  SlipDecoder,
+  type SlipDecoderOptions,
+  slipDecode,
+  slipEncode,
+} from './slip.js';
 export {
   buildVirtualBootloader,
   buildVirtualFirmware,

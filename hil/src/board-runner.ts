@@ -1,0 +1,469 @@
+/**
+ * One board through a run (HIL.md): open → flash (optional) → provision (optional) → reset →
+ * boot (console) → OTA check at our endpoint → session → suites → close. Every wait is
+ * bounded; a failure names the step and the reason, and the board's console log and protocol
+ * transcript are kept whatever happens.
+ */
+import { join } from 'node:path';
+import type { SerialPortStream } from '@serialport/stream';
+import {
+  BOOT_CLICK,
+  ConsoleExpect,
+  Flasher,
+  type FlashProgress,
+  lineSetterFor,
+  NodeWebSerialPort,
+  openSafely,
+  provisionBoard,
+  RESET_SEQUENCES,
+  runLineSteps,
+} from '@xiaozhi-mcp/firmware';
+import type { DeviceRecord, OtaCheckRecord, XiaozhiServer } from '@xiaozhi-mcp/server';
+import { applyBaseline, type Baseline } from './baseline.js';
+import type { BoardConfig, LatencyConfig } from './inventory.js';
+import type { BoardReport, RigStep, RigStepName, SuiteName } from './model.js';
+import type { RigPort } from './ports.js';
+import type { ConsoleReporter } from './reporters/console.js';
+import type { SuiteContext } from './suite.js';
+import { SUITES } from './suites/index.js';
+import { ConsoleLog, Transcript } from './transcript.js';
+
+export interface FirmwareUnderTest {
+  /** Parts to flash (a merged image is one part at 0x0). */
+  readonly parts: readonly { offset: number; data: Uint8Array }[];
+  readonly version: string;
+  readonly chip: string;
+}
+
+export interface BoardRunOptions {
+  readonly config: BoardConfig;
+  readonly port: () => Promise<RigPort>;
+  readonly server: XiaozhiServer;
+  readonly outDir: string;
+  readonly firmware: FirmwareUnderTest | undefined;
+  readonly provision: { readonly ssid: string; readonly password: string } | undefined;
+  readonly candidateImage: Uint8Array | undefined;
+  readonly suites: readonly SuiteName[];
+  readonly latency: LatencyConfig;
+  readonly baseline: Baseline;
+  readonly reporter: ConsoleReporter;
+  readonly signal: AbortSignal;
+  readonly timeouts?: Partial<RunnerTimeouts>;
+}
+
+export interface RunnerTimeouts {
+  readonly bootMs: number;
+  readonly otaMs: number;
+  readonly sessionMs: number;
+  readonly suiteMs: number;
+}
+
+const DEFAULT_TIMEOUTS: RunnerTimeouts = {
+  bootMs: 30_000,
+  otaMs: 60_000,
+  sessionMs: 30_000,
+  suiteMs: 300_000,
+};
+
+class StepFailure extends Error {
+  constructor(
+    readonly step: RigStepName,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function raced<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+export class BoardRunner {
+  readonly report: BoardReport;
+  readonly #options: BoardRunOptions;
+  readonly #timeouts: RunnerTimeouts;
+  readonly #abort = new AbortController();
+  #console: ConsoleExpect | undefined;
+  #stream: SerialPortStream | undefined;
+  #deviceId: string | undefined;
+  #log: ConsoleLog;
+  #transcript: Transcript | undefined;
+
+  constructor(options: BoardRunOptions) {
+    this.#options = options;
+    this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+    const { config } = options;
+    this.report = {
+      name: config.name,
+      kind: config.port.startsWith('virtual:') ? 'virtual' : 'serial',
+      ...(config.chip ? { chip: config.chip } : {}),
+      ...(config.variant ? { variant: config.variant } : {}),
+      ...(options.firmware ? { expectedVersion: options.firmware.version } : {}),
+      status: 'passed',
+      steps: [],
+      checks: [],
+      latency: [],
+      startedAt: new Date().toISOString(),
+      durationMs: 0,
+    };
+    this.#log = new ConsoleLog(join(options.outDir, config.name, 'console.log'));
+    this.report.consoleLog = `${config.name}/console.log`;
+    this.report.transcript = `${config.name}/transcript.jsonl`;
+    options.signal.addEventListener('abort', () => this.#abort.abort(options.signal.reason), {
+      once: true,
+    });
+  }
+
+  get #signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  async run(): Promise<BoardReport> {
+    const started = performance.now();
+    const { server } = this.#options;
+    this.#transcript = new Transcript(
+      join(this.#options.outDir, this.#options.config.name, 'transcript.jsonl'),
+      server.registry,
+      () => this.#deviceId,
+    );
+    try {
+      const port = await this.#step('open', async () => {
+        const opened = await this.#options.port();
+        this.report.port = opened.virtual
+          ? `virtual:${this.#options.config.name} (${opened.path})`
+          : opened.path;
+        return {
+          result: opened,
+          note: opened.info.serialNumber ? `serial ${opened.info.serialNumber}` : opened.path,
+        };
+      });
+      await this.#flashAndProvision(port);
+      await this.#openConsole(port);
+      await this.#step('reset', async () => {
+        // A hard reset through the console port, so the whole boot log is captured.
+        await runLineSteps(lineSetterFor(this.#requireStream()), RESET_SEQUENCES.hard, {
+          signal: this.#signal,
+        });
+        return { note: 'EN pulsed through RTS' };
+      });
+      const clientId = await this.#step('boot', async () => {
+        const console = this.#requireConsole();
+        const version = await console.expect(/app_init: App version:\s+(\S+)/, {
+          timeoutMs: this.#timeouts.bootMs,
+          forbidden: ['panic', 'boot-loop'],
+        });
+        const identity = await console.expect(/Board: UUID=(\S+) SKU=(\S+)/, {
+          timeoutMs: this.#timeouts.bootMs,
+          forbidden: ['panic', 'boot-loop'],
+        });
+        const running = version.match[1] ?? '';
+        const uuid = identity.match[1] ?? '';
+        return { result: uuid, note: `runs ${running} (${identity.match[2] ?? '?'})` };
+      });
+      const ota = await this.#step('ota-check', async () => {
+        const check = await this.#waitForOtaCheck(clientId);
+        this.#deviceId = check.deviceId;
+        this.report.mac = check.deviceId;
+        return {
+          result: check,
+          note: `${check.board ?? '?'} ${check.version} checked at our endpoint`,
+        };
+      });
+      const record = await this.#step('session', async () => ({
+        result: await this.#startSession(ota.deviceId),
+        note: 'initialized, tools listed',
+      }));
+      this.report.firmwareVersion = record.initialize?.serverInfo.version ?? record.version;
+      this.report.variant ??= record.initialize?.serverInfo.name;
+      await this.#step('suites', async () => {
+        await this.#runSuites(ota.deviceId);
+        const failed = this.report.checks.filter((c) => c.status === 'failed').length;
+        return { note: `${this.report.checks.length} checks, ${failed} failed` };
+      });
+      if (this.report.checks.some((c) => c.status === 'failed')) this.report.status = 'failed';
+    } catch (error) {
+      const step = error instanceof StepFailure ? error.step : 'suites';
+      this.report.status = 'rig-failed';
+      this.report.failure = {
+        step,
+        reason: error instanceof Error ? error.message : String(error),
+      };
+    } finally {
+      await this.#close();
+      this.report.durationMs = performance.now() - started;
+    }
+    return this.report;
+  }
+
+  /** Stops this board's run, e.g. when its port vanished. */
+  fail(reason: string): void {
+    this.#abort.abort(new Error(reason));
+  }
+
+  async #step<T>(
+    name: RigStepName,
+    body: () => Promise<{ result?: T; note?: string; flaky?: boolean }>,
+  ): Promise<T> {
+    const step: RigStep = { step: name, status: 'passed', durationMs: 0 };
+    this.report.steps.push(step);
+    this.#options.reporter.boardStep(this.report.name, name, 'running');
+    this.#transcript?.note('step', { step: name });
+    const started = performance.now();
+    try {
+      if (this.#signal.aborted) throw this.#signal.reason;
+      const outcome = await raced(body(), this.#signal);
+      step.durationMs = performance.now() - started;
+      if (outcome.note !== undefined) step.message = outcome.note;
+      if (outcome.flaky) step.flaky = true;
+      this.#options.reporter.boardStep(this.report.name, name, 'passed', outcome.note, {
+        durationMs: step.durationMs,
+        flaky: outcome.flaky === true,
+      });
+      return outcome.result as T;
+    } catch (error) {
+      step.durationMs = performance.now() - started;
+      step.status = 'failed';
+      step.message = error instanceof Error ? error.message : String(error);
+      this.#options.reporter.boardStep(this.report.name, name, 'failed', step.message, {
+        durationMs: step.durationMs,
+      });
+      throw new StepFailure(name, step.message);
+    }
+  }
+
+  #skip(name: RigStepName, why: string): void {
+    this.report.steps.push({ step: name, status: 'skipped', durationMs: 0, message: why });
+    this.#options.reporter.boardStep(this.report.name, name, 'skipped', why);
+  }
+
+  async #flashAndProvision(port: RigPort): Promise<void> {
+    const { firmware, provision, config, server } = this.#options;
+    if (firmware === undefined && provision === undefined) {
+      this.#skip('flash', 'no --firmware');
+      this.#skip('provision', 'no --provision');
+      return;
+    }
+    const flasher = new Flasher({
+      port: new NodeWebSerialPort({
+        binding: port.binding,
+        path: port.path,
+        usbVendorId:
+          port.info.vendorId === undefined ? undefined : Number.parseInt(port.info.vendorId, 16),
+        usbProductId:
+          port.info.productId === undefined ? undefined : Number.parseInt(port.info.productId, 16),
+      }),
+      log: (line: string) => this.#log.append(`[esptool] ${line}\n`),
+    });
+    try {
+      await this.#step('identify', async () => {
+        const connected = await flasher.connect();
+        this.report.chip = connected.chip;
+        this.report.mac = connected.mac;
+        return { result: connected, note: `${connected.description}, MAC ${connected.mac}` };
+      });
+      if (firmware !== undefined) {
+        await this.#step('flash', async () => {
+          let last = -1;
+          const result = await flasher.flash(firmware.parts, {
+            baudRate: config.flashBaud ?? 921_600,
+            ...(config.chip ? { expectedChip: config.chip } : {}),
+            reset: false,
+            onProgress: (progress: FlashProgress) => {
+              const decile = Math.floor(progress.percent / 10);
+              if (decile !== last) {
+                last = decile;
+                this.#options.reporter.log(
+                  this.report.name,
+                  `flash ${Math.round(progress.percent)}%`,
+                );
+              }
+            },
+          });
+          const size =
+            result.bytes >= 1024 * 1024
+              ? `${(result.bytes / 1024 / 1024).toFixed(1)} MB`
+              : `${Math.round(result.bytes / 1024)} KB`;
+          return {
+            note: `${size} at ${result.baudRate} baud, MD5 verified${result.flaky ? ` (retried: ${result.firstError ?? ''})` : ''}`,
+            flaky: result.flaky,
+          };
+        });
+      } else {
+        this.#skip('flash', 'no --firmware');
+      }
+      if (provision !== undefined) {
+        await this.#step('provision', async () => {
+          const result = await provisionBoard(
+            {
+              readPartitionTable: () => flasher.readPartitionTable(),
+              readFlash: (offset, size) => flasher.readFlash(offset, size),
+              flash: (parts) =>
+                flasher.flash(parts, { reset: false, baudRate: config.flashBaud ?? 921_600 }),
+            },
+            { ssid: provision.ssid, password: provision.password, otaUrl: server.urls.ota },
+          );
+          return {
+            note: `nvs at 0x${result.partition.offset.toString(16)}: wifi ${provision.ssid}, ota_url ${server.urls.ota}`,
+          };
+        });
+      } else {
+        this.#skip('provision', 'no --provision');
+      }
+    } finally {
+      await flasher.disconnect().catch(() => {});
+    }
+  }
+
+  async #openConsole(port: RigPort): Promise<void> {
+    const baudRate = this.#options.config.baud ?? 115_200;
+    const stream = await openSafely(port.path, { baudRate, binding: port.binding });
+    this.#stream = stream;
+    const console = new ConsoleExpect({ logPath: this.#log.path });
+    this.#console = console;
+    stream.on('data', (chunk: Buffer) => {
+      this.#log.append(chunk);
+      console.feed(chunk);
+    });
+    stream.on('error', (error: Error) => this.fail(`port ${port.path} failed: ${error.message}`));
+    stream.on('close', () => {
+      if (this.#stream === stream) this.fail(`port ${port.path} vanished`);
+    });
+  }
+
+  #requireStream(): SerialPortStream {
+    if (this.#stream === undefined) throw new Error('the console port is not open');
+    return this.#stream;
+  }
+
+  #requireConsole(): ConsoleExpect {
+    if (this.#console === undefined) throw new Error('the console port is not open');
+    return this.#console;
+  }
+
+  /** The OTA check this boot made at our endpoint, matched by the Client-Id the console printed. */
+  #waitForOtaCheck(clientId: string): Promise<OtaCheckRecord> {
+    const { registry } = this.#options.server;
+    const since = this.report.startedAt;
+    const seen = registry.otaChecks().find((c) => c.clientId === clientId && c.at >= since);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const onCheck = (check: OtaCheckRecord) => {
+        if (check.clientId !== clientId) return;
+        clearTimeout(timer);
+        registry.off('ota-check', onCheck);
+        resolve(check);
+      };
+      const timer = setTimeout(() => {
+        registry.off('ota-check', onCheck);
+        reject(
+          new Error(
+            `no OTA check from this board (Client-Id ${clientId}) at ${this.#options.server.urls.ota} within ${this.#timeouts.otaMs} ms: is the board provisioned with our OTA URL and on a network that reaches it? (--provision)`,
+          ),
+        );
+      }, this.#timeouts.otaMs);
+      registry.on('ota-check', onCheck);
+    });
+  }
+
+  /** Starts a session the way the inventory says, and waits until the server has listed the tools. */
+  async #startSession(deviceId: string): Promise<DeviceRecord> {
+    const { config, server, reporter } = this.#options;
+    const style = config.session ?? 'boot-click';
+    if (style !== 'none') {
+      await this.#requireConsole().expect(/StateMachine: State: \S+ -> idle/, {
+        timeoutMs: this.#timeouts.sessionMs,
+        forbidden: ['panic', 'boot-loop'],
+      });
+    }
+    if (style === 'boot-click') {
+      await runLineSteps(lineSetterFor(this.#requireStream()), BOOT_CLICK, {
+        signal: this.#signal,
+      });
+    } else if (style === 'manual') {
+      reporter.log(this.report.name, 'press the BOOT button on the board to start a session');
+    }
+    return server.registry.waitForReady(deviceId, this.#timeouts.sessionMs);
+  }
+
+  async #runSuites(deviceId: string): Promise<void> {
+    const { config, server, suites, candidateImage, reporter, latency, baseline } = this.#options;
+    const context: SuiteContext = {
+      board: {
+        name: config.name,
+        ...(config.variant ? { variant: config.variant } : {}),
+        ...(this.report.expectedVersion ? { expectedVersion: this.report.expectedVersion } : {}),
+        ...(config.expectedTools ? { expectedTools: config.expectedTools } : {}),
+        ...(config.skip ? { skip: config.skip } : {}),
+      },
+      registry: server.registry,
+      deviceId,
+      session: () => server.registry.session(deviceId),
+      record: () => {
+        const record = server.registry.get(deviceId);
+        if (record === undefined) throw new Error(`device ${deviceId} is not known to the server`);
+        return record;
+      },
+      reconnect: (timeoutMs) => this.#reconnect(deviceId, timeoutMs),
+      offerFirmware: (image) => {
+        server.firmware.add(image, {
+          name: `candidate-${config.name}.bin`,
+          ...(config.variant ? { board: config.variant } : {}),
+        });
+      },
+      candidateImage,
+      latency: {
+        calls: latency.calls ?? 50,
+        warmup: latency.warmup ?? 5,
+        tool: latency.tool ?? 'self.get_device_status',
+        ...(latency.p50Ms === undefined ? {} : { p50Ms: latency.p50Ms }),
+        ...(latency.p99Ms === undefined ? {} : { p99Ms: latency.p99Ms }),
+      },
+      log: (text) => reporter.log(config.name, text),
+      signal: this.#signal,
+    };
+    for (const name of suites) {
+      if (this.#signal.aborted) break;
+      const outcome = await raced(SUITES[name].run(context), this.#signal);
+      for (const check of applyBaseline(outcome.checks, baseline)) {
+        this.report.checks.push(check);
+        reporter.check(config.name, check);
+      }
+      if (outcome.latency) this.report.latency.push(...outcome.latency);
+    }
+  }
+
+  /** After the board rebooted: wait for it to be idle again, start a session, wait until ready. */
+  async #reconnect(deviceId: string, timeoutMs: number): Promise<DeviceRecord> {
+    const style = this.#options.config.session ?? 'boot-click';
+    const console = this.#requireConsole();
+    if (style !== 'none') {
+      await console.expect(/StateMachine: State: \S+ -> idle/, {
+        timeoutMs,
+        forbidden: ['panic', 'boot-loop'],
+      });
+    }
+    if (style === 'boot-click')
+      await runLineSteps(lineSetterFor(this.#requireStream()), BOOT_CLICK, {
+        signal: this.#signal,
+      });
+    else if (style === 'manual')
+      this.#options.reporter.log(this.report.name, 'press BOOT again to start a session');
+    return this.#options.server.registry.waitForReady(deviceId, timeoutMs);
+  }
+
+  async #close(): Promise<void> {
+    this.#transcript?.close();
+    const stream = this.#stream;
+    this.#stream = undefined;
+    this.#console?.close('run finished');
+    if (stream?.isOpen) {
+      await new Promise<void>((resolve) => stream.close(() => resolve()));
+    }
+    this.report.steps.push({ step: 'close', status: 'passed', durationMs: 0 });
+  }
+}

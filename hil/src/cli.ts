@@ -1,0 +1,210 @@
+#!/usr/bin/env node
+/**
+ * The `hil` command. Exit codes (HIL.md): 0 all passed, 1 a check failed, 2 bad usage or
+ * config, 3 the rig failed (board missing, port lost, backend could not start); 130 when
+ * interrupted (the reports are still written).
+ */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { listPorts } from '@xiaozhi-mcp/firmware';
+import { Command, CommanderError, Option } from 'commander';
+import { BaselineError } from './baseline.js';
+import { boardsCommand, type Output } from './commands/boards.js';
+import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory, type RigConfig } from './inventory.js';
+import { type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
+import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
+import { writeGithubSummary } from './reporters/github.js';
+import { REPORTER_NAMES, type ReporterName, writeReports } from './reporters/index.js';
+import { HIL_VERSION, runRig } from './rig.js';
+
+const processOutput: Output = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+};
+
+class UsageError extends Error {}
+
+interface RunFlags {
+  config?: string;
+  board?: string[];
+  firmware?: string;
+  otaImage?: string;
+  provision?: boolean;
+  suite?: string[];
+  reporter?: string[];
+  out: string;
+  baseline?: string;
+  lockWait: string;
+}
+
+async function chooseRig(
+  configPath: string | undefined,
+): Promise<{ rig: RigConfig; kind: 'virtual' | 'inventory'; path: string | undefined }> {
+  const path = configPath ?? (existsSync('hil.config.json') ? 'hil.config.json' : undefined);
+  if (path !== undefined) return { rig: loadInventory(path), kind: 'inventory', path };
+  const attached = await listPorts().catch(() => []);
+  if (attached.some((p) => p.kind !== 'unknown')) {
+    throw new UsageError(
+      `boards are attached (${attached.map((p) => p.path).join(', ')}) but there is no hil.config.json: run \`hil boards\` to write one`,
+    );
+  }
+  return { rig: DEFAULT_VIRTUAL_RIG, kind: 'virtual', path: undefined };
+}
+
+async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130> {
+  const suites = flags.suite?.flatMap((s) => s.split(',')) as SuiteName[] | undefined;
+  for (const suite of suites ?? []) {
+    if (!SUITE_NAMES.includes(suite))
+      throw new UsageError(`--suite ${suite} is not a suite; suites: ${SUITE_NAMES.join(', ')}`);
+  }
+  const reporters = (flags.reporter?.flatMap((r) => r.split(',')) ?? [
+    'console',
+    'junit',
+    'json',
+    'html',
+    'openmetrics',
+  ]) as ReporterName[];
+  for (const reporter of reporters) {
+    if (reporter !== 'console' && !REPORTER_NAMES.includes(reporter)) {
+      throw new UsageError(
+        `--reporter ${reporter} is not a reporter; reporters: console, ${REPORTER_NAMES.join(', ')}`,
+      );
+    }
+  }
+  const lockWaitMs = Number(flags.lockWait) * 1000;
+  if (!Number.isFinite(lockWaitMs) || lockWaitMs < 0)
+    throw new UsageError(`--lock-wait must be seconds, got ${flags.lockWait}`);
+  for (const [flag, path] of [
+    ['--firmware', flags.firmware],
+    ['--ota-image', flags.otaImage],
+    ['--baseline', flags.baseline],
+  ] as const) {
+    if (path !== undefined && !existsSync(path))
+      throw new UsageError(`${flag} ${path}: no such file`);
+  }
+  const { rig, kind } = await chooseRig(flags.config);
+  const reporter = new ConsoleReporter({
+    write: (text) => out.stdout(text),
+    live: isLiveTerminal(process.stdout, process.env),
+  });
+  const abort = new AbortController();
+  const onSignal = () => {
+    out.stderr('\nhil: stopping (Ctrl-C); the reports will still be written\n');
+    abort.abort(new Error('interrupted by Ctrl-C'));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const outDir = resolve(flags.out);
+  let report: Awaited<ReturnType<typeof runRig>>;
+  try {
+    report = await runRig({
+      rig,
+      rigKind: kind,
+      ...(flags.board ? { boards: flags.board.flatMap((b) => b.split(',')) } : {}),
+      ...(flags.firmware ? { firmwarePath: flags.firmware } : {}),
+      ...(flags.otaImage ? { otaImagePath: flags.otaImage } : {}),
+      ...(suites ? { suites } : {}),
+      ...(flags.baseline ? { baselinePath: flags.baseline } : {}),
+      provision: flags.provision === true,
+      outDir,
+      reporter,
+      signal: abort.signal,
+      lockWaitMs,
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  const files = await writeReports(report, {
+    outDir,
+    reporters: reporters.filter((r): r is Exclude<ReporterName, 'console'> => r !== 'console'),
+  });
+  writeGithubSummary(report);
+  reporter.finish(report);
+  out.stdout(`reports: ${Object.values(files).join(', ')}\n`);
+  return report.interrupted ? 130 : report.exitCode;
+}
+
+export function createProgram(out: Output, setExit: (code: number) => void): Command {
+  const program = new Command('hil')
+    .description(
+      'hardware-in-the-loop qualification of xiaozhi boards and firmware builds (virtual boards when none is attached)',
+    )
+    .version(HIL_VERSION)
+    .exitOverride()
+    .configureOutput({
+      writeOut: out.stdout,
+      writeErr: out.stderr,
+      outputError: (text, write) => write(text.replace(/^error: /, 'hil: ')),
+    });
+
+  program
+    .command('run')
+    .description(
+      'qualify every board of the rig: flash, provision, OTA check, session, suites, reports',
+    )
+    .option(
+      '--config <file>',
+      'rig inventory (default ./hil.config.json; none and no board attached: the virtual rig)',
+    )
+    .option('--board <name...>', 'only these boards')
+    .option('--firmware <file>', 'flash this build first (a merged image at 0x0, or an app image)')
+    .option(
+      '--ota-image <file>',
+      'the app image the ota-upgrade suite offers (release qualification)',
+    )
+    .option('--provision', 'write the rig Wi-Fi and our OTA URL into each board NVS')
+    .addOption(
+      new Option(
+        '--suite <name...>',
+        `suites to run (default: ${['initialize', 'tools-list', 'tools-call', 'robustness', 'latency'].join(', ')}; reboot and ota-upgrade are opt-in)`,
+      ),
+    )
+    .option(
+      '--reporter <name...>',
+      'console, junit, json, html, openmetrics (default all); github when GITHUB_STEP_SUMMARY is set',
+    )
+    .option('--out <dir>', 'where reports, console logs and transcripts go', 'hil-reports')
+    .option(
+      '--baseline <file>',
+      'known firmware deviations (default: the baseline shipped with hil)',
+    )
+    .option('--lock-wait <seconds>', 'wait this long for a board another hil is using', '0')
+    .action(async (flags: RunFlags) => setExit(await runCommand(flags, out)));
+
+  program
+    .command('boards')
+    .description('list attached ports and print inventory entries for them')
+    .option('--json', 'print ports and entries as JSON')
+    .action(async (flags: { json?: boolean }) => setExit(await boardsCommand(out, flags)));
+
+  return program;
+}
+
+export async function main(argv: readonly string[], out: Output = processOutput): Promise<number> {
+  let code = 0;
+  const program = createProgram(out, (c) => {
+    code = c;
+  });
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return code;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+    if (
+      error instanceof UsageError ||
+      error instanceof InventoryError ||
+      error instanceof BaselineError
+    ) {
+      out.stderr(`hil: ${error.message}\n`);
+      return 2;
+    }
+    out.stderr(`hil: the rig failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 3;
+  }
+}
+
+// Run when executed as the bin (not when imported by tests).
+if (process.argv[1] !== undefined && /hil(\.js)?$|cli\.js$/.test(process.argv[1])) {
+  process.exitCode = await main(process.argv.slice(2));
+}

@@ -1,0 +1,220 @@
+/**
+ * `hil run`: starts our backend where the boards can reach it, runs every board in parallel
+ * (one lock per board), and writes the reports. With no inventory and no board attached, it
+ * qualifies the default virtual rig, flashing a virtual firmware image into each board.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { buildVirtualFirmware, readAppImage, readMergedImage } from '@xiaozhi-mcp/firmware';
+import { XiaozhiServer } from '@xiaozhi-mcp/server';
+import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
+import { BoardRunner, type FirmwareUnderTest } from './board-runner.js';
+import type { BoardConfig, RigConfig } from './inventory.js';
+import { lockBoard } from './lock.js';
+import {
+  type BoardReport,
+  DEFAULT_SUITES,
+  exitCodeFor,
+  type RunReport,
+  type SuiteName,
+  summarize,
+} from './model.js';
+import { findRealPort, VirtualBus } from './ports.js';
+import type { ConsoleReporter } from './reporters/console.js';
+
+export const HIL_VERSION = '0.1.0';
+
+export interface RigRunOptions {
+  readonly rig: RigConfig;
+  readonly rigKind: 'virtual' | 'inventory';
+  /** Only these boards (inventory names). */
+  readonly boards?: readonly string[];
+  /** A merged image (flashed at 0x0) or an app image to flash. */
+  readonly firmwarePath?: string;
+  readonly provision: boolean;
+  readonly suites?: readonly SuiteName[];
+  /** An app image offered in `ota-upgrade`. */
+  readonly otaImagePath?: string;
+  readonly baselinePath?: string;
+  readonly outDir: string;
+  readonly reporter: ConsoleReporter;
+  readonly signal: AbortSignal;
+  /** How long to wait for a board another hil holds. */
+  readonly lockWaitMs?: number;
+}
+
+function readFirmware(path: string): FirmwareUnderTest & { sha256: string } {
+  const data = new Uint8Array(readFileSync(path));
+  const sha256 = createHash('sha256').update(data).digest('hex');
+  if (data[0] === 0xe9) {
+    const image = readAppImage(data);
+    if (image.appDescription !== undefined && image.chip !== undefined) {
+      // An app image alone goes to the first app partition (ota_0 at 0x20000 on the 16 MB table).
+      return {
+        parts: [{ offset: 0x20000, data }],
+        version: image.appDescription.version,
+        chip: image.chip,
+        sha256,
+      };
+    }
+  }
+  const merged = readMergedImage(data);
+  const app = merged.apps[0];
+  if (app?.image.appDescription === undefined || merged.chip === undefined) {
+    throw new Error(`${path} is neither a merged image with an app nor an app image`);
+  }
+  return {
+    parts: [{ offset: 0, data }],
+    version: app.image.appDescription.version,
+    chip: merged.chip,
+    sha256,
+  };
+}
+
+/** The next patch version: the virtual rig's ota-upgrade candidate. */
+function nextVersion(version: string): string {
+  const parts = version.split('.').map((p) => Number.parseInt(p, 10));
+  const last = parts.length - 1;
+  parts[last] = (parts[last] ?? 0) + 1;
+  return parts.join('.');
+}
+
+export async function runRig(options: RigRunOptions): Promise<RunReport> {
+  const started = performance.now();
+  const { rig, reporter, signal } = options;
+  const boards = rig.boards.filter(
+    (b) => options.boards === undefined || options.boards.includes(b.name),
+  );
+  if (boards.length === 0)
+    throw new Error(`no board named ${options.boards?.join(', ')} in the inventory`);
+  const baseline: Baseline = loadBaseline(options.baselinePath ?? DEFAULT_BASELINE_PATH);
+  const virtual = boards.every((b) => b.port.startsWith('virtual:'));
+  const firmware =
+    options.firmwarePath === undefined ? undefined : readFirmware(options.firmwarePath);
+  const otaImage =
+    options.otaImagePath === undefined
+      ? undefined
+      : new Uint8Array(readFileSync(options.otaImagePath));
+  const suites: SuiteName[] = [
+    ...(options.suites ??
+      (virtual || otaImage ? [...DEFAULT_SUITES, 'ota-upgrade'] : DEFAULT_SUITES)),
+  ];
+
+  const server = await XiaozhiServer.start({
+    host: rig.server?.host ?? '127.0.0.1',
+    port: rig.server?.port ?? 0,
+    ...(rig.server?.publicUrl ? { publicUrl: rig.server.publicUrl } : {}),
+    logLevel: 'silent',
+    pingIntervalMs: 0,
+  });
+  const bus = new VirtualBus({ wifiConnectMs: 300 });
+  const reports: BoardReport[] = [];
+  try {
+    const wifi = rig.wifi ?? { ssid: 'hil-virtual', password: 'virtual-rig' };
+    await Promise.all(
+      boards.map(async (config: BoardConfig, index) => {
+        const isVirtual = config.port.startsWith('virtual:');
+        // The virtual rig flashes a virtual firmware image built for each board unless told what to flash.
+        const boardFirmware: (FirmwareUnderTest & { app?: Uint8Array }) | undefined =
+          firmware ??
+          (isVirtual
+            ? (() => {
+                const built = buildVirtualFirmware({
+                  chip: config.chip ?? 'esp32s3',
+                  version: '2.4.2',
+                  board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
+                });
+                return {
+                  parts: [{ offset: 0, data: built.merged }],
+                  version: built.version,
+                  chip: built.chip,
+                  app: built.app,
+                };
+              })()
+            : undefined);
+        const candidate =
+          otaImage ??
+          (isVirtual && boardFirmware !== undefined
+            ? buildVirtualFirmware({
+                chip: config.chip ?? 'esp32s3',
+                version: nextVersion(boardFirmware.version),
+                board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
+              }).app
+            : undefined);
+        let release: (() => void) | undefined;
+        try {
+          if (!isVirtual)
+            release = await lockBoard(config.port, { waitMs: options.lockWaitMs ?? 0, signal });
+        } catch (error) {
+          reports.push({
+            name: config.name,
+            kind: 'serial',
+            status: 'rig-failed',
+            failure: { step: 'open', reason: (error as Error).message },
+            steps: [
+              { step: 'open', status: 'failed', durationMs: 0, message: (error as Error).message },
+            ],
+            checks: [],
+            latency: [],
+            startedAt: new Date().toISOString(),
+            durationMs: 0,
+          });
+          return;
+        }
+        try {
+          const runner = new BoardRunner({
+            config,
+            port: async () =>
+              isVirtual ? bus.plug(config, index) : findRealPort(config, { signal }),
+            server,
+            outDir: options.outDir,
+            firmware: boardFirmware,
+            provision:
+              options.provision || isVirtual
+                ? { ssid: wifi.ssid, password: wifi.password ?? '' }
+                : undefined,
+            candidateImage: candidate,
+            suites,
+            latency: { ...rig.latency, ...config.latency },
+            baseline,
+            reporter,
+            signal,
+          });
+          reports.push(await runner.run());
+        } finally {
+          release?.();
+        }
+      }),
+    );
+  } finally {
+    bus.close();
+    await server.stop();
+  }
+  reports.sort(
+    (a, b) =>
+      boards.findIndex((x) => x.name === a.name) - boards.findIndex((x) => x.name === b.name),
+  );
+  const report: RunReport = {
+    tool: { name: 'hil', version: HIL_VERSION },
+    startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
+    durationMs: performance.now() - started,
+    rig: options.rigKind,
+    server: { ota: server.urls.ota, websocket: server.urls.websocket },
+    ...(firmware && options.firmwarePath
+      ? {
+          firmware: {
+            file: options.firmwarePath,
+            version: firmware.version,
+            chip: firmware.chip,
+            sha256: firmware.sha256,
+          },
+        }
+      : {}),
+    suites,
+    boards: reports,
+    summary: summarize(reports),
+    exitCode: exitCodeFor(reports),
+    interrupted: signal.aborted,
+  };
+  return report;
+}

@@ -1,0 +1,732 @@
+/**
+ * The chip's serial download mode, as a host sees it on the UART: the ROM bootloader's
+ * protocol and, once uploaded, esptool's flasher stub (esptool's "Serial Protocol" document;
+ * `rom-protocol.ts` holds the packet format both ends share). It answers what esptool and
+ * esptool-js send: SYNC (eight replies, ROM-style non-zero value), READ_REG / WRITE_REG over
+ * a register file holding the chip's identity (detect magic, eFuse MAC words, UART divider)
+ * and a SPI controller that answers the flash ID, GET_SECURITY_INFO (chip id; the ESP32 ROM
+ * has no such command), SPI_ATTACH / SPI_SET_PARAMS, MEM_* (the stub upload, then `OHAI` and
+ * stub behaviour), FLASH_* and FLASH_DEFL_* (zlib, streamed), SPI_FLASH_MD5 (32 hex digits
+ * from the ROM, 16 raw bytes from the stub), and the stub's READ_FLASH, ERASE_FLASH,
+ * ERASE_REGION, CHANGE_BAUDRATE and RUN_USER_CODE. Flash writes go to the board's
+ * `FlashStorage`: a region is erased, then written, as the ROM and the stub do.
+ */
+import { createHash } from 'node:crypto';
+import { createInflate, type Inflate, constants as zlibConstants } from 'node:zlib';
+import {
+  decodeDataBlock,
+  decodeRomRequest,
+  decodeWords,
+  encodeRomResponse,
+  encodeRomStatus,
+  encodeWords,
+  isSyncPayload,
+  ROM_COMMANDS,
+  ROM_ERRORS,
+  ROM_SYNC_VALUE,
+  type RomRequest,
+  romChecksum,
+  romCommandName,
+  SlipDecoder,
+  STUB_ERRORS,
+  STUB_HELLO,
+  slipEncode,
+} from '@xiaozhi-mcp/firmware';
+import type { ChipModel } from '../board-api.js';
+import type { FlashStorage } from '../flash-storage.js';
+
+/** Where esptool reads the chip-detect magic word on every chip. */
+export const CHIP_DETECT_MAGIC_REG = 0x4000_1000;
+
+/** What a chip's ROM looks like from the serial port (values as esptool's targets know them). */
+export interface RomChipProfile {
+  /** esptool's CHIP_NAME. */
+  readonly name: string;
+  /** The image header chip id, which GET_SECURITY_INFO also reports. */
+  readonly imageChipId: number;
+  /** The value at {@link CHIP_DETECT_MAGIC_REG}. */
+  readonly magic: number;
+  /** The ROM has GET_SECURITY_INFO (ESP32-S2 and later). */
+  readonly securityInfo: boolean;
+  /** Status bytes in ROM replies: 4 on ESP32, 2 later. The stub always sends 2. */
+  readonly romStatusBytes: 2 | 4;
+  /** Address of eFuse MAC word 0 (bytes 2..5); word 1 (bytes 0..1) follows. */
+  readonly macEfuse: number;
+  readonly uartClkdivReg: number;
+  readonly xtalMhz: number;
+  readonly spi: {
+    readonly base: number;
+    readonly usr: number;
+    readonly usr1: number;
+    readonly usr2: number;
+    readonly w0: number;
+  };
+}
+
+const SPI_S3 = { base: 0x6000_2000, usr: 0x18, usr1: 0x1c, usr2: 0x20, w0: 0x58 };
+const SPI_C6 = { ...SPI_S3, base: 0x6000_3000 };
+
+export const ROM_CHIPS: Readonly<Record<ChipModel, RomChipProfile>> = {
+  esp32: {
+    name: 'ESP32',
+    imageChipId: 0,
+    magic: 0x00f0_1d83,
+    securityInfo: false,
+    romStatusBytes: 4,
+    macEfuse: 0x3ff5_a004,
+    uartClkdivReg: 0x3ff4_0014,
+    xtalMhz: 40,
+    spi: { base: 0x3ff4_2000, usr: 0x1c, usr1: 0x20, usr2: 0x24, w0: 0x80 },
+  },
+  esp32s3: {
+    name: 'ESP32-S3',
+    imageChipId: 9,
+    magic: 0x9,
+    securityInfo: true,
+    romStatusBytes: 2,
+    macEfuse: 0x6000_7044,
+    uartClkdivReg: 0x6000_0014,
+    xtalMhz: 40,
+    spi: SPI_S3,
+  },
+  esp32c3: {
+    name: 'ESP32-C3',
+    imageChipId: 5,
+    magic: 0x1b31_506f,
+    securityInfo: true,
+    romStatusBytes: 2,
+    macEfuse: 0x6000_8844,
+    uartClkdivReg: 0x3ff4_0014,
+    xtalMhz: 40,
+    spi: SPI_S3,
+  },
+  esp32c5: {
+    name: 'ESP32-C5',
+    imageChipId: 23,
+    magic: 0x1101_406f,
+    securityInfo: true,
+    romStatusBytes: 2,
+    macEfuse: 0x600b_4844,
+    uartClkdivReg: 0x6000_0014,
+    xtalMhz: 48,
+    spi: SPI_C6,
+  },
+  esp32c6: {
+    name: 'ESP32-C6',
+    imageChipId: 13,
+    magic: 0x2ce0_806f,
+    securityInfo: true,
+    romStatusBytes: 2,
+    macEfuse: 0x600b_0844,
+    uartClkdivReg: 0x3ff4_0014,
+    xtalMhz: 40,
+    spi: SPI_C6,
+  },
+  esp32p4: {
+    name: 'ESP32-P4',
+    imageChipId: 18,
+    magic: 0x0add_bad0,
+    securityInfo: true,
+    romStatusBytes: 2,
+    macEfuse: 0x5012_d044,
+    uartClkdivReg: 0x500c_a014,
+    xtalMhz: 40,
+    spi: { ...SPI_S3, base: 0x5008_d000 },
+  },
+};
+
+/** The flash chip's JEDEC id: GigaDevice (0xC8), type 0x40, capacity byte log2(size). */
+export function spiFlashId(sizeBytes: number): number {
+  return 0xc8 | (0x40 << 8) | (Math.round(Math.log2(sizeBytes)) << 16);
+}
+
+export type RomStage = 'rom' | 'stub';
+
+/** A flash data block as a fault hook sees it, before it is written. */
+export interface RomBlockInfo {
+  readonly command: 'FLASH_DATA' | 'FLASH_DEFL_DATA';
+  readonly stage: RomStage;
+  readonly seq: number;
+  /** Flash address the block's (uncompressed) data starts at. */
+  readonly address: number;
+  /** Bytes in the packet (compressed for FLASH_DEFL_DATA). */
+  readonly length: number;
+}
+
+/**
+ * `corrupt`: write the block, then clear a bit of it in flash (what a marginal flash or a
+ * glitch does; only the MD5 check notices). `fail`: answer with an error status (a flash
+ * write error). `drop`: send no reply (a lost packet). `fail` and `drop` leave the block
+ * unwritten, so the host's resend works.
+ */
+export type RomBlockFault = 'corrupt' | 'fail' | 'drop';
+
+export interface RomFaults {
+  /** Called for every flash data block; return a fault to inject it. */
+  readonly flashBlock?: (block: RomBlockInfo) => RomBlockFault | undefined;
+}
+
+export interface RomEmulatorOptions {
+  readonly chip: ChipModel;
+  /** Lowercase `aa:bb:cc:dd:ee:ff`, burnt in eFuse. */
+  readonly mac: string;
+  /** The board's SPI flash; without one every flash command fails as with no flash chip. */
+  readonly flash: FlashStorage | undefined;
+  /** Bytes to the host (SLIP frames), in order. */
+  readonly send: (bytes: Uint8Array) => void;
+  /** The UART's current rate (for the UART divider register and CHANGE_BAUDRATE). */
+  readonly baudRate: () => number;
+  /** CHANGE_BAUDRATE: called after the reply is queued at the old rate. */
+  readonly setBaudRate?: (baudRate: number) => void;
+  /**
+   * Leave download mode: `reset` after FLASH_END / FLASH_DEFL_END asking to reboot (the
+   * straps are sampled again), `run` for the ROM's "run user code" and the stub's RUN_USER_CODE.
+   */
+  readonly reboot?: (how: 'reset' | 'run') => void;
+  readonly faults?: RomFaults;
+}
+
+interface FlashSession {
+  readonly compressed: boolean;
+  readonly start: number;
+  readonly end: number;
+  /** Next address to write. */
+  next: number;
+  readonly inflater: StreamInflater | undefined;
+}
+
+interface ReadSession {
+  next: number;
+  readonly end: number;
+  readonly size: number;
+  readonly packetSize: number;
+  sent: number;
+  acked: number;
+  readonly md5: ReturnType<typeof createHash>;
+}
+
+/** zlib inflate fed block by block; each push resolves with that block's output. */
+class StreamInflater {
+  readonly #inflate: Inflate = createInflate();
+  #output: Buffer[] = [];
+  #error: Error | undefined;
+
+  constructor() {
+    this.#inflate.on('data', (chunk: Buffer) => this.#output.push(chunk));
+    this.#inflate.on('error', (error: Error) => {
+      this.#error = error;
+    });
+  }
+
+  async push(block: Uint8Array): Promise<Uint8Array> {
+    if (this.#error !== undefined) throw this.#error;
+    await new Promise<void>((resolve) => {
+      const onError = () => resolve();
+      this.#inflate.once('error', onError);
+      this.#inflate.write(block);
+      this.#inflate.flush(zlibConstants.Z_SYNC_FLUSH, () => {
+        this.#inflate.off('error', onError);
+        resolve();
+      });
+    });
+    if (this.#error !== undefined) throw this.#error;
+    const output = Buffer.concat(this.#output);
+    this.#output = [];
+    return output;
+  }
+
+  close(): void {
+    this.#inflate.destroy();
+  }
+}
+
+function macWords(mac: string): [number, number] {
+  const bytes = mac.split(':').map((part) => Number.parseInt(part, 16) & 0xff);
+  const [b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0] = bytes;
+  return [((b2 << 24) | (b3 << 16) | (b4 << 8) | b5) >>> 0, ((b0 << 8) | b1) >>> 0];
+}
+
+const SPI_CMD_USR = 1 << 18;
+const SPIFLASH_RDID = 0x9f;
+const SECTOR = 0x1000;
+
+export class RomEmulator {
+  readonly chip: RomChipProfile;
+  readonly #options: RomEmulatorOptions;
+  readonly #decoder = new SlipDecoder();
+  readonly #registers = new Map<number, number>();
+  readonly #history: string[] = [];
+  #stage: RomStage = 'rom';
+  #queue: Promise<void> = Promise.resolve();
+  #flash: FlashSession | undefined;
+  #read: ReadSession | undefined;
+  #memLoaded = 0;
+  /** The ROM's reply to a command it does not know carries the last command it answered. */
+  #lastOp = 0;
+  #closed = false;
+
+  constructor(options: RomEmulatorOptions) {
+    this.#options = options;
+    this.chip = ROM_CHIPS[options.chip];
+    const [mac0, mac1] = macWords(options.mac);
+    this.#registers.set(CHIP_DETECT_MAGIC_REG, this.chip.magic);
+    this.#registers.set(this.chip.macEfuse, mac0);
+    this.#registers.set(this.chip.macEfuse + 4, mac1);
+  }
+
+  /** `rom` until the stub runs, then `stub`. */
+  get stage(): RomStage {
+    return this.#stage;
+  }
+
+  /** Command names in the order they were handled (bounded), for tests and traces. */
+  get history(): readonly string[] {
+    return this.#history;
+  }
+
+  /** Bytes from the host. Commands are handled one at a time, in order. */
+  receive(bytes: Uint8Array): void {
+    if (this.#closed) return;
+    for (const frame of this.#decoder.push(bytes)) {
+      this.#queue = this.#queue.then(
+        () => (this.#closed ? undefined : this.#handle(frame)),
+        () => undefined,
+      );
+    }
+  }
+
+  /** Resolves when every command received so far has been handled. */
+  async idle(): Promise<void> {
+    await this.#queue;
+  }
+
+  /** The chip left download mode: stop answering, drop the inflater. */
+  close(): void {
+    this.#closed = true;
+    this.#flash?.inflater?.close();
+    this.#flash = undefined;
+    this.#read = undefined;
+  }
+
+  #record(name: string): void {
+    this.#history.push(name);
+    if (this.#history.length > 10_000) this.#history.shift();
+  }
+
+  #statusBytes(): 2 | 4 {
+    return this.#stage === 'stub' ? 2 : this.chip.romStatusBytes;
+  }
+
+  #reply(op: number, options: { value?: number; payload?: Uint8Array; error?: number } = {}): void {
+    const payload = options.payload ?? new Uint8Array(0);
+    const status = encodeRomStatus(options.error, this.#statusBytes());
+    const data = new Uint8Array(payload.length + status.length);
+    data.set(payload);
+    data.set(status, payload.length);
+    this.#options.send(slipEncode(encodeRomResponse(op, options.value ?? 0, data)));
+    if (options.error === undefined) this.#lastOp = op;
+  }
+
+  #fail(op: number, romError: number, stubError: number): void {
+    this.#reply(op, { error: this.#stage === 'stub' ? stubError : romError });
+  }
+
+  /** What the ROM sends for a command it does not have; the stub's is its own. */
+  #invalid(op: number): void {
+    if (this.#stage === 'stub') {
+      this.#reply(op, { error: STUB_ERRORS.CMD_NOT_IMPLEMENTED });
+      return;
+    }
+    // A different command byte with status 01 05: esptool's UnsupportedCommandError. The ROM
+    // repeats it (esptool-js drains the repeats before its next command).
+    const data = new Uint8Array(this.chip.romStatusBytes);
+    data[0] = 1;
+    data[1] = ROM_ERRORS.INVALID_MESSAGE;
+    const frame = slipEncode(encodeRomResponse(this.#lastOp === op ? 0 : this.#lastOp, 0, data));
+    for (let i = 0; i < 8; i++) this.#options.send(frame);
+  }
+
+  async #handle(frame: Uint8Array): Promise<void> {
+    if (this.#read !== undefined) {
+      this.#onReadAck(frame);
+      return;
+    }
+    let request: RomRequest;
+    try {
+      request = decodeRomRequest(frame);
+    } catch {
+      return; // Not a request (noise that happened to be framed): the ROM ignores it.
+    }
+    const name = romCommandName(request.command);
+    this.#record(name ?? `0x${request.command.toString(16)}`);
+    if (request.size !== request.data.length) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    const stubOnly =
+      request.command === ROM_COMMANDS.ERASE_FLASH ||
+      request.command === ROM_COMMANDS.ERASE_REGION ||
+      request.command === ROM_COMMANDS.READ_FLASH ||
+      request.command === ROM_COMMANDS.RUN_USER_CODE;
+    if (name === undefined || (stubOnly && this.#stage === 'rom')) {
+      this.#invalid(request.command);
+      return;
+    }
+    switch (name) {
+      case 'SYNC':
+        this.#sync(request);
+        return;
+      case 'READ_REG':
+        this.#readReg(request);
+        return;
+      case 'WRITE_REG':
+        this.#writeReg(request);
+        return;
+      case 'GET_SECURITY_INFO':
+        this.#securityInfo(request);
+        return;
+      case 'SPI_ATTACH':
+      case 'SPI_SET_PARAMS':
+        this.#reply(request.command);
+        return;
+      case 'MEM_BEGIN':
+      case 'MEM_DATA':
+      case 'MEM_END':
+        this.#mem(name, request);
+        return;
+      case 'CHANGE_BAUDRATE':
+        this.#changeBaudRate(request);
+        return;
+      case 'FLASH_BEGIN':
+      case 'FLASH_DEFL_BEGIN':
+        this.#flashBegin(request, name === 'FLASH_DEFL_BEGIN');
+        return;
+      case 'FLASH_DATA':
+      case 'FLASH_DEFL_DATA':
+        await this.#flashData(request, name);
+        return;
+      case 'FLASH_END':
+      case 'FLASH_DEFL_END':
+        await this.#flashEnd(request);
+        return;
+      case 'SPI_FLASH_MD5':
+        this.#md5(request);
+        return;
+      case 'READ_FLASH':
+        this.#readFlash(request);
+        return;
+      case 'ERASE_FLASH':
+        this.#erase(request.command, 0, this.#options.flash?.size ?? 0);
+        return;
+      case 'ERASE_REGION': {
+        const [address = 0, size = 0] = decodeWords(request.data, 2) ?? [];
+        if (address % SECTOR !== 0 || size % SECTOR !== 0) {
+          this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+          return;
+        }
+        this.#erase(request.command, address, size);
+        return;
+      }
+      case 'RUN_USER_CODE':
+        // The stub does not answer; it jumps to the app.
+        this.close();
+        this.#options.reboot?.('run');
+        return;
+    }
+  }
+
+  #sync(request: RomRequest): void {
+    if (!isSyncPayload(request.data)) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    // Eight replies; the ROM's carry a non-zero value, the stub's zero (how esptool tells them apart).
+    const value = this.#stage === 'rom' ? ROM_SYNC_VALUE : 0;
+    for (let i = 0; i < 8; i++) this.#reply(request.command, { value });
+  }
+
+  #register(address: number): number {
+    if (address === this.chip.uartClkdivReg) {
+      return Math.round((this.chip.xtalMhz * 1_000_000) / this.#options.baudRate()) & 0xfffff;
+    }
+    return this.#registers.get(address >>> 0) ?? 0;
+  }
+
+  #readReg(request: RomRequest): void {
+    const words = decodeWords(request.data, 1);
+    if (words === undefined || request.data.length !== 4) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    this.#reply(request.command, { value: this.#register(words[0] ?? 0) });
+  }
+
+  #writeReg(request: RomRequest): void {
+    const count = request.data.length / 16;
+    const words = decodeWords(request.data, count * 4);
+    if (!Number.isInteger(count) || count === 0 || words === undefined) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.NOT_ENOUGH_DATA);
+      return;
+    }
+    for (let i = 0; i < count; i++) {
+      const [address = 0, value = 0, mask = 0] = words.slice(i * 4, i * 4 + 3);
+      const old = this.#register(address);
+      this.#setRegister(address, ((old & ~mask) | (value & mask)) >>> 0);
+    }
+    this.#reply(request.command);
+  }
+
+  #setRegister(address: number, value: number): void {
+    const spi = this.chip.spi;
+    this.#registers.set(address >>> 0, value);
+    if (address === spi.base && (value & SPI_CMD_USR) !== 0) {
+      // The SPI controller runs the user command at once and clears the busy bit.
+      const command = this.#register(spi.base + spi.usr2) & 0xff;
+      const flash = this.#options.flash;
+      const result = command === SPIFLASH_RDID ? (flash ? spiFlashId(flash.size) : 0xffffff) : 0x00;
+      this.#registers.set(spi.base + spi.w0, result);
+      this.#registers.set(spi.base, value & ~SPI_CMD_USR);
+    }
+  }
+
+  #securityInfo(request: RomRequest): void {
+    if (!this.chip.securityInfo) {
+      this.#invalid(request.command);
+      return;
+    }
+    // flags u32, flash_crypt_cnt u8, key_purposes 7 × u8, chip_id u32, eco_version u32.
+    const info = new Uint8Array(20);
+    info.set(encodeWords(this.chip.imageChipId), 12);
+    this.#reply(request.command, { payload: info });
+  }
+
+  #mem(name: 'MEM_BEGIN' | 'MEM_DATA' | 'MEM_END', request: RomRequest): void {
+    if (name === 'MEM_BEGIN') {
+      if (decodeWords(request.data, 4) === undefined) {
+        this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+        return;
+      }
+      this.#reply(request.command);
+      return;
+    }
+    if (name === 'MEM_DATA') {
+      const block = decodeDataBlock(request.data);
+      if (block === undefined || block.size !== block.payload.length) {
+        this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+        return;
+      }
+      if (romChecksum(block.payload) !== (request.checksum & 0xff)) {
+        this.#fail(request.command, ROM_ERRORS.INVALID_CRC, STUB_ERRORS.BAD_DATA_CHECKSUM);
+        return;
+      }
+      this.#memLoaded += block.payload.length;
+      this.#reply(request.command);
+      return;
+    }
+    const [noEntry = 1] = decodeWords(request.data, 2) ?? [];
+    this.#reply(request.command);
+    if (noEntry !== 0 || this.#stage === 'stub' || this.#memLoaded === 0) return;
+    // The uploaded code is esptool's flasher stub: it says hello and takes over the UART.
+    this.#stage = 'stub';
+    this.#options.send(slipEncode(STUB_HELLO));
+  }
+
+  #changeBaudRate(request: RomRequest): void {
+    const [baudRate = 0] = decodeWords(request.data, 2) ?? [];
+    if (baudRate <= 0) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    // The reply leaves at the old rate; the UART switches once it is sent.
+    this.#reply(request.command);
+    this.#options.setBaudRate?.(baudRate);
+  }
+
+  #flashBegin(request: RomRequest, compressed: boolean): void {
+    const words = decodeWords(request.data, 4);
+    const flash = this.#options.flash;
+    if (words === undefined) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    const [size = 0, , , offset = 0] = words;
+    if (flash === undefined || offset + size > flash.size) {
+      this.#fail(request.command, ROM_ERRORS.FAILED_TO_ACT, STUB_ERRORS.FAILED_SPI_OP);
+      return;
+    }
+    this.#flash?.inflater?.close();
+    if (size > 0) flash.erase(offset, size);
+    this.#flash = {
+      compressed,
+      start: offset,
+      end: offset + size,
+      next: offset,
+      inflater: compressed ? new StreamInflater() : undefined,
+    };
+    this.#reply(request.command);
+  }
+
+  async #flashData(request: RomRequest, name: 'FLASH_DATA' | 'FLASH_DEFL_DATA'): Promise<void> {
+    const session = this.#flash;
+    const flash = this.#options.flash;
+    const block = decodeDataBlock(request.data);
+    if (
+      session === undefined ||
+      flash === undefined ||
+      session.compressed !== (name === 'FLASH_DEFL_DATA')
+    ) {
+      this.#fail(request.command, ROM_ERRORS.FAILED_TO_ACT, STUB_ERRORS.NOT_IN_FLASH_MODE);
+      return;
+    }
+    if (block === undefined || block.size !== block.payload.length) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    if (romChecksum(block.payload) !== (request.checksum & 0xff)) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_CRC, STUB_ERRORS.BAD_DATA_CHECKSUM);
+      return;
+    }
+    const fault = this.#options.faults?.flashBlock?.({
+      command: name,
+      stage: this.#stage,
+      seq: block.seq,
+      address: session.next,
+      length: block.payload.length,
+    });
+    if (fault === 'drop') return;
+    if (fault === 'fail') {
+      this.#fail(request.command, ROM_ERRORS.FLASH_WRITE, STUB_ERRORS.FAILED_SPI_OP);
+      return;
+    }
+    let data: Uint8Array;
+    if (session.inflater !== undefined) {
+      try {
+        data = await session.inflater.push(block.payload);
+      } catch {
+        this.#fail(request.command, ROM_ERRORS.DEFLATE, STUB_ERRORS.INFLATE_ERROR);
+        return;
+      }
+    } else {
+      data = block.payload;
+    }
+    // The host pads the last plain block with 0xFF; only the begun region is written.
+    const limit = session.compressed ? data.length : Math.max(0, session.end - session.next);
+    const write = data.subarray(0, Math.min(data.length, limit));
+    if (session.next + write.length > session.end) {
+      this.#fail(request.command, ROM_ERRORS.FLASH_WRITE, STUB_ERRORS.TOO_MUCH_DATA);
+      return;
+    }
+    const at = session.next;
+    if (write.length > 0) flash.write(at, write);
+    session.next += write.length;
+    if (fault === 'corrupt') this.#corrupt(flash, at, write);
+    this.#reply(request.command);
+  }
+
+  /** Clears one set bit of what was just written (NOR flash can only clear bits). */
+  #corrupt(flash: FlashStorage, at: number, written: Uint8Array): void {
+    const index = written.findIndex((byte) => byte !== 0);
+    if (index < 0) return;
+    const byte = written[index] ?? 0;
+    flash.write(at + index, Uint8Array.of(byte & (byte - 1)));
+  }
+
+  async #flashEnd(request: RomRequest): Promise<void> {
+    const [flag = 1] = decodeWords(request.data, 1) ?? [];
+    const session = this.#flash;
+    this.#flash = undefined;
+    session?.inflater?.close();
+    this.#reply(request.command);
+    // 0 asks to reboot; 1 stays in the stub, or for the ROM means "run user code".
+    if (flag === 0) {
+      this.close();
+      this.#options.reboot?.('reset');
+    } else if (this.#stage === 'rom') {
+      this.close();
+      this.#options.reboot?.('run');
+    }
+  }
+
+  #md5(request: RomRequest): void {
+    const [address = 0, size = 0] = decodeWords(request.data, 2) ?? [];
+    const flash = this.#options.flash;
+    if (flash === undefined || address + size > flash.size) {
+      this.#fail(request.command, ROM_ERRORS.FLASH_READ, STUB_ERRORS.FAILED_SPI_OP);
+      return;
+    }
+    const digest = createHash('md5').update(flash.read(address, size)).digest();
+    // The ROM sends the digest as 32 lowercase hex characters, the stub as 16 raw bytes.
+    const payload =
+      this.#stage === 'stub'
+        ? new Uint8Array(digest)
+        : new TextEncoder().encode(digest.toString('hex'));
+    this.#reply(request.command, { payload });
+  }
+
+  #readFlash(request: RomRequest): void {
+    const [address = 0, size = 0, packetSize = 0] = decodeWords(request.data, 4) ?? [];
+    const flash = this.#options.flash;
+    if (request.data.length !== 16 || packetSize === 0 || packetSize > 4096) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    if (flash === undefined || address + size > flash.size) {
+      this.#fail(request.command, ROM_ERRORS.FLASH_READ, STUB_ERRORS.FAILED_SPI_OP);
+      return;
+    }
+    this.#reply(request.command);
+    this.#decoder.reset();
+    this.#read = {
+      next: address,
+      end: address + size,
+      size,
+      packetSize,
+      sent: 0,
+      acked: 0,
+      md5: createHash('md5'),
+    };
+    this.#pumpRead();
+  }
+
+  /** Sends the next packet when the host has acknowledged the previous one (one in flight). */
+  #pumpRead(): void {
+    const read = this.#read;
+    const flash = this.#options.flash;
+    if (read === undefined || flash === undefined) return;
+    if (read.acked >= read.size) {
+      this.#read = undefined;
+      this.#options.send(slipEncode(new Uint8Array(read.md5.digest())));
+      return;
+    }
+    if (read.sent > read.acked || read.next >= read.end) return;
+    const length = Math.min(read.packetSize, read.end - read.next);
+    const chunk = flash.read(read.next, length);
+    read.md5.update(chunk);
+    read.next += length;
+    read.sent += length;
+    this.#options.send(slipEncode(chunk));
+  }
+
+  #onReadAck(frame: Uint8Array): void {
+    const read = this.#read;
+    const [acked] = frame.length === 4 ? (decodeWords(frame, 1) ?? []) : [];
+    if (read === undefined) return;
+    if (acked === undefined) {
+      // Anything but an ack ends the transfer, as in the stub.
+      this.#read = undefined;
+      return;
+    }
+    read.acked = acked;
+    this.#pumpRead();
+  }
+
+  #erase(op: number, address: number, size: number): void {
+    const flash = this.#options.flash;
+    if (flash === undefined || address + size > flash.size) {
+      this.#fail(op, ROM_ERRORS.FAILED_TO_ACT, STUB_ERRORS.FAILED_SPI_OP);
+      return;
+    }
+    if (size > 0) flash.erase(address, size);
+    this.#reply(op);
+  }
+}
