@@ -9,11 +9,14 @@ import type { SerialPortStream } from '@serialport/stream';
 import {
   BOOT_CLICK,
   ConsoleExpect,
+  ConsoleLineSplitter,
   Flasher,
   type FlashProgress,
   lineSetterFor,
   NodeWebSerialPort,
   openSafely,
+  PanicDetector,
+  parseConsoleLine,
   provisionBoard,
   RESET_SEQUENCES,
   runLineSteps,
@@ -65,10 +68,15 @@ const DEFAULT_TIMEOUTS: RunnerTimeouts = {
   suiteMs: 300_000,
 };
 
+/** The firmware crashed: the board fails (exit 1), the rig did not. */
+class BoardCrash extends Error {}
+
 class StepFailure extends Error {
   constructor(
     readonly step: RigStepName,
     message: string,
+    /** `board`: the firmware failed (a panic); `rig`: the rig could not go on (port lost, timeout). */
+    readonly kind: 'board' | 'rig',
   ) {
     super(message);
   }
@@ -188,7 +196,8 @@ export class BoardRunner {
       if (this.report.checks.some((c) => c.status === 'failed')) this.report.status = 'failed';
     } catch (error) {
       const step = error instanceof StepFailure ? error.step : 'suites';
-      this.report.status = 'rig-failed';
+      this.report.status =
+        error instanceof StepFailure && error.kind === 'board' ? 'failed' : 'rig-failed';
       this.report.failure = {
         step,
         reason: error instanceof Error ? error.message : String(error),
@@ -232,7 +241,9 @@ export class BoardRunner {
       this.#options.reporter.boardStep(this.report.name, name, 'failed', step.message, {
         durationMs: step.durationMs,
       });
-      throw new StepFailure(name, step.message);
+      const crashed =
+        error instanceof BoardCrash || (error as { code?: string }).code === 'EXPECT_FORBIDDEN';
+      throw new StepFailure(name, step.message, crashed ? 'board' : 'rig');
     }
   }
 
@@ -325,9 +336,19 @@ export class BoardRunner {
     this.#stream = stream;
     const console = new ConsoleExpect({ logPath: this.#log.path });
     this.#console = console;
+    // A panic at any moment fails the board, naming the step it happened in and the crash.
+    const splitter = new ConsoleLineSplitter();
+    const panics = new PanicDetector({
+      onReport: (panic) => {
+        const where =
+          panic.backtrace.length > 0 ? ` (backtrace ${panic.backtrace.slice(0, 4).join(' ')})` : '';
+        this.#abort.abort(new BoardCrash(`expected no panic, got one: ${panic.reason}${where}`));
+      },
+    });
     stream.on('data', (chunk: Buffer) => {
       this.#log.append(chunk);
       console.feed(chunk);
+      for (const line of splitter.feed(chunk)) panics.feed(parseConsoleLine(line));
     });
     stream.on('error', (error: Error) => this.fail(`port ${port.path} failed: ${error.message}`));
     stream.on('close', () => {

@@ -206,5 +206,7 @@ export async function main(argv: readonly string[], out: Output = processOutput)
 
 // Run when executed as the bin (not when imported by tests).
 if (process.argv[1] !== undefined && /hil(\.js)?$|cli\.js$/.test(process.argv[1])) {
-  process.exitCode = await main(process.argv.slice(2));
+  const code = await main(process.argv.slice(2));
+  // Exit once the output is flushed: abandoned work of an interrupted board must not hold the process.
+  process.stdout.write('', () => process.exit(code));
 }

@@ -37,7 +37,15 @@ export interface BoardConfig {
   readonly virtual?: {
     readonly preset?: 'bread-compact-wifi' | 'otto-robot';
     readonly flashSizeMb?: 4 | 8 | 16;
-    readonly faults?: { readonly replyLatencyMs?: number; readonly disconnectOnCall?: string };
+    readonly faults?: {
+      readonly replyLatencyMs?: number;
+      readonly disconnectOnCall?: string;
+      readonly pageBudgetBytes?: number;
+      readonly crashOnHello?: boolean;
+      readonly panicAtBoot?: boolean;
+      /** The board vanishes from the USB bus when this tool is called. */
+      readonly unplugOnCall?: string;
+    };
   };
 }
 

@@ -45,9 +45,17 @@ export class VirtualBus {
       mac: `f4:12:fa:7e:00:${(index + 1).toString(16).padStart(2, '0')}`,
       flash: new FlashStorage({ size: flashSizeMb * 1024 * 1024 }),
       timing: this.#timing,
-      ...(virtual.faults ? { faults: virtual.faults } : {}),
+      ...(virtual.faults
+        ? { faults: (({ unplugOnCall: _, ...board }) => board)(virtual.faults) }
+        : {}),
     });
     const device = this.binding.attach(board, { path: `/dev/ttyVIRT${index}` });
+    const unplugOn = virtual.faults?.unplugOnCall;
+    if (unplugOn !== undefined) {
+      board.on('tool-call', (name) => {
+        if (name === unplugOn && device.plugged) this.binding.unplug(device.path);
+      });
+    }
     // USB power: the board starts running (from an erased flash it boot-loops until flashed).
     board.powerOn();
     return {

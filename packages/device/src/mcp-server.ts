@@ -76,6 +76,8 @@ export interface McpServerOptions {
   readonly loop?: MainLoop;
   /** Called on the main loop as a valid call starts, before its tool runs (fault injection, metrics). */
   readonly onToolCall?: (tool: Tool) => void;
+  /** A wrong page budget: a board that pages wrong (fault knob). */
+  readonly pageBudgetBytes?: number;
 }
 
 export class McpServer {
@@ -86,6 +88,7 @@ export class McpServer {
   #board: BoardIdentity;
   readonly #console: BoardConsole | undefined;
   readonly #onToolCall: ((tool: Tool) => void) | undefined;
+  readonly #pageBudgetBytes: number | undefined;
   readonly #groups: Record<Group, { tool: Tool; handler: ToolHandler }[]> = {
     common: [],
     board: [],
@@ -99,6 +102,7 @@ export class McpServer {
     this.profile = options.profile ?? 'firmware';
     this.#console = options.console;
     this.#onToolCall = options.onToolCall;
+    this.#pageBudgetBytes = options.pageBudgetBytes;
     this.loop =
       options.loop ?? new MainLoop((error) => this.#console?.log('E', 'MCP', String(error)));
   }
@@ -184,6 +188,7 @@ export class McpServer {
       onVision: (vision) => {
         this.vision = vision;
       },
+      ...(this.#pageBudgetBytes === undefined ? {} : { pageBudgetBytes: this.#pageBudgetBytes }),
     });
     if (action.kind !== 'call') {
       if (action.log !== undefined) this.#console?.log('E', 'MCP', action.log);

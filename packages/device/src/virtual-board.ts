@@ -103,6 +103,12 @@ export interface FaultKnobs {
   dropReply: ((payload: string) => boolean) | undefined;
   /** Drop the connection when this tool is called, before it answers. */
   disconnectOnCall: string | undefined;
+  /** Page `tools/list` with this budget instead of the firmware's 8000 (a board that pages wrong). */
+  pageBudgetBytes: number | undefined;
+  /** Crash on the server hello as if it had no `transport` (the firmware's null dereference). */
+  crashOnHello: boolean;
+  /** Abort during boot, after printing the app version: a build that panics at boot. */
+  panicAtBoot: boolean;
 }
 
 /** The running app image's description (what `esp_app_get_description()` returns). */
@@ -152,6 +158,8 @@ export interface VirtualBoardEvents {
   panic: [BoardPanic];
   /** The board (re)started: `reason` as the ROM prints it. */
   boot: [reason: ResetReason, count: number];
+  /** A valid `tools/call` is about to run this tool. */
+  'tool-call': [name: string];
 }
 
 export type ResetReason = 'POWERON' | 'RTC_SW_CPU_RST' | 'RTC_WDT_RTC_RST' | 'EXT_SYS_RST';
@@ -234,6 +242,9 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       replyLatencyMs: 0,
       dropReply: undefined,
       disconnectOnCall: undefined,
+      pageBudgetBytes: undefined,
+      crashOnHello: false,
+      panicAtBoot: false,
       ...options.faults,
     };
     this.storage = options.storage ?? new NvsStorage();
@@ -455,9 +466,13 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       profile: this.#options.profile ?? 'firmware',
       console: this.console,
       onToolCall: (tool) => {
+        this.emit('tool-call', tool.name);
         if (tool.name === this.faults.disconnectOnCall)
           this.#channel?.close('fault: disconnect mid-call');
       },
+      ...(this.faults.pageBudgetBytes === undefined
+        ? {}
+        : { pageBudgetBytes: this.faults.pageBudgetBytes }),
     });
     server.setSender((payload) => this.#sendMcp(payload));
     return server;
@@ -673,6 +688,12 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.console.log('I', 'app_init', `App version:      ${this.#app.version}`);
     this.console.log('I', 'app_init', `ELF file SHA256:  ${this.#app.elfSha256.slice(0, 16)}...`);
     this.console.log('I', 'app_init', `ESP-IDF:          ${this.#app.idfVersion}`);
+    if (this.faults.panicAtBoot) {
+      throw new BoardPanic(
+        'abort',
+        'assert failed: app_main main.cc:42 (fault knob: panic at boot)',
+      );
+    }
     this.#setState('starting');
     this.console.log('I', 'Board', `UUID=${this.uuid} SKU=${this.preset.name}`);
     this.#mcp = this.#newMcpServer();
@@ -865,6 +886,15 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       return;
     }
     if (this.#channel !== channel) return;
+    if (this.faults.crashOnHello) {
+      this.#panic(
+        new BoardPanic(
+          'load-prohibited',
+          'WebsocketProtocol::ParseServerHello read a hello without a string transport (fault knob)',
+        ),
+      );
+      return;
+    }
     this.emit('session', channel.sessionId);
     this.#setState('listening');
     channel.sendText(

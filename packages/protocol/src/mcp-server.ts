@@ -50,6 +50,8 @@ export interface DispatchContext<H> {
   readonly board: BoardIdentity;
   /** Called when `initialize` carries a vision capability. */
   readonly onVision?: (vision: VisionCapability) => void;
+  /** Page budget; the firmware's 8000 unless a fault knob says otherwise. */
+  readonly pageBudgetBytes?: number;
 }
 
 /** `initialize`'s result: it never negotiates. */
@@ -122,6 +124,7 @@ export function dispatchMcpRequest<H>(
       const page = buildToolsPage(context.tools.tools, {
         cursor: cursor?.kind === 'string' ? cString(cursor.value) : undefined,
         withUserTools: withUserTools?.kind === 'bool' && withUserTools.value,
+        ...(context.pageBudgetBytes === undefined ? {} : { budgetBytes: context.pageBudgetBytes }),
       });
       return page.ok ? reply(page.result) : fail(page.message, `tools/list: ${page.message}`);
     }

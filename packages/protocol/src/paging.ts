@@ -22,6 +22,8 @@ export interface ToolsPageRequest {
   readonly cursor?: unknown;
   /** Counts only when it is exactly `true`. */
   readonly withUserTools?: unknown;
+  /** The firmware's 8000; another value models a board that pages wrong (tests, fault knobs). */
+  readonly budgetBytes?: number;
 }
 
 export type ToolsPage =
@@ -59,7 +61,10 @@ export function buildToolsPage(tools: readonly Tool[], request: ToolsPageRequest
   for (; index < tools.length; index++) {
     const tool = tools[index] as Tool;
     if (tool.userOnly && !withUserTools) continue;
-    if (bytes + tool.jsonBytes + 1 + PAGE_SLACK_BYTES > PAGE_BUDGET_BYTES) {
+    if (
+      bytes + tool.jsonBytes + 1 + PAGE_SLACK_BYTES >
+      (request.budgetBytes ?? PAGE_BUDGET_BYTES)
+    ) {
       nextCursor = tool.name;
       break;
     }

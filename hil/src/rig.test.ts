@@ -1,0 +1,222 @@
+/**
+ * `hil run` end to end on virtual boards, through the same serial path as real boards:
+ * esptool-js flashing, provisioning, the OTA check, the BOOT click over DTR, the suites and
+ * the reports. Fault knobs make checks fail with what was expected and what came back.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { main } from './cli.js';
+import type { BoardConfig } from './inventory.js';
+import type { RunReport } from './model.js';
+
+const hilBin = join(resolve(dirname(fileURLToPath(import.meta.url)), '..'), 'bin/hil.js');
+
+async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(argv, {
+    stdout: (text) => {
+      stdout += text;
+    },
+    stderr: (text) => {
+      stderr += text;
+    },
+  });
+  return { code, stdout, stderr };
+}
+
+function rig(boards: BoardConfig[]): { config: string; out: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'hil-rig-'));
+  const config = join(dir, 'hil.config.json');
+  writeFileSync(config, JSON.stringify({ wifi: { ssid: 'lab' }, boards }));
+  return { config, out: join(dir, 'out') };
+}
+
+const bread = (
+  name: string,
+  faults: Record<string, unknown> = {},
+  extra: Partial<BoardConfig> = {},
+): BoardConfig => ({
+  name,
+  port: `virtual:${name}`,
+  chip: 'esp32s3',
+  variant: 'bread-compact-wifi',
+  session: 'boot-click',
+  virtual: { preset: 'bread-compact-wifi', faults },
+  ...extra,
+});
+
+function report(out: string): RunReport {
+  return JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
+}
+
+describe('hil run', () => {
+  it('qualifies the default virtual rig end to end and exits 0', async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'hil-default-')), 'reports');
+    const cwd = process.cwd();
+    process.chdir(dirname(out)); // no hil.config.json here: the default virtual rig
+    let result: Awaited<ReturnType<typeof hil>>;
+    try {
+      result = await hil('run', '--out', out);
+    } finally {
+      process.chdir(cwd);
+    }
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const run = report(out);
+    expect(run.rig).toBe('virtual');
+    expect(run.suites).toEqual([
+      'initialize',
+      'tools-list',
+      'tools-call',
+      'robustness',
+      'latency',
+      'ota-upgrade',
+    ]);
+    expect(run.boards.map((b) => [b.name, b.status])).toEqual([
+      ['bread-compact-wifi', 'passed'],
+      ['otto-robot', 'passed'],
+    ]);
+    for (const board of run.boards) {
+      expect(board.steps.filter((s) => s.status === 'passed').map((s) => s.step)).toEqual([
+        'open',
+        'identify',
+        'flash',
+        'provision',
+        'reset',
+        'boot',
+        'ota-check',
+        'session',
+        'suites',
+        'close',
+      ]);
+      expect(board.steps.find((s) => s.step === 'flash')?.message).toMatch(/MD5 verified/);
+      expect(board.checks.find((c) => c.id === 'ota-upgrade.version')).toMatchObject({
+        status: 'passed',
+        message: 'runs 2.4.3',
+      });
+      expect(board.checks.filter((c) => c.status === 'known-deviation').map((c) => c.id)).toEqual([
+        'robustness.error-code',
+        'robustness.escaped-messages',
+        'robustness.ping',
+      ]);
+      expect(board.latency[0]?.samples).toBeGreaterThan(0);
+      expect(readFileSync(join(out, board.consoleLog ?? ''), 'utf8')).toMatch(
+        /app_init: App version:\s+2\.4\.3/,
+      );
+      expect(readFileSync(join(out, board.transcript ?? ''), 'utf8')).toMatch(
+        /"dir":"out".*tools\/list/,
+      );
+    }
+    const junit = readFileSync(join(out, 'junit.xml'), 'utf8');
+    expect(junit.match(/<testsuite /g)).toHaveLength(2);
+    expect(junit).toContain('<property name="firmwareVersion" value="2.4.2"/>');
+    for (const file of ['report.html', 'metrics.txt'])
+      expect(existsSync(join(out, file))).toBe(true);
+    expect(result.stdout).toMatch(/Exit code 0: all checks passed/);
+  });
+
+  it('fails tools-list on a board that pages wrong, saying what the firmware rule expects', async () => {
+    const { config, out } = rig([
+      {
+        ...bread('robot', { pageBudgetBytes: 9000 }),
+        variant: 'otto-robot',
+        virtual: { preset: 'otto-robot', faults: { pageBudgetBytes: 9000 } },
+      },
+    ]);
+    const result = await hil('run', '--config', config, '--out', out, '--suite', 'tools-list');
+    expect(result.code).toBe(1);
+    const check = report(out).boards[0]?.checks.find((c) => c.id === 'tools-list.page-budget');
+    expect(check?.status).toBe('failed');
+    expect(check?.message).toMatch(/expected .*8000.*got|> 8000/);
+  });
+
+  it('fails latency on a board that answers slowly, against the inventory budget', async () => {
+    const { config, out } = rig([
+      bread('slow', { replyLatencyMs: 30 }, { latency: { calls: 8, warmup: 1, p50Ms: 10 } }),
+    ]);
+    const result = await hil('run', '--config', config, '--out', out, '--suite', 'latency');
+    expect(result.code).toBe(1);
+    const check = report(out).boards[0]?.checks.find((c) => c.id === 'latency.calls');
+    expect(check?.status).toBe('failed');
+    expect(check?.message).toMatch(/expected p50 <= 10 ms.*got p50/);
+  });
+
+  it('fails a board that crashes on the hello, naming the step and the crash', async () => {
+    const { config, out } = rig([bread('crashy', { crashOnHello: true })]);
+    const result = await hil('run', '--config', config, '--out', out, '--suite', 'initialize');
+    expect(result.code).toBe(1);
+    const board = report(out).boards[0];
+    expect(board?.status).toBe('failed');
+    expect(board?.failure?.step).toBe('session');
+    expect(board?.failure?.reason).toMatch(
+      /expected no panic, got one: .*Guru Meditation Error.*LoadProhibited/,
+    );
+  });
+
+  it('fails a build that panics at boot, at the boot step', async () => {
+    const { config, out } = rig([bread('panicky', { panicAtBoot: true })]);
+    const result = await hil('run', '--config', config, '--out', out, '--suite', 'initialize');
+    expect(result.code).toBe(1);
+    const board = report(out).boards[0];
+    expect(board?.failure?.step).toBe('boot');
+    expect(board?.failure?.reason).toMatch(/assert failed: app_main/);
+  });
+
+  it('reports a board that vanishes mid-run as a rig failure while the other finishes (exit 3)', async () => {
+    const { config, out } = rig([
+      bread('vanishing', { unplugOnCall: 'self.get_device_status' }),
+      bread('steady'),
+    ]);
+    const result = await hil('run', '--config', config, '--out', out, '--suite', 'tools-call');
+    expect(result.code).toBe(3);
+    const [vanishing, steady] = report(out).boards;
+    expect(vanishing?.status).toBe('rig-failed');
+    expect(vanishing?.failure).toMatchObject({
+      step: 'suites',
+      reason: expect.stringMatching(/vanished|lost|failed/),
+    });
+    expect(steady?.status).toBe('passed');
+    expect(result.stdout).toMatch(/Exit code 3/);
+  });
+
+  it('refuses a bad inventory with exit 2 and the field named', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hil-bad-'));
+    const config = join(dir, 'hil.config.json');
+    writeFileSync(config, JSON.stringify({ boards: [{ name: 'a', port: 'x', session: 'press' }] }));
+    const result = await hil('run', '--config', config, '--out', join(dir, 'out'));
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^hil: .*boards\[0\]\.session must be one of/);
+    const suite = await hil('run', '--config', config, '--suite', 'fuzz');
+    expect(suite.code).toBe(2);
+  });
+
+  it('stops cleanly on Ctrl-C and still writes the reports', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hil-int-'));
+    const child = spawn(process.execPath, [hilBin, 'run', '--out', join(dir, 'out')], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    const started = new Promise<void>((resolveStarted) => {
+      child.stdout.on('data', () => {
+        if (/suites …/.test(stdout)) resolveStarted();
+      });
+    });
+    await Promise.race([started, once(child, 'exit')]);
+    child.kill('SIGINT');
+    const [code] = await once(child, 'exit');
+    expect(code).toBe(130);
+    const run = report(join(dir, 'out'));
+    expect(run.interrupted).toBe(true);
+    expect(run.boards.length).toBe(2);
+  });
+});
