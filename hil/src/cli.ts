@@ -10,6 +10,10 @@ import { listPorts } from '@xiaozhi-mcp/firmware';
 import { Command, CommanderError, Option } from 'commander';
 import { BaselineError } from './baseline.js';
 import { boardsCommand, type Output } from './commands/boards.js';
+import { registerFlashCommand } from './commands/flash.js';
+import { registerMonitorCommand } from './commands/monitor.js';
+import type { SerialCommandContext } from './commands/port-resolver.js';
+import { registerProvisionCommand } from './commands/provision.js';
 import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory, type RigConfig } from './inventory.js';
 import { type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
 import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
@@ -177,6 +181,17 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     .description('list attached ports and print inventory entries for them')
     .option('--json', 'print ports and entries as JSON')
     .action(async (flags: { json?: boolean }) => setExit(await boardsCommand(out, flags)));
+
+  // The serial commands shared with xiaozhi-mcp; a lost or missing port is a rig failure (3).
+  const serial: SerialCommandContext = {
+    program: 'hil',
+    out,
+    portExitCode: 3,
+    ...(out === processOutput ? { terminal: process.stdout } : {}),
+  };
+  registerFlashCommand(program, serial, setExit);
+  registerProvisionCommand(program, serial, setExit);
+  registerMonitorCommand(program, serial, setExit);
 
   return program;
 }

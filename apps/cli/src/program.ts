@@ -3,6 +3,7 @@ import { registerCheckOta } from './commands/check-ota.js';
 import { registerClient } from './commands/client.js';
 import { registerImage } from './commands/image.js';
 import { registerPage } from './commands/page.js';
+import { registerSerial } from './commands/serial.js';
 import { registerServe } from './commands/serve.js';
 import { registerSim } from './commands/sim.js';
 import { CliError, type CliIo, ExitCode, processIo } from './io.js';
@@ -27,6 +28,7 @@ export function createProgram(io: CliIo, setExit: (code: number) => void): Comma
   registerImage(program, io, setExit);
   registerServe(program, io, setExit);
   registerClient(program, io, setExit);
+  registerSerial(program, io, setExit);
   return program;
 }
 

@@ -75,6 +75,8 @@ export interface ResolvePortOptions {
 export interface ResolvedVirtual {
   readonly board: VirtualBoard;
   readonly device: VirtualSerialDevice;
+  /** The bus the board is plugged into (tests unplug and re-plug it). */
+  readonly binding: VirtualSerialBinding;
   readonly entry: VirtualBoardEntry;
   /** The board was created by this call (its sidecar and flash file are new). */
   readonly created: boolean;
@@ -129,6 +131,10 @@ export interface SerialCommandContext {
   readonly timing?: Partial<BoardTiming>;
   /** Exit code when the port is missing, busy or lost: 1 (xiaozhi-mcp) or 3 (hil). */
   readonly portExitCode?: number;
+  /** How long `monitor` waits for a vanished port to come back. Default 10 s. */
+  readonly refindMs?: number;
+  /** Called with a virtual board once it is plugged in and powered (tests inject faults). */
+  readonly onVirtual?: (virtual: ResolvedVirtual) => void;
 }
 
 export function usageError(message: string): SerialCommandError {
@@ -406,6 +412,7 @@ async function resolveVirtual(
   const virtual: ResolvedVirtual = {
     board,
     device,
+    binding,
     entry,
     created,
     dispose: () => {
@@ -587,6 +594,7 @@ export async function openCommandPort(
       );
     return port;
   }
+  context.onVirtual?.(virtual);
   const { entry } = virtual;
   if (virtual.created) {
     context.out.stdout(
@@ -597,7 +605,7 @@ export async function openCommandPort(
     (flashSizeMb !== undefined && flashSizeMb !== entry.flashSizeMb)
   ) {
     context.out.stderr(
-      `${context.program}: note: ${entry.port} already exists as a ${entry.preset} with ${entry.flashSizeMb} MB flash; --board and --flash-size apply only when creating a virtual board (delete ${entry.sidecarPath} and ${entry.flashPath} to start over)\n`,
+      `${context.program}: note: ${entry.port} already exists (${entry.preset}, ${entry.flashSizeMb} MB flash); --board and --flash-size apply only when creating a virtual board (delete ${entry.sidecarPath} and ${entry.flashPath} to start over)\n`,
     );
   }
   return port;

@@ -1,0 +1,275 @@
+import { createHash } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { main } from '../cli.js';
+import { classifyImage, flashCommand } from './flash.js';
+import { resolvePort, type SerialCommandContext } from './port-resolver.js';
+
+const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
+let dir: string;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'hil-flash-'));
+});
+
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function capture(extra: Partial<SerialCommandContext> = {}) {
+  const out = { stdout: '', stderr: '' };
+  const context: SerialCommandContext = {
+    program: 'xiaozhi-mcp',
+    out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
+    env: { XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') },
+    lister: async () => [],
+    timing: FAST,
+    ...extra,
+  };
+  return { context, out };
+}
+
+function firmware(chip: 'esp32s3' | 'esp32c3' = 'esp32s3', version = '2.7.0') {
+  const fw = buildVirtualFirmware({ chip, version, board: 'bread-compact-wifi' });
+  const merged = join(dir, `merged-${chip}-${version}.bin`);
+  const app = join(dir, `xiaozhi-${chip}-${version}.bin`);
+  writeFileSync(merged, fw.merged);
+  writeFileSync(app, fw.app);
+  return { fw, merged, app };
+}
+
+function flashFileMd5(name: string, offset: number, length: number): string {
+  const fd = openSync(join(dir, 'virtual', `${name}.flash`), 'r');
+  try {
+    const bytes = Buffer.alloc(length);
+    readSync(fd, bytes, 0, length, offset);
+    return createHash('md5').update(bytes).digest('hex');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const md5 = (data: Uint8Array) => createHash('md5').update(data).digest('hex');
+
+describe('classifyImage', () => {
+  const fw = buildVirtualFirmware({ chip: 'esp32s3', version: '2.7.0', board: 'b' });
+
+  it('puts a merged image at 0x0 and an app image at its offset', () => {
+    expect(classifyImage('m.bin', fw.merged, undefined)).toMatchObject({
+      kind: 'merged',
+      offset: 0,
+      chip: 'esp32s3',
+      version: '2.7.0',
+      board: 'b',
+      partitionsEnd: 16 * 1024 * 1024,
+    });
+    expect(classifyImage('a.bin', fw.app, 0x20000)).toMatchObject({
+      kind: 'app',
+      offset: 0x20000,
+      version: '2.7.0',
+    });
+    expect(classifyImage('assets.bin', new Uint8Array(64), 0x800000)).toMatchObject({
+      kind: 'data',
+    });
+  });
+
+  it('refuses an image where it does not belong, saying where it does', () => {
+    expect(() => classifyImage('a.bin', fw.app, undefined)).toThrow(
+      /a\.bin is an app image \(xiaozhi 2\.7\.0\), not a merged image: flash it at its app partition with --offset/,
+    );
+    expect(() => classifyImage('m.bin', fw.merged, 0x20000)).toThrow(
+      /merged image: it belongs at 0x0, not 0x20000/,
+    );
+    expect(() => classifyImage('x.bin', new Uint8Array(64), undefined)).toThrow(
+      /neither a merged image .* nor an app image/,
+    );
+  });
+});
+
+describe('flash against a virtual port', () => {
+  it('writes a merged image into the board and its flash file, verified, and resets it', {
+    timeout: 60_000,
+  }, async () => {
+    const { fw, merged } = firmware();
+    const { context, out } = capture();
+    const code = await flashCommand(context, merged, { port: 'virtual:desk' });
+    expect(out.stderr).toBe('');
+    expect(code).toBe(0);
+    const lines = out.stdout.split('\n');
+    expect(lines[0]).toMatch(
+      /^created virtual board virtual:desk: bread-compact-wifi \(esp32s3, 16 MB flash, MAC f4:12:fa(:[0-9a-f]{2}){3}\) in /,
+    );
+    expect(lines[1]).toMatch(
+      /^virtual:desk: ESP32-S3 .*, MAC f4:12:fa(:[0-9a-f]{2}){3}, 16 MB flash$/,
+    );
+    expect(lines[2]).toBe(
+      `image: merged image for esp32s3, xiaozhi 2.7.0 for bread-compact-wifi, ${fw.merged.length} bytes at 0x0`,
+    );
+    expect(out.stdout).toMatch(/^flash: 100%$/m);
+    expect(out.stdout).toMatch(
+      new RegExp(
+        `^wrote ${fw.merged.length} bytes \\(128\\.7 KB\\) at 0x0 in \\d+\\.\\d s at 921600 baud; MD5 verified \\(${md5(fw.merged)}\\)$`,
+        'm',
+      ),
+    );
+    expect(out.stdout).toMatch(/^virtual:desk: hard reset; the board runs its new firmware$/m);
+    expect(flashFileMd5('desk', 0, fw.merged.length)).toBe(md5(fw.merged));
+
+    // The next process's board boots what this one wrote.
+    const port = await resolvePort('virtual:desk', {
+      virtualDir: join(dir, 'virtual'),
+      timing: FAST,
+    });
+    try {
+      await port.virtual?.board.waitForLine(/App version:\s+2\.7\.0/, 10_000);
+    } finally {
+      port.virtual?.dispose();
+    }
+  });
+
+  it('writes an app image at its partition, after a merged image', {
+    timeout: 60_000,
+  }, async () => {
+    const base = firmware('esp32s3', '2.7.0');
+    const next = firmware('esp32s3', '2.7.1');
+    const { context, out } = capture();
+    expect(await flashCommand(context, base.merged, { port: 'virtual:desk' })).toBe(0);
+    expect(await flashCommand(context, next.app, { port: 'virtual:desk', offset: '0x20000' })).toBe(
+      0,
+    );
+    expect(out.stdout).toMatch(/image: app image for esp32s3, xiaozhi 2\.7\.1 .* at 0x20000/);
+    expect(flashFileMd5('desk', 0x20000, next.fw.app.length)).toBe(md5(next.fw.app));
+    const wrong = await flashCommand(context, next.app, {
+      port: 'virtual:desk',
+      offset: '0x30000',
+    });
+    expect(wrong).toBe(2);
+    expect(out.stderr).toMatch(
+      /^xiaozhi-mcp: flash virtual:desk: 0x30000 is not an app partition on this board; its app partitions: ota_0 at 0x20000, ota_1 at 0x410000$/m,
+    );
+  });
+
+  it('refuses an image for another chip, writing nothing', { timeout: 60_000 }, async () => {
+    const { merged } = firmware('esp32c3');
+    const { context, out } = capture();
+    const code = await flashCommand(context, merged, { port: 'virtual:desk' });
+    expect(code).toBe(1);
+    expect(out.stderr).toMatch(
+      /^xiaozhi-mcp: flash virtual:desk: refusing to flash: part 1 at 0x0 is an image for esp32c3 .* the board is an esp32s3 .*; use the esp32s3 build\n$/,
+    );
+    expect(flashFileMd5('desk', 0, 4096)).toBe(md5(new Uint8Array(4096).fill(0xff)));
+  });
+
+  it('refuses a partition table bigger than the board flash', { timeout: 60_000 }, async () => {
+    const { merged } = firmware();
+    const { context, out } = capture();
+    const code = await flashCommand(context, merged, { port: 'virtual:small', flashSize: '4' });
+    expect(code).toBe(2);
+    expect(out.stderr).toMatch(
+      /the image's partition table needs 16 MB of flash, the board has 4 MB; use the build for 4 MB boards/,
+    );
+  });
+
+  it('retries once at a lower baud rate and reports the flash as flaky', {
+    timeout: 60_000,
+  }, async () => {
+    const { fw, merged } = firmware();
+    let corrupted = false;
+    const { context, out } = capture({
+      onVirtual: (virtual) => {
+        virtual.device.faults = {
+          flashBlock: () => {
+            if (corrupted) return undefined;
+            corrupted = true;
+            return 'corrupt';
+          },
+        };
+      },
+    });
+    expect(await flashCommand(context, merged, { port: 'virtual:desk' })).toBe(0);
+    expect(out.stdout).toMatch(
+      /^flash: the write at 921600 baud failed; retrying once at 115200 baud$/m,
+    );
+    expect(out.stdout).toMatch(/ at 115200 baud; MD5 verified /);
+    expect(out.stdout).toMatch(
+      /^flaky: the first attempt at 921600 baud failed \(verify part 1 at 0x0: .*MD5.*\); the retry at 115200 baud succeeded/m,
+    );
+    expect(flashFileMd5('desk', 0, fw.merged.length)).toBe(md5(fw.merged));
+  });
+
+  it('draws a progress bar on a terminal', { timeout: 60_000 }, async () => {
+    const { merged } = firmware();
+    const terminal = Object.assign(new PassThrough(), { isTTY: true, columns: 100 });
+    let drawn = '';
+    terminal.on('data', (chunk: Buffer) => {
+      drawn += chunk.toString();
+    });
+    const { context, out } = capture({ terminal });
+    expect(await flashCommand(context, merged, { port: 'virtual:desk' })).toBe(0);
+    expect(drawn).toMatch(/flash \|.*\| 100% \| 131776\/131776 bytes \| attempt 1/);
+    expect(out.stdout).not.toMatch(/^flash: \d+%$/m);
+  });
+
+  it('fails clearly when the board is busy, the file is missing or the options are wrong', {
+    timeout: 60_000,
+  }, async () => {
+    const { merged } = firmware();
+    const { context, out } = capture();
+    const holder = await resolvePort('virtual:desk', {
+      virtualDir: join(dir, 'virtual'),
+      create: { preset: 'bread-compact-wifi', flashSizeMb: 16 },
+      timing: FAST,
+    });
+    try {
+      expect(await flashCommand(context, merged, { port: 'virtual:desk' })).toBe(1);
+      expect(out.stderr).toMatch(
+        /^xiaozhi-mcp: flash virtual:desk: virtual:desk is in use by another process \(pid \d+\); close the other program \(a monitor, a flash\) first\n$/,
+      );
+    } finally {
+      holder.virtual?.dispose();
+    }
+    const cases: [Parameters<typeof flashCommand>[2], string, RegExp][] = [
+      [{ port: 'virtual:desk' }, join(dir, 'none.bin'), /cannot read .*none\.bin: no such file/],
+      [{ port: 'virtual:desk', baud: 'fast' }, merged, /--baud must be a baud rate/],
+      [{ port: 'virtual:desk', offset: '0x123' }, merged, /not a multiple of 0x1000/],
+      [{ port: 'virtual:desk', flashSize: '32' }, merged, /--flash-size must be 4, 8 or 16/],
+      [{ port: 'virtual:desk', board: 'toaster' }, merged, /unknown board preset "toaster"/],
+      [{ port: 'ttyUSB0' }, merged, /port selector 'ttyUSB0'/],
+    ];
+    for (const [options, file, message] of cases) {
+      const { context: c, out: o } = capture();
+      expect(await flashCommand(c, file, options)).toBe(2);
+      expect(o.stderr).toMatch(message);
+      expect(o.stderr.split('\n')).toHaveLength(2);
+    }
+  });
+});
+
+describe('hil flash', () => {
+  it('is registered in the hil CLI, with exit 3 for a missing port', {
+    timeout: 60_000,
+  }, async () => {
+    const { merged } = firmware();
+    const out = { stdout: '', stderr: '' };
+    const io = {
+      stdout: (t: string) => (out.stdout += t),
+      stderr: (t: string) => (out.stderr += t),
+    };
+    const previous = process.env.XIAOZHI_VIRTUAL_DIR;
+    process.env.XIAOZHI_VIRTUAL_DIR = join(dir, 'virtual');
+    try {
+      expect(await main(['flash', merged, '--port', 'virtual:rig1'], io)).toBe(0);
+      expect(out.stdout).toMatch(/MD5 verified/);
+      expect(await main(['flash', merged, '--port', '/dev/ttyNOPE9'], io)).toBe(3);
+      expect(out.stderr).toMatch(/^hil: flash \/dev\/ttyNOPE9: no serial port matches/m);
+      expect(await main(['flash'], io)).toBe(2);
+    } finally {
+      if (previous === undefined) delete process.env.XIAOZHI_VIRTUAL_DIR;
+      else process.env.XIAOZHI_VIRTUAL_DIR = previous;
+    }
+  });
+});

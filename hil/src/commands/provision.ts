@@ -1,0 +1,158 @@
+/**
+ * `provision`: writes Wi-Fi credentials and the OTA URL (optionally the WebSocket URL and
+ * token) into the board's NVS partition, found through the partition table the board itself
+ * holds at 0x8000. Entries already there that we do not set (`board/uuid`, the volume...) are
+ * kept, so the board keeps its identity. Then a hard reset, so it boots with them.
+ */
+import {
+  FirmwareError,
+  type ProvisionSettings,
+  provisionBoard,
+  provisionEntries,
+} from '@xiaozhi-mcp/firmware';
+import { type Command, Option } from 'commander';
+import { DEFAULT_FLASH_BAUD, describeChip, flasherFor, hex } from './flash.js';
+import {
+  openCommandPort,
+  type PortOptions,
+  parseBaud,
+  runReported,
+  type SerialCommandContext,
+  SerialCommandError,
+  usageError,
+} from './port-resolver.js';
+
+export interface ProvisionCommandOptions extends PortOptions {
+  readonly ssid?: string;
+  readonly password?: string;
+  readonly otaUrl?: string;
+  readonly wsUrl?: string;
+  readonly wsToken?: string;
+  readonly baud?: string;
+}
+
+/** The settings, checked as the firmware would before anything touches the board. */
+export function provisionSettings(options: ProvisionCommandOptions): ProvisionSettings {
+  if (options.ssid === undefined) throw usageError('--ssid is required');
+  if (options.password === undefined)
+    throw usageError('--password is required (use --password "" for an open network)');
+  if (options.otaUrl === undefined) throw usageError('--ota-url is required');
+  if (options.wsToken !== undefined && options.wsUrl === undefined)
+    throw usageError('--ws-token needs --ws-url');
+  const settings: ProvisionSettings = {
+    ssid: options.ssid,
+    password: options.password,
+    otaUrl: options.otaUrl,
+    ...(options.wsUrl === undefined
+      ? {}
+      : {
+          websocket: {
+            url: options.wsUrl,
+            ...(options.wsToken === undefined ? {} : { token: options.wsToken }),
+          },
+        }),
+  };
+  // Throws OPTION_INVALID (exit 2) for an SSID, password or URL the firmware would not take.
+  provisionEntries(settings);
+  return settings;
+}
+
+/** `provision`: resolves to the exit code; failures are reported as one line. */
+export async function provisionCommand(
+  context: SerialCommandContext,
+  options: ProvisionCommandOptions,
+): Promise<number> {
+  let label = options.port ?? '';
+  return runReported(
+    context,
+    () => `provision${label === '' ? '' : ` ${label}`}`,
+    async () => {
+      const settings = provisionSettings(options);
+      const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
+      const port = await openCommandPort(context, options, (selector) => {
+        label = selector;
+      });
+      label = port.label;
+      const flasher = flasherFor(port);
+      try {
+        const chip = await flasher.connect();
+        context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
+        const result = await provisionBoard(
+          {
+            readPartitionTable: () =>
+              flasher.readPartitionTable().catch((error: unknown) => {
+                if (!(error instanceof FirmwareError && error.code === 'PARTITION_INVALID'))
+                  throw error;
+                throw new SerialCommandError(
+                  `the board has no valid partition table at 0x8000 (${error.message}); flash a firmware first`,
+                  'failed',
+                );
+              }),
+            readFlash: (offset, size) => flasher.readFlash(offset, size),
+            flash: (parts) => flasher.flash(parts, { reset: false, baudRate: baud }),
+          },
+          settings,
+        );
+        // The password is a secret: say that it is set, never what it is.
+        const written = result.entries
+          .filter((e) => !result.kept.includes(e))
+          .map((e) =>
+            e.namespace === 'wifi' && e.key === 'password'
+              ? `wifi/password (${String(e.value).length === 0 ? 'empty' : 'set'})`
+              : e.key === 'token'
+                ? `${e.namespace}/token (set)`
+                : `${e.namespace}/${e.key}=${String(e.value)}`,
+          );
+        const kept = result.kept.map((e) => `${e.namespace}/${e.key}`);
+        context.out.stdout(
+          `nvs partition '${result.partition.label}' at ${hex(result.partition.offset)} (${result.partition.size} bytes): wrote ${written.join(', ')}\n`,
+        );
+        context.out.stdout(
+          `kept ${kept.length} existing entr${kept.length === 1 ? 'y' : 'ies'}${kept.length === 0 ? '' : `: ${kept.join(', ')}`}\n`,
+        );
+        await flasher.disconnect({ reset: true });
+        context.out.stdout(
+          `${port.label}: hard reset; the board joins ${settings.ssid} and checks ${settings.otaUrl}\n`,
+        );
+        return 0;
+      } finally {
+        await flasher.disconnect().catch(() => {});
+        port.virtual?.dispose();
+      }
+    },
+  );
+}
+
+export function registerProvisionCommand(
+  program: Command,
+  context: SerialCommandContext,
+  setExit: (code: number) => void,
+): Command {
+  return program
+    .command('provision')
+    .description(
+      "write Wi-Fi and the OTA URL into the board's NVS (keeping its other entries, like board/uuid), then reset it",
+    )
+    .requiredOption('--ssid <ssid>', 'the Wi-Fi network')
+    .requiredOption('--password <password>', 'the Wi-Fi password ("" for an open network)')
+    .requiredOption('--ota-url <url>', 'the OTA endpoint the board checks at boot (wifi/ota_url)')
+    .option(
+      '--ws-url <url>',
+      'a WebSocket URL to store (websocket/url); the OTA reply usually sets it',
+    )
+    .option('--ws-token <token>', 'the WebSocket token (websocket/token), with --ws-url')
+    .option(
+      '--port <selector>',
+      'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name> or virtual:<name> (default: the only board attached)',
+    )
+    .option('--baud <rate>', 'write rate', String(DEFAULT_FLASH_BAUD))
+    .addOption(
+      new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
+    )
+    .addOption(
+      new Option('--flash-size <mb>', "a new virtual board's flash: 4, 8 or 16 (default 16)"),
+    )
+    .action(async (options: ProvisionCommandOptions) =>
+      setExit(await provisionCommand(context, options)),
+    );
+}
