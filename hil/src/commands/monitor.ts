@@ -194,7 +194,11 @@ class MonitorSession {
     return this.#panics;
   }
 
-  async run(options: { reset: boolean; timeoutMs: number | undefined }): Promise<Outcome> {
+  async run(options: {
+    reset: boolean;
+    timeoutMs: number | undefined;
+    announce?: () => void;
+  }): Promise<Outcome> {
     const done = new Promise<Outcome>((resolve) => {
       this.#settle = (outcome) => {
         if (this.#outcome !== undefined) return;
@@ -209,6 +213,8 @@ class MonitorSession {
     external?.addEventListener('abort', stop, { once: true });
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
+    // Announced only once Ctrl-C is handled, so a Ctrl-C right after the banner stops cleanly.
+    options.announce?.();
     try {
       if (external?.aborted) return { kind: 'stopped' };
       if (options.timeoutMs !== undefined)
@@ -368,18 +374,21 @@ export async function monitorCommand(
           until === undefined ? undefined : `a line matching ${until}`,
           'Ctrl-C',
         ].filter((part) => part !== undefined);
-        context.out.stderr(
-          `--- monitor ${port.label} at ${baud} baud until ${ending.join(' or ')} ---\n`,
-        );
-        if (options.click === true && options.reset !== true && port.virtual === undefined) {
+        const announce = () => {
           context.out.stderr(
-            '--- --click waits for the board to report idle; add --reset if it is already running ---\n',
+            `--- monitor ${port.label} at ${baud} baud until ${ending.join(' or ')} ---\n`,
           );
-        }
+          if (options.click === true && options.reset !== true && port.virtual === undefined) {
+            context.out.stderr(
+              '--- --click waits for the board to report idle; add --reset if it is already running ---\n',
+            );
+          }
+        };
         const started = performance.now();
         const outcome = await session.run({
           reset: options.reset === true,
           timeoutMs: seconds === undefined ? undefined : seconds * 1000,
+          announce,
         });
         const elapsed = ((performance.now() - started) / 1000).toFixed(1);
         const summary = `${elapsed} s, ${session.lines} lines, ${describePanics(session.panics)}`;
