@@ -427,26 +427,63 @@ export function buildAppImage(options: BuildAppImageOptions): Uint8Array {
     first = grown;
   }
   const segments = [{ loadAddress: chip.dromBase + APP_DESC_OFFSET, data: first }, ...extras];
+  return writeImage(
+    {
+      chipId: chip.id,
+      spiMode: checkInteger('spiMode', options.spiMode ?? 2, 0xff),
+      spiSizeSpeed:
+        (checkInteger('spiSize', options.spiSize ?? 4, 0xf) << 4) |
+        checkInteger('spiSpeed', options.spiSpeed ?? 0xf, 0xf),
+      entryAddress: checkInteger(
+        'entryAddress',
+        options.entryAddress ?? extras[0]?.loadAddress ?? 0,
+        0xffff_ffff,
+      ),
+      minChipRevFull: checkInteger('minChipRevFull', options.minChipRevFull ?? 0, 0xffff),
+      maxChipRevFull: checkInteger('maxChipRevFull', options.maxChipRevFull ?? 0, 0xffff),
+      hashAppended,
+    },
+    segments,
+  );
+}
+
+/** The header fields {@link writeImage} needs. */
+export interface ImageFields {
+  readonly chipId: number;
+  readonly spiMode: number;
+  /** Flash size in the high nibble, speed in the low one. */
+  readonly spiSizeSpeed: number;
+  readonly entryAddress: number;
+  readonly minChipRevFull?: number;
+  readonly maxChipRevFull?: number;
+  readonly hashAppended: boolean;
+}
+
+/**
+ * Writes an ESP image: the 24-byte header, each segment with its header, the XOR checksum
+ * at the end of its 16-byte block, and the SHA-256 of everything before it when asked.
+ * App images and bootloaders share this layout.
+ */
+export function writeImage(
+  fields: ImageFields,
+  segments: readonly { loadAddress: number; data: Uint8Array }[],
+): Uint8Array {
   const total = imageSize(
     segments.map((s) => s.data.length),
-    hashAppended,
+    fields.hashAppended,
   );
-
   const out = new Uint8Array(total);
   const dv = view(out);
   out[0] = IMAGE_MAGIC;
   out[1] = segments.length;
-  out[2] = checkInteger('spiMode', options.spiMode ?? 2, 0xff);
-  out[3] =
-    (checkInteger('spiSize', options.spiSize ?? 4, 0xf) << 4) |
-    checkInteger('spiSpeed', options.spiSpeed ?? 0xf, 0xf);
-  const entry = options.entryAddress ?? extras[0]?.loadAddress ?? 0;
-  dv.setUint32(4, checkInteger('entryAddress', entry, 0xffff_ffff), true);
+  out[2] = fields.spiMode;
+  out[3] = fields.spiSizeSpeed;
+  dv.setUint32(4, fields.entryAddress, true);
   out[8] = WP_PIN_DISABLED;
-  dv.setUint16(12, chip.id, true);
-  dv.setUint16(15, checkInteger('minChipRevFull', options.minChipRevFull ?? 0, 0xffff), true);
-  dv.setUint16(17, checkInteger('maxChipRevFull', options.maxChipRevFull ?? 0, 0xffff), true);
-  out[23] = hashAppended ? 1 : 0;
+  dv.setUint16(12, fields.chipId, true);
+  dv.setUint16(15, fields.minChipRevFull ?? 0, true);
+  dv.setUint16(17, fields.maxChipRevFull ?? 0, true);
+  out[23] = fields.hashAppended ? 1 : 0;
 
   let position = IMAGE_HEADER_SIZE;
   let checksum = CHECKSUM_SEED;
@@ -459,7 +496,7 @@ export function buildAppImage(options: BuildAppImageOptions): Uint8Array {
   }
   const checksumOffset = checksumOffsetAfter(position);
   out[checksumOffset] = checksum;
-  if (hashAppended) {
+  if (fields.hashAppended) {
     const digest = createHash('sha256')
       .update(out.subarray(0, checksumOffset + 1))
       .digest();

@@ -3,6 +3,7 @@ export type {
   AppImage,
   BuildAppImageOptions,
   BuildSegment,
+  ImageFields,
   ImageHeader,
   ImageSegment,
   VerifiedAppImage,
@@ -20,6 +21,7 @@ export {
   readImageHeader,
   SEGMENT_HEADER_SIZE,
   verifyAppImage,
+  writeImage,
 } from './app-image.js';
 export type { ChipInfo, ChipName } from './chips.js';
 export { CHIPS, chipById, chipByName, INVALID_CHIP_ID, isChipName } from './chips.js';

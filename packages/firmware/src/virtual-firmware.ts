@@ -20,6 +20,7 @@ import {
   IMAGE_MAGIC,
   readAppImage,
   SEGMENT_HEADER_SIZE,
+  writeImage,
 } from './app-image.js';
 import type { ChipName } from './chips.js';
 import { chipByName } from './chips.js';
@@ -143,7 +144,6 @@ const PARTITIONS: Readonly<Record<number, readonly PartitionInput[]>> = {
 };
 const SPI_MODE_DIO = 2;
 const SPI_SPEED_80M = 0xf;
-const CHECKSUM_SEED = 0xef;
 const BOARD_PATTERN = /^[\x21-\x7e]{1,64}$/;
 
 function invalid(message: string): FirmwareError {
@@ -181,42 +181,17 @@ export function buildVirtualBootloader(chip: ChipName, flashSizeMb: 4 | 8 | 16 =
     { loadAddress: ram.bootloaderIram, data: filler(`${info.name}/loader`, 256) },
     { loadAddress: ram.bootloaderIram + 0x2000, data: filler(`${info.name}/text`, 512) },
   ];
-  const hashAppended = info.name !== 'esp32';
-  const end = segments.reduce(
-    (sum, s) => sum + SEGMENT_HEADER_SIZE + s.data.length,
-    IMAGE_HEADER_SIZE,
+  // The ESP32's ROM does not check a bootloader hash (the corpus ESP32 bootloader has none).
+  return writeImage(
+    {
+      chipId: info.id,
+      spiMode: SPI_MODE_DIO,
+      spiSizeSpeed: ((SPI_SIZE[flashSizeMb] ?? 4) << 4) | SPI_SPEED_80M,
+      entryAddress: ram.bootloaderIram + 0x2000,
+      hashAppended: info.name !== 'esp32',
+    },
+    segments,
   );
-  // The checksum byte ends a 16-byte block.
-  const checksumOffset = end + 15 - (end % 16);
-  const out = new Uint8Array(checksumOffset + 1 + (hashAppended ? 32 : 0));
-  const dv = new DataView(out.buffer);
-  out[0] = IMAGE_MAGIC;
-  out[1] = segments.length;
-  out[2] = SPI_MODE_DIO;
-  out[3] = ((SPI_SIZE[flashSizeMb] ?? 4) << 4) | SPI_SPEED_80M;
-  dv.setUint32(4, ram.bootloaderIram + 0x2000, true);
-  out[8] = 0xee; // WP pin configured by software, as ESP-IDF writes it
-  dv.setUint16(12, info.id, true);
-  out[23] = hashAppended ? 1 : 0;
-  let position = IMAGE_HEADER_SIZE;
-  let checksum = CHECKSUM_SEED;
-  for (const segment of segments) {
-    dv.setUint32(position, segment.loadAddress, true);
-    dv.setUint32(position + 4, segment.data.length, true);
-    out.set(segment.data, position + SEGMENT_HEADER_SIZE);
-    for (const byte of segment.data) checksum ^= byte;
-    position += SEGMENT_HEADER_SIZE + segment.data.length;
-  }
-  out[checksumOffset] = checksum;
-  if (hashAppended) {
-    out.set(
-      createHash('sha256')
-        .update(out.subarray(0, checksumOffset + 1))
-        .digest(),
-      checksumOffset + 1,
-    );
-  }
-  return out;
 }
 
 /**
