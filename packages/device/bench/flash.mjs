@@ -1,0 +1,602 @@
+// Benchmark of flashing a virtual board: the real esptool-js, through our Flasher and
+// NodeWebSerialPort, into a VirtualBoard behind the throttled virtual serial binding. Every flash
+// is printed against the wire time of the bytes it moved at the emulated baud rate, and against
+// an echo baseline measured in this run: the same writes, replayed through the same throttled
+// port to the ROM emulator, with no esptool in the way.
+//
+//   node bench/flash.mjs [--bauds 115200,460800,921600] [--images merged-padded,merged-app,app-1m] ...
+//
+// See bench/README.md for what each figure means. It imports the BUILT packages (dist/): run
+// `npx turbo run build` first. Exit codes: 0 done (whatever the figures), 1 error, 3 the global
+// timeout, 130 interrupted.
+import { createCipheriv, createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deflateSync } from 'node:zlib';
+import { FlashStorage, VirtualBoard, VirtualSerialBinding } from '@xiaozhi-mcp/device';
+import { buildVirtualFirmware, Flasher, NodeWebSerialPort } from '@xiaozhi-mcp/firmware';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const MiB = 1024 * 1024;
+const FLASH_SIZE = 4 * MiB;
+const TIMING = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
+const TARGET = 1.1;
+const IMAGE_NAMES = ['merged-padded', 'merged-app', 'app-1m'];
+
+// --- options --------------------------------------------------------------------------------------
+function parseOptions(argv) {
+  const list = (name, value, parse) => {
+    const items = String(value)
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    if (items.length === 0) throw new Error(`--${name} needs at least one value`);
+    return items.map((item) => parse(name, item));
+  };
+  const baud = (name, value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 9600 || n > 5_000_000)
+      throw new Error(`--${name}: ${JSON.stringify(value)} is not a baud rate`);
+    return n;
+  };
+  const image = (name, value) => {
+    if (!IMAGE_NAMES.includes(value))
+      throw new Error(`--${name}: unknown image ${value} (one of ${IMAGE_NAMES.join(', ')})`);
+    return value;
+  };
+  const number = (min, max) => (name, value) => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < min || n > max)
+      throw new Error(`--${name} must be a number from ${min} to ${max}, got ${value}`);
+    return n;
+  };
+  const options = {
+    bauds: [115_200, 460_800, 921_600],
+    images: [...IMAGE_NAMES],
+    appMb: 2.5,
+    appRatio: 1,
+    baseline: true,
+    warmup: true,
+    timeout: 1800,
+    json: resolve(HERE, 'last-run.json'),
+  };
+  const names = {
+    '--bauds': ['bauds', (n, v) => list(n, v, baud)],
+    '--images': ['images', (n, v) => list(n, v, image)],
+    '--app-mb': ['appMb', number(0.0625, 2.9)],
+    '--app-ratio': ['appRatio', number(1, 8)],
+    '--timeout': ['timeout', number(10, 86_400)],
+    '--json': ['json', (_n, v) => resolve(v)],
+  };
+  for (let i = 0; i < argv.length; i++) {
+    let arg = argv[i];
+    if (arg === '--help' || arg === '-h') {
+      console.log(`usage: node bench/flash.mjs [options]
+  --bauds LIST        flash baud rates (default 115200,460800,921600)
+  --images LIST       merged-padded, merged-app, app-1m (default: all three)
+  --app-mb MB         app size in the merged-app image, from 0x10000 (default 2.5)
+  --app-ratio R       how compressible the random app data is (default 1: incompressible;
+                      1.6 is what a real xiaozhi app does)
+  --no-baseline       skip the echo baseline (halves the run time)
+  --no-warmup         skip the untimed warm-up flash
+  --timeout S         bound on the whole run, seconds (default 1800)
+  --json PATH         where to write the figures (default bench/last-run.json)`);
+      process.exit(0);
+    }
+    if (arg === '--no-baseline') {
+      options.baseline = false;
+      continue;
+    }
+    if (arg === '--no-warmup') {
+      options.warmup = false;
+      continue;
+    }
+    let value;
+    if (arg.includes('='))
+      [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
+    const spec = names[arg];
+    if (spec === undefined) throw new Error(`unknown option ${arg} (try --help)`);
+    value ??= argv[++i];
+    if (value === undefined) throw new Error(`${arg} needs a value`);
+    options[spec[0]] = spec[1](
+      spec[0].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`),
+      value,
+    );
+  }
+  return options;
+}
+
+// --- images ---------------------------------------------------------------------------------------
+const md5 = (data) => createHash('md5').update(data).digest('hex');
+
+/** Deterministic pseudo-random bytes (AES-128-CTR of zeros), so every run flashes the same images. */
+function randomBytesSeeded(length, seed) {
+  const key = createHash('sha256').update(`flash-bench/${seed}`).digest().subarray(0, 16);
+  const cipher = createCipheriv('aes-128-ctr', key, Buffer.alloc(16));
+  return new Uint8Array(cipher.update(Buffer.alloc(length)));
+}
+
+/**
+ * `length` bytes of app-like filler: incompressible when `ratio` is 1; otherwise each 4 KiB holds
+ * 4096/ratio random bytes and a repeated pattern, so zlib compresses it about `ratio` times.
+ */
+function appFiller(length, ratio, seed) {
+  const random = randomBytesSeeded(length, seed);
+  if (ratio <= 1) return random;
+  const out = new Uint8Array(length);
+  const keep = Math.round(4096 / ratio);
+  for (let at = 0; at < length; at += 4096) {
+    const end = Math.min(length, at + 4096);
+    out.set(random.subarray(at, Math.min(end, at + keep)), at);
+    for (let i = at + keep; i < end; i++) out[i] = (i * 7) & 0x3f;
+  }
+  return out;
+}
+
+function buildImages(options) {
+  const fw = buildVirtualFirmware({
+    chip: 'esp32s3',
+    version: '2.6.0',
+    board: 'bread-compact-wifi',
+    flashSizeMb: 4,
+    padToFlashSize: true,
+  });
+  const images = {};
+  images['merged-padded'] = {
+    name: 'merged-padded',
+    description: `4 MB merged image (bootloader, table, ${fw.app.length} B app, 0xFF to the flash size) at 0x0`,
+    realistic: false,
+    offset: 0,
+    data: fw.merged,
+  };
+  const appBytes = Math.round(options.appMb * MiB);
+  const merged = new Uint8Array(fw.merged);
+  merged.set(
+    appFiller(appBytes - fw.app.length, options.appRatio, 'merged-app'),
+    fw.appOffset + fw.app.length,
+  );
+  images['merged-app'] = {
+    name: 'merged-app',
+    description: `the same with a ${options.appMb} MiB app at 0x${fw.appOffset.toString(16)} (the virtual app, then random data${options.appRatio > 1 ? ` compressible ${options.appRatio}×` : ''}), 0xFF after it`,
+    realistic: true,
+    offset: 0,
+    data: merged,
+  };
+  const app = appFiller(MiB, options.appRatio, 'app-1m');
+  app.set(fw.app);
+  images['app-1m'] = {
+    name: 'app-1m',
+    description: `a 1 MiB app image at 0x20000 (the virtual app's header and segments, then random data${options.appRatio > 1 ? ` compressible ${options.appRatio}×` : ''})`,
+    realistic: true,
+    offset: 0x20000,
+    data: app,
+  };
+  return options.images.map((name) => images[name]);
+}
+
+// --- a rig: a board with an empty 4 MB flash on a CP2102, as flash.test.ts builds it --------------
+let nextMac = 1;
+
+async function rig() {
+  const flash = new FlashStorage({ size: FLASH_SIZE });
+  const mac = `f4:12:fa:5e:01:${(nextMac++ & 0xff).toString(16).padStart(2, '0')}`;
+  const board = new VirtualBoard({ flash, timing: TIMING, mac });
+  const binding = new VirtualSerialBinding();
+  const device = binding.attach(board);
+  const [info] = await binding.list();
+  if (info === undefined) throw new Error('the virtual board is not listed');
+  const port = NodeWebSerialPort.fromPortInfo(binding, info);
+  const close = () => {
+    board.powerOff();
+    binding.detach(device);
+  };
+  return { flash, board, binding, device, port, close };
+}
+
+/** Wire counters and clocks at one instant. */
+function snapshot(device) {
+  const { toBoard, toHost } = device.stats;
+  return {
+    at: performance.now(),
+    cpu: process.cpuUsage(),
+    boardBytes: toBoard.bytes,
+    boardMs: toBoard.wireMs,
+    hostBytes: toHost.bytes,
+    hostMs: toHost.wireMs,
+  };
+}
+
+/** From snapshot `a` to snapshot `b`: wall, CPU and wire in each direction. */
+function span(a, b) {
+  const cpuUs = b.cpu.user - a.cpu.user + (b.cpu.system - a.cpu.system);
+  const toBoardMs = b.boardMs - a.boardMs;
+  const toHostMs = b.hostMs - a.hostMs;
+  return {
+    wallMs: b.at - a.at,
+    cpuMs: cpuUs / 1000,
+    toBoardBytes: b.boardBytes - a.boardBytes,
+    toHostBytes: b.hostBytes - a.hostBytes,
+    toBoardMs,
+    toHostMs,
+    wireMs: toBoardMs + toHostMs,
+  };
+}
+
+// --- one flash ------------------------------------------------------------------------------------
+async function flashCase(image, baudRate) {
+  const { flash, board, device, port, close } = await rig();
+  const marks = {};
+  const blockMarks = [];
+  let writes;
+  let compressedBytes;
+  const flasher = new Flasher({
+    port,
+    log: (line) => {
+      // esptool-js's messages, timed as they are printed (the callback is synchronous).
+      if (line.startsWith('Writing at ')) {
+        const s = snapshot(device);
+        marks.blocksStart ??= s;
+        blockMarks.push(s);
+      } else if (line.startsWith('Compressed ')) {
+        compressedBytes = Number(/to (\d+)/.exec(line)?.[1]);
+      } else if (line.startsWith('Wrote ')) {
+        marks.blocksEnd = snapshot(device);
+      } else if (line.startsWith('Hash of data verified')) {
+        marks.verified = snapshot(device);
+      }
+    },
+  });
+  try {
+    board.powerOn();
+    const c0 = snapshot(device);
+    const chip = await flasher.connect();
+    const c1 = snapshot(device);
+    // Every host write of the flash, with its rate: the echo baseline replays them. Observation
+    // only: the wrapper calls through to the device's own method.
+    writes = [];
+    const hostSend = device.hostSend.bind(device);
+    device.hostSend = (bytes, baud) => {
+      writes.push({ bytes: bytes.length, baud });
+      return hostSend(bytes, baud);
+    };
+    const f0 = snapshot(device);
+    const result = await flasher.flash([{ offset: image.offset, data: image.data }], { baudRate });
+    const f1 = snapshot(device);
+    device.hostSend = hostSend;
+    const md5Ok = flash.md5(image.offset, image.data.length) === md5(image.data);
+    if (result.flaky) throw new Error(`the flash was retried: ${result.firstError}`);
+    for (const mark of ['blocksStart', 'blocksEnd', 'verified'])
+      if (marks[mark] === undefined)
+        throw new Error(`esptool-js did not print the line that marks ${mark}: its log changed?`);
+    const blocks = blockMarks.length;
+    const blockSpan = span(marks.blocksStart, marks.blocksEnd);
+    // Per block: from one "Writing at" to the next (the last one to "Wrote", which includes FLASH_DEFL_END).
+    const gaps = [];
+    const ends = [...blockMarks.slice(1), marks.blocksEnd];
+    for (let i = 0; i < blocks && ends[i] !== undefined; i++) {
+      const s = span(blockMarks[i], ends[i]);
+      gaps.push(s.wallMs - s.wireMs);
+    }
+    gaps.sort((a, b) => a - b);
+    return {
+      image: image.name,
+      realistic: image.realistic,
+      baudRate,
+      imageBytes: image.data.length,
+      compressedBytes,
+      chip: chip.description,
+      connect: span(c0, c1),
+      flash: span(f0, f1),
+      phases: {
+        prepare: span(f0, marks.blocksStart),
+        blocks: blockSpan,
+        verify: span(marks.blocksEnd, marks.verified),
+        resetClose: span(marks.verified, f1),
+      },
+      blockCount: blocks,
+      blockOverheadMs: {
+        mean: gaps.reduce((a, b) => a + b, 0) / Math.max(1, gaps.length),
+        p50: gaps[Math.floor(gaps.length / 2)] ?? Number.NaN,
+        max: gaps.at(-1) ?? Number.NaN,
+      },
+      md5Ok,
+      writes,
+    };
+  } finally {
+    await flasher.disconnect().catch(() => {});
+    close();
+  }
+}
+
+// --- the echo baseline ----------------------------------------------------------------------------
+const SLIP_END = 0xc0;
+const READ_REG = 0x0a;
+
+/**
+ * A frame of exactly `n` bytes on the wire that the ROM decodes and answers at once: a READ_REG
+ * request whose size field (0xFFFF) does not match its data, which the ROM refuses with a
+ * 12-byte status reply, the size of the stub's FLASH_DEFL_DATA acknowledgement. The filler
+ * (0x55) needs no SLIP escaping.
+ */
+function echoFrame(n) {
+  if (n < 10) throw new Error(`cannot replay a ${n}-byte write`);
+  const frame = new Uint8Array(n).fill(0x55);
+  frame.set([SLIP_END, 0x00, READ_REG, 0xff, 0xff, 0, 0, 0, 0]);
+  frame[n - 1] = SLIP_END;
+  return frame;
+}
+
+/**
+ * Replays `writes` (the flash's host writes, each at its rate) to a fresh board's ROM through the
+ * same binding, NodeWebSerialPort and throttle, stop-and-wait as esptool does: write a frame (the
+ * write resolves when its last byte has reached the board), then read until the ROM's reply frame
+ * is in. No esptool, no compression, no flash writes, no sleeps.
+ */
+async function echoBaseline(writes) {
+  const { board, device, port, close } = await rig();
+  let reader;
+  let writer;
+  try {
+    board.reset('EXT_SYS_RST', { download: true });
+    await board.waitForState('download', 5000);
+    // Opened after the reset, so the ROM's banner (sent only to an open port) is not in the way.
+    await port.open({ baudRate: writes[0].baud });
+    reader = port.readable.getReader();
+    writer = port.writable.getWriter();
+    const frames = writes.map((w) => echoFrame(w.bytes));
+    let ends = 0;
+    let needed = 0;
+    const s0 = snapshot(device);
+    for (let i = 0; i < writes.length; i++) {
+      if (port.baudRate !== writes[i].baud) await port.setBaudRate(writes[i].baud);
+      await writer.write(frames[i]);
+      needed += 2;
+      while (ends < needed) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error('the port closed during the echo baseline');
+        for (const byte of value) if (byte === SLIP_END) ends++;
+      }
+    }
+    const s1 = snapshot(device);
+    return { ...span(s0, s1), roundTrips: writes.length };
+  } finally {
+    reader?.releaseLock();
+    writer?.releaseLock();
+    await port.close().catch(() => {});
+    close();
+  }
+}
+
+// --- printing -------------------------------------------------------------------------------------
+const s = (ms) => (ms / 1000).toFixed(2);
+const size = (bytes) =>
+  bytes >= MiB ? `${(bytes / MiB).toFixed(2)}M` : `${(bytes / 1024).toFixed(1)}K`;
+const ratio = (x) => (Number.isFinite(x) ? `${x.toFixed(3)}×` : '-');
+const pad = (cells, widths) =>
+  cells
+    .map((c, i) => (i < 2 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
+    .join(' ');
+
+function tables(rows) {
+  const head1 = [
+    'image',
+    'baud',
+    'image',
+    'sent',
+    'connect s',
+    'conn wire',
+    'flash s',
+    '→board s',
+    '→host s',
+    'wire s',
+    'wall/wire',
+    'echo s',
+    'echo/wire',
+    'flash/echo',
+    'KiB/s',
+    'md5',
+  ];
+  const w1 = [14, 7, 6, 7, 9, 9, 8, 9, 8, 7, 9, 7, 9, 10, 6, 4];
+  const out = [pad(head1, w1)];
+  for (const r of rows) {
+    if (r.error) {
+      out.push(`${pad([r.image, r.baudRate], w1.slice(0, 2))} FAILED: ${r.error}`);
+      continue;
+    }
+    const f = r.flash;
+    const e = r.echo;
+    out.push(
+      pad(
+        [
+          r.image,
+          r.baudRate,
+          size(r.imageBytes),
+          size(f.toBoardBytes),
+          s(r.connect.wallMs),
+          s(r.connect.wireMs),
+          s(f.wallMs),
+          s(f.toBoardMs),
+          s(f.toHostMs),
+          s(f.wireMs),
+          ratio(f.wallMs / f.wireMs),
+          e ? s(e.wallMs) : '-',
+          e ? ratio(e.wallMs / e.wireMs) : '-',
+          e ? ratio(f.wallMs / e.wallMs) : '-',
+          Math.round(r.imageBytes / 1024 / (f.wallMs / 1000)),
+          r.md5Ok ? 'ok' : 'BAD',
+        ],
+        w1,
+      ),
+    );
+  }
+  const head2 = [
+    'image',
+    'baud',
+    'prepare ms',
+    '(cpu)',
+    'blocks',
+    'blocks s',
+    'wire s',
+    'over/blk ms',
+    'p50',
+    'max',
+    'cpu/blk ms',
+    'verify ms',
+    'reset ms',
+    'echo over/rt ms',
+  ];
+  const w2 = [14, 7, 10, 6, 6, 8, 7, 11, 6, 7, 10, 9, 8, 15];
+  out.push('', 'where the flash time goes', pad(head2, w2));
+  for (const r of rows) {
+    if (r.error) continue;
+    const p = r.phases;
+    const e = r.echo;
+    out.push(
+      pad(
+        [
+          r.image,
+          r.baudRate,
+          p.prepare.wallMs.toFixed(0),
+          p.prepare.cpuMs.toFixed(0),
+          r.blockCount,
+          s(p.blocks.wallMs),
+          s(p.blocks.wireMs),
+          r.blockOverheadMs.mean.toFixed(2),
+          r.blockOverheadMs.p50.toFixed(1),
+          r.blockOverheadMs.max.toFixed(0),
+          (p.blocks.cpuMs / r.blockCount).toFixed(2),
+          p.verify.wallMs.toFixed(0),
+          p.resetClose.wallMs.toFixed(0),
+          e ? ((e.wallMs - e.wireMs) / e.roundTrips).toFixed(2) : '-',
+        ],
+        w2,
+      ),
+    );
+  }
+  return out.join('\n');
+}
+
+function verdict(rows) {
+  const realistic = rows.filter((r) => r.realistic && !r.error);
+  if (realistic.length === 0) return 'verdict: no realistic case (merged-app, app-1m) was run';
+  const worst = realistic.reduce((a, b) =>
+    a.flash.wallMs / a.flash.wireMs >= b.flash.wallMs / b.flash.wireMs ? a : b,
+  );
+  const worstRatio = worst.flash.wallMs / worst.flash.wireMs;
+  const misses = realistic.filter((r) => r.flash.wallMs / r.flash.wireMs > TARGET);
+  const failed = rows.filter((r) => r.error).length;
+  return `verdict: realistic cases (${realistic.length}): flash wall/wire ${ratio(Math.min(...realistic.map((r) => r.flash.wallMs / r.flash.wireMs)))} to ${ratio(worstRatio)} (worst ${worst.image} at ${worst.baudRate}) — ${misses.length === 0 ? 'within' : `MISSES (${misses.map((r) => `${r.image}@${r.baudRate}`).join(', ')})`} the ${TARGET}× target${failed > 0 ? `; ${failed} case(s) FAILED` : ''}`;
+}
+
+// --- main -----------------------------------------------------------------------------------------
+const log = (text) => process.stderr.write(`${text}\n`);
+
+async function main() {
+  const options = parseOptions(process.argv.slice(2));
+  const rows = [];
+  const started = performance.now();
+  const header = `xiaozhi-mcp flash benchmark — esptool-js ${esptoolVersion()} → Flasher → NodeWebSerialPort → virtual binding (throttled, 10 bits/byte) → ROM/stub emulator (node ${process.version}, ${os.availableParallelism()} cpus)`;
+  const finish = (code, reason) => {
+    console.log(`${header}\n${tables(rows)}\n${verdict(rows)}${reason ? `\n${reason}` : ''}`);
+    const result = {
+      at: new Date().toISOString(),
+      node: process.version,
+      cpus: os.availableParallelism(),
+      options,
+      target: TARGET,
+      elapsedMs: performance.now() - started,
+      rows: rows.map(({ writes: _writes, ...r }) => ({
+        ...r,
+        ratios: r.error
+          ? undefined
+          : {
+              wallOverWire: r.flash.wallMs / r.flash.wireMs,
+              echoOverWire: r.echo ? r.echo.wallMs / r.echo.wireMs : undefined,
+              flashOverEcho: r.echo ? r.flash.wallMs / r.echo.wallMs : undefined,
+            },
+      })),
+      verdict: verdict(rows),
+      incomplete: reason,
+    };
+    writeFileSync(options.json, `${JSON.stringify(result, null, 2)}\n`);
+    log(`figures written to ${options.json}`);
+    process.exit(code);
+  };
+  const global = setTimeout(
+    () => finish(3, `stopped: the run took longer than --timeout ${options.timeout} s`),
+    options.timeout * 1000,
+  );
+  global.unref();
+  process.on('SIGINT', () => finish(130, 'interrupted'));
+
+  const images = buildImages(options);
+  if (options.warmup) {
+    // JIT-compile esptool-js, pako and the emulator once, untimed.
+    log('warm-up: 64 KiB at 921600 baud (untimed)');
+    await flashCase(
+      {
+        name: 'warmup',
+        realistic: false,
+        offset: 0x20000,
+        data: images.at(-1).data.subarray(0, 64 * 1024),
+      },
+      921_600,
+    ).catch((error) => log(`warm-up failed: ${error.message}`));
+  }
+  for (const image of images) {
+    log(`${image.name}: ${image.description}`);
+    // For the progress line only: about what esptool will send (it deflates at level 9).
+    const compressed = deflateSync(image.data, { level: 1 }).length;
+    for (const baudRate of options.bauds) {
+      const expected = (compressed * 10) / baudRate;
+      log(
+        `  ${baudRate} baud (about ${expected.toFixed(1)} s of wire, twice that with the baseline)…`,
+      );
+      try {
+        const row = await flashCase(image, baudRate);
+        log(
+          `    flash ${s(row.flash.wallMs)} s, wire ${s(row.flash.wireMs)} s (${ratio(row.flash.wallMs / row.flash.wireMs)}), md5 ${row.md5Ok ? 'ok' : 'BAD'}`,
+        );
+        if (options.baseline) {
+          row.echo = await echoBaseline(row.writes);
+          log(
+            `    echo baseline ${s(row.echo.wallMs)} s, wire ${s(row.echo.wireMs)} s (${ratio(row.echo.wallMs / row.echo.wireMs)})`,
+          );
+        }
+        rows.push(row);
+      } catch (error) {
+        log(`    FAILED: ${error.stack ?? error.message}`);
+        rows.push({
+          image: image.name,
+          realistic: image.realistic,
+          baudRate,
+          error: error.message,
+        });
+      }
+    }
+  }
+  clearTimeout(global);
+  finish(0);
+}
+
+/** The esptool-js the firmware package resolves (it has no exports map, so package.json resolves). */
+function esptoolVersion() {
+  try {
+    const require = createRequire(import.meta.url);
+    const firmware = require.resolve('@xiaozhi-mcp/firmware');
+    const path = createRequire(firmware).resolve('esptool-js/package.json');
+    return JSON.parse(readFileSync(path, 'utf8')).version;
+  } catch {
+    return '?';
+  }
+}
+
+try {
+  await main();
+} catch (error) {
+  log(error.stack ?? error.message);
+  process.exit(1);
+}
