@@ -6,6 +6,7 @@
  */
 import {
   type CJsonNode,
+  compareVersionSegments,
   cString,
   getItem,
   type OtaRequestBody,
@@ -74,17 +75,13 @@ function parseVersion(version: string): number[] {
   return segments.map(stoi);
 }
 
-/** `Ota::IsNewVersionAvailable`. Throws {@link BoardPanic} on a segment `stoi` refuses. */
+/**
+ * `Ota::IsNewVersionAvailable`. Throws {@link BoardPanic} on a segment `stoi` refuses. The parse
+ * is the firmware's own (laxer than the protocol's OTA validator, which refuses trailing dots
+ * and signs as unsafe); the comparison is the protocol core's.
+ */
 export function isNewVersionAvailable(current: string, candidate: string): boolean {
-  const running = parseVersion(current);
-  const offered = parseVersion(candidate);
-  for (let i = 0; i < Math.min(running.length, offered.length); i++) {
-    const a = running[i] ?? 0;
-    const b = offered[i] ?? 0;
-    if (b > a) return true;
-    if (b < a) return false;
-  }
-  return offered.length > running.length;
+  return compareVersionSegments(parseVersion(candidate), parseVersion(current)) > 0;
 }
 
 const str = (node: CJsonNode | undefined): string | undefined =>

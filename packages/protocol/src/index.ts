@@ -140,6 +140,7 @@ export {
   buildOtaReply,
   buildOtaRequestHeaders,
   compareFirmwareVersions,
+  compareVersionSegments,
   isNewFirmwareVersion,
   OTA_NVS_KEY_MAX,
   OTA_NVS_STRING_MAX_BYTES,

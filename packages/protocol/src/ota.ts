@@ -119,10 +119,11 @@ export function parseFirmwareVersion(version: string): number[] {
  * Throws `OTA_INVALID` if either cannot be parsed (see {@link parseFirmwareVersion}).
  */
 export function compareFirmwareVersions(a: string, b: string): -1 | 0 | 1 {
-  return compareValues(parseFirmwareVersion(a), parseFirmwareVersion(b));
+  return compareVersionSegments(parseFirmwareVersion(a), parseFirmwareVersion(b));
 }
 
-function compareValues(a: readonly number[], b: readonly number[]): -1 | 0 | 1 {
+/** `Ota::IsNewVersionAvailable` on parsed segments: 1 when `a` is newer than `b`, -1 when older. */
+export function compareVersionSegments(a: readonly number[], b: readonly number[]): -1 | 0 | 1 {
   const common = Math.min(a.length, b.length);
   for (let i = 0; i < common; i++) {
     const x = a[i] ?? 0;
@@ -804,7 +805,7 @@ function checkFirmware(
     reportBadUrl('error', '');
     return;
   }
-  const order = compareValues(target, running.values);
+  const order = compareVersionSegments(target, running.values);
   if (forced || order > 0) reportBadUrl('error', ': the device will try to download it');
   if (forced && order === 0) {
     report(
