@@ -37,7 +37,7 @@ const BASELINE: Baseline = {
 };
 
 describe('the default baseline', () => {
-  it('lists the three firmware deviations, each a real check, each quoting PROTOCOL.md', () => {
+  it('lists the three firmware deviations, each a real check, each quoting docs/protocol.md', () => {
     const baseline = loadBaseline(DEFAULT_BASELINE_PATH);
     expect(baseline.deviations.map((d) => d.check)).toEqual([
       'robustness.error-code',
@@ -47,7 +47,7 @@ describe('the default baseline', () => {
     const ids = allCheckIds();
     for (const deviation of baseline.deviations) {
       expect(ids).toContain(deviation.check);
-      expect(deviation.reason).toMatch(/^PROTOCOL\.md 2/);
+      expect(deviation.reason).toMatch(/^docs\/protocol\.md §2/);
       expect(deviation.firmware).toBe('2.4.x');
     }
   });

@@ -1,5 +1,5 @@
 /**
- * Known firmware deviations (HIL.md): a check the baseline lists reports `known-deviation`
+ * Known firmware deviations (docs/hil.md §3): a check the baseline lists reports `known-deviation`
  * instead of `failed`; a listed check that passes stays `passed` and says the deviation is
  * gone, so the baseline is kept honest.
  */
@@ -34,7 +34,7 @@ export class BaselineError extends Error {
   }
 }
 
-/** The baseline shipped with the package: today's firmware deviations (PROTOCOL.md 10). */
+/** The baseline shipped with the package: today's firmware deviations (docs/protocol.md §10). */
 export const DEFAULT_BASELINE_PATH = fileURLToPath(new URL('../baseline.json', import.meta.url));
 
 const TOP_LEVEL_KEYS = new Set(['$schema', 'description', 'deviations']);

@@ -1,5 +1,5 @@
 /**
- * One board through a run (HIL.md): open → flash (optional) → provision (optional) → reset →
+ * One board through a run (docs/hil.md §1.3): open → flash (optional) → provision (optional) → reset →
  * boot (console) → OTA check at our endpoint → session → suites → close. Every wait is
  * bounded; a failure names the step and the reason, and the board's console log and protocol
  * transcript are kept whatever happens.

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `hil` command. Exit codes (HIL.md): 0 all passed, 1 a check failed, 2 bad usage or
+ * The `hil` command. Exit codes (docs/hil.md §5): 0 all passed, 1 a check failed, 2 bad usage or
  * config, 3 the rig failed (board missing, port lost, backend could not start); 130 when
  * interrupted (the reports are still written).
  */

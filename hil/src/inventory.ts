@@ -212,7 +212,7 @@ export function boardEntryFor(
     port: selector,
     baud: 115200,
     reset: port.kind === 'usb-serial-jtag' ? 'usb-jtag' : 'classic',
-    // Native USB boards cannot be clicked through DTR (PROTOCOL.md 9).
+    // Native USB boards cannot be clicked through DTR (docs/protocol.md §9).
     session: port.kind === 'usb-serial-jtag' ? 'manual' : 'boot-click',
   };
 }

@@ -161,7 +161,7 @@ export function summarize(boards: readonly BoardReport[]): RunSummary {
   };
 }
 
-/** The exit code HIL.md defines, from what happened. */
+/** The exit code docs/hil.md §5 defines, from what happened. */
 export function exitCodeFor(boards: readonly BoardReport[]): ExitCode {
   if (boards.some((b) => b.status === 'rig-failed')) return 3;
   if (boards.some((b) => b.status === 'failed')) return 1;

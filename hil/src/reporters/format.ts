@@ -4,7 +4,7 @@
  */
 import type { BoardReport, CheckResult, ExitCode, RigStep, RunReport } from '../model.js';
 
-/** What each exit code means (HIL.md). */
+/** What each exit code means (docs/hil.md §5). */
 export const EXIT_CODE_MEANING: Readonly<Record<ExitCode, string>> = {
   0: 'all checks passed',
   1: 'a check failed',

@@ -1,14 +1,14 @@
 /**
  * `initialize`: the reply's shape, the protocol version the firmware always answers, the
  * board's identity (the flashed build and the variant), and a second `initialize` carrying
- * the vision capability (PROTOCOL.md 3.1).
+ * the vision capability (docs/protocol.md §3.1).
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
 import { type CheckSpec, expectThat } from '../suite.js';
 import { isRecord, requestOptions, SuiteChecks, skip } from './support.js';
 
-/** The firmware never negotiates: every reply says this (PROTOCOL.md 3.1, 10.8). */
+/** The firmware never negotiates: every reply says this (docs/protocol.md §3.1, §10.8). */
 export const FIRMWARE_PROTOCOL_VERSION = '2024-11-05';
 
 /** Where the vision check points the board; nothing is posted there unless a photo is taken. */

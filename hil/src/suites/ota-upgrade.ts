@@ -1,6 +1,6 @@
 /**
  * `ota-upgrade` (opt-in, release qualification): the OTA endpoint offers the candidate app
- * image, the board reboots, finds it at its OTA check (PROTOCOL.md 7), upgrades, reboots
+ * image, the board reboots, finds it at its OTA check (docs/protocol.md §7), upgrades, reboots
  * again and must report the candidate's version in `initialize`.
  */
 import { readAppImage } from '@xiaozhi-mcp/firmware';

@@ -1,5 +1,5 @@
 /**
- * `reboot` (opt-in): `self.reboot` never answers, the board reboots first (PROTOCOL.md 3.4);
+ * `reboot` (opt-in): `self.reboot` never answers, the board reboots first (docs/protocol.md §3.4);
  * it must boot, check OTA and come back, and answer `initialize` on the new session.
  */
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';

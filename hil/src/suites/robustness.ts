@@ -1,5 +1,5 @@
 /**
- * Malformed and unusual requests (PROTOCOL.md 2, 10), sent raw, observed on the wire. A
+ * Malformed and unusual requests (docs/protocol.md §2, §10), sent raw, observed on the wire. A
  * dropped request produces nothing, so each probe is followed by a barrier request: the
  * device answers in arrival order (a successful call takes one more hop than anything
  * else), so when the first reply after a probe is the barrier's, the probe got none.

@@ -176,7 +176,7 @@ describe('suites on virtual boards over real sockets', () => {
     );
     for (const id of DEVIATIONS) {
       expect(byId(applied, id).deviation).toEqual({
-        reason: expect.stringContaining('PROTOCOL.md'),
+        reason: expect.stringContaining('docs/protocol.md'),
         fixed: false,
       });
     }

@@ -1,5 +1,5 @@
 /**
- * `tools/call` (PROTOCOL.md 3.3, 3.4): a safe call, a state round trip on the speaker volume
+ * `tools/call` (docs/protocol.md §3.3, §3.4): a safe call, a state round trip on the speaker volume
  * (always restored), the firmware's validation messages, and concurrent calls matched by id.
  */
 import {
@@ -109,7 +109,7 @@ async function setVolume(context: SuiteContext, volume: number): Promise<ToolRes
   return result;
 }
 
-/** The integer range of the tool's property as the board lists it, else PROTOCOL.md 3.4's. */
+/** The integer range of the tool's property as the board lists it, else docs/protocol.md §3.4's. */
 function volumeRange(context: SuiteContext): { min: number; max: number } {
   const tool = context.record().tools.find((t) => t.name === VOLUME_TOOL);
   const properties = tool?.inputSchema.properties;

@@ -1,5 +1,5 @@
 /**
- * `tools/list` (PROTOCOL.md 3.2): both walks (plain and with user tools) page by page. The
+ * `tools/list` (docs/protocol.md §3.2): both walks (plain and with user tools) page by page. The
  * budget and maximality rules come from the protocol core's walker, which re-serialises each
  * page the firmware's way; the exact bytes of every page are kept for the report. Schemas
  * are checked against the firmware's tool model through the core's `defineTool`.

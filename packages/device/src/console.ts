@@ -1,6 +1,6 @@
 /**
  * The board's serial console: ESP-IDF log lines `I (1234) TAG: text`, milliseconds since
- * boot, as PROTOCOL.md 9 lists them. Lines are events, so a CLI can print them and a
+ * boot, as docs/protocol.md §9 lists them. Lines are events, so a CLI can print them and a
  * test or the HIL runner can wait for one.
  */
 import { EventEmitter } from 'node:events';

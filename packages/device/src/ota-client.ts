@@ -1,5 +1,5 @@
 /**
- * The device's OTA check, as the firmware's `Ota` class does it (PROTOCOL.md 7): POST the
+ * The device's OTA check, as the firmware's `Ota` class does it (docs/protocol.md §7): POST the
  * system info with the real headers, read the reply with cJSON rules, store the `websocket`
  * and `mqtt` members in NVS, and take the firmware offer and activation. Hazards in the reply
  * do to this client what they do to a board: a {@link BoardPanic}.

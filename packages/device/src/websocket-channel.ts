@@ -1,5 +1,5 @@
 /**
- * The device's WebSocket audio channel (websocket_protocol.cc, PROTOCOL.md 4): the real
+ * The device's WebSocket audio channel (websocket_protocol.cc, docs/protocol.md §4): the real
  * upgrade headers, the client hello, a bounded wait for the server hello, `session_id`
  * adoption, a dead channel after 120 s without incoming data (pings do not count), and a
  * close that drops TCP without a close frame, as the firmware does.

@@ -61,7 +61,7 @@ describe('validateToolCall: the firmware order', () => {
   });
 });
 
-// An independent statement of PROTOCOL.md 3.3 for one property, to check the validator against.
+// An independent statement of docs/protocol.md §3.3 for one property, to check the validator against.
 function expected(
   property: Property,
   value: unknown,

@@ -1,6 +1,6 @@
 /**
  * `tools/call` validation in the firmware's order, with its exact messages
- * (PROTOCOL.md 3.3, mcp_server.cc `ParseMessage` and `DoToolCall`).
+ * (docs/protocol.md §3.3, mcp_server.cc `ParseMessage` and `DoToolCall`).
  */
 import { type CJsonNode, cString, fromJsonValue, getItem, toCInt } from './cjson.js';
 import type { Property, PropertyValue, Tool, ToolRegistry } from './tools.js';

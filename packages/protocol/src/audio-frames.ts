@@ -1,5 +1,5 @@
 /**
- * Binary audio framing (PROTOCOL.md 4 and 5). WebSocket binary frames carry Opus:
+ * Binary audio framing (docs/protocol.md §4 and §5). WebSocket binary frames carry Opus:
  * version 1 raw, version 2 behind a 16-byte header, version 3 behind a 4-byte header,
  * all big-endian. MQTT sessions send UDP packets behind a 16-byte header that is also
  * the AES-128-CTR IV (encryption is done elsewhere).

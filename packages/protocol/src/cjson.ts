@@ -1,6 +1,6 @@
 /**
  * The firmware reads and writes JSON with cJSON. Its reading differs from `JSON.parse`
- * in ways that decide which requests a board answers (PROTOCOL.md 2):
+ * in ways that decide which requests a board answers (docs/protocol.md §2):
  * - keys are looked up case-insensitively (ASCII only) and the first duplicate wins;
  * - a number's `valueint` is truncated toward zero and saturates at the int32 bounds;
  * - strings are C strings: everything from an embedded NUL on is invisible;

@@ -1,5 +1,5 @@
 /**
- * The MCP envelope, `{"session_id":"S","type":"mcp","payload":{...}}` (PROTOCOL.md 1).
+ * The MCP envelope, `{"session_id":"S","type":"mcp","payload":{...}}` (docs/protocol.md §1).
  * The device builds it by concatenation and reads it with cJSON; a backend must read
  * what the device writes even when the payload inside is invalid JSON.
  */

@@ -39,7 +39,7 @@ export class ProtocolError extends Error {
 }
 
 /**
- * JSON-RPC error codes. The firmware sends none (PROTOCOL.md 2); a later firmware may
+ * JSON-RPC error codes. The firmware sends none (docs/protocol.md §2); a later firmware may
  * send the standard ones. {@link CODELESS_ERROR_CODE} is what we put in place of a
  * missing code, so callers can always switch on a number.
  */

@@ -1,7 +1,7 @@
 /**
  * JSON-RPC 2.0: classification, encoding, and a tolerant reader for what devices send.
  * The firmware's error replies have no `code` and an unescaped message, so a reply can
- * be invalid JSON (PROTOCOL.md 2); the reader still recovers its id and text.
+ * be invalid JSON (docs/protocol.md §2); the reader still recovers its id and text.
  */
 import { WireError } from './errors.js';
 

@@ -1,7 +1,7 @@
 /**
  * The firmware's MCP server logic (mcp_server.cc `ParseMessage`), free of I/O:
  * which payloads are dropped, what each request is answered with, and the order in
- * which replies leave the device (PROTOCOL.md 2 and 3). The device SDK and the tests
+ * which replies leave the device (docs/protocol.md §2 and §3). The device SDK and the tests
  * that replay the golden corpus both run on this.
  */
 

@@ -310,7 +310,7 @@ describe('server hello', () => {
     );
   });
 
-  it('builds the udp hello of PROTOCOL.md 5', () => {
+  it('builds the udp hello of docs/protocol.md §5', () => {
     const hello = buildServerHello({
       transport: 'udp',
       sessionId: 'S',

@@ -1,5 +1,5 @@
 /**
- * Transport messages (PROTOCOL.md 4-6): the JSON text frames around MCP and audio.
+ * Transport messages (docs/protocol.md §4-§6): the JSON text frames around MCP and audio.
  *
  * Parsers are strict where the firmware crashes or silently misbehaves (a server hello
  * without a string `transport`, a `tts` without `state`), and return objects that hold
@@ -32,7 +32,7 @@ export const TRANSPORT_MESSAGE_TYPES = [
 ] as const;
 export type TransportMessageType = (typeof TRANSPORT_MESSAGE_TYPES)[number];
 
-/** What the firmware sends (PROTOCOL.md 4-6). */
+/** What the firmware sends (docs/protocol.md §4-§6). */
 export const DEVICE_MESSAGE_TYPES = ['hello', 'listen', 'abort', 'mcp', 'goodbye'] as const;
 export type DeviceMessageType = (typeof DEVICE_MESSAGE_TYPES)[number];
 
@@ -426,7 +426,7 @@ function normalizeDeviceHello(obj: JsonObject): DeviceHello {
   const features = optional(obj, 'features', where, readFeatures);
   const transport = expectOneOf(obj, 'transport', where, HELLO_TRANSPORTS, TRANSPORT_EXPECTED);
   const audio_params = readDeviceAudioParams(obj, 'audio_params', where);
-  // The MQTT build writes transport before features (PROTOCOL.md 5), the WebSocket one after.
+  // The MQTT build writes transport before features (docs/protocol.md §5), the WebSocket one after.
   return transport === 'udp'
     ? compact({ type: 'hello', version, transport, features, audio_params })
     : compact({ type: 'hello', version, features, transport, audio_params });
@@ -590,7 +590,7 @@ function normalizeServerMessage(obj: JsonObject): ServerMessage {
 
 /**
  * Parses a device → server text frame. Types the firmware never sends are rejected.
- * An MCP error reply from the firmware may be invalid JSON (PROTOCOL.md 2); that frame
+ * An MCP error reply from the firmware may be invalid JSON (docs/protocol.md §2); that frame
  * throws INVALID_JSON here and needs the tolerant reader in `jsonrpc.ts`.
  */
 export function parseDeviceMessage(input: unknown): DeviceMessage {

@@ -1,5 +1,5 @@
 /**
- * The OTA check (PROTOCOL.md 7): the request a device POSTs at every boot, and the reply that
+ * The OTA check (docs/protocol.md §7): the request a device POSTs at every boot, and the reply that
  * tells it where its backend is. The reply is written straight into NVS by the firmware, so a
  * careless reply can crash a real board on every boot; {@link validateOtaReply} refuses those.
  */
@@ -837,8 +837,8 @@ function checkActivation(path: string, values: Record<string, unknown>, report: 
 }
 
 /**
- * Every problem the firmware would have with an OTA reply, in reply order. Hazards (PROTOCOL.md
- * 7) are: a `websocket`/`mqtt` key over {@link OTA_NVS_KEY_MAX} bytes; a string value there over
+ * Every problem the firmware would have with an OTA reply, in reply order. Hazards (docs/protocol.md
+ * §7) are: a `websocket`/`mqtt` key over {@link OTA_NVS_KEY_MAX} bytes; a string value there over
  * {@link OTA_NVS_STRING_MAX_BYTES} UTF-8 bytes; a `firmware.version` segment `std::stoi` rejects
  * or overflows; `force: 1` to the version the device already runs; `websocket.version` as a
  * string. Sections are looked up case-insensitively, as the firmware does.

@@ -1,5 +1,5 @@
 /**
- * `tools/list` paging as the firmware does it (PROTOCOL.md 3.2, `GetToolsList`), and a
+ * `tools/list` paging as the firmware does it (docs/protocol.md §3.2, `GetToolsList`), and a
  * client-side walker that follows `nextCursor` and checks every page against that rule.
  */
 import { printCJson } from './cjson.js';

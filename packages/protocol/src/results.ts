@@ -1,7 +1,7 @@
 /**
  * Tool results. Device side: what a tool returns becomes one content item, the way
  * `McpTool::Call` builds it. Client side: the firmware's nested image item is unwrapped
- * into standard MCP image content (PROTOCOL.md 3.3).
+ * into standard MCP image content (docs/protocol.md §3.3).
  */
 import { type JsonValue, printCJson, printCJsonString, toCInt } from './cjson.js';
 

@@ -1,7 +1,7 @@
 /**
  * The firmware's tool model (mcp_server.h): properties are boolean, integer or string,
  * with an optional default and, for integers, an optional range. A tool serialises to
- * exactly the bytes the firmware puts in a `tools/list` page (PROTOCOL.md 3.2).
+ * exactly the bytes the firmware puts in a `tools/list` page (docs/protocol.md §3.2).
  */
 import { printCJsonNumber, printCJsonString } from './cjson.js';
 import { ProtocolError } from './errors.js';

@@ -1,6 +1,6 @@
 /**
  * Server configuration, validated at start-up. A configuration whose OTA replies would crash
- * or brick a board (PROTOCOL.md 7) is refused here, before any board sees it.
+ * or brick a board (docs/protocol.md §7) is refused here, before any board sees it.
  */
 import { type OtaReply, validateOtaReply } from '@xiaozhi-mcp/protocol';
 import { ServerError } from './errors.js';

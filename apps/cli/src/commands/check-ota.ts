@@ -52,7 +52,7 @@ export function registerCheckOta(
   program
     .command('check-ota')
     .description(
-      'validate an OTA reply: refuses every hazard that crashes or bricks a board (PROTOCOL.md 7)',
+      'validate an OTA reply: refuses every hazard that crashes or bricks a board (docs/protocol.md §7)',
     )
     .argument('<reply.json>', 'the OTA reply body')
     .option(

@@ -1,5 +1,5 @@
 /**
- * The firmware's built-in tools (PROTOCOL.md 3.4): the common tools, listed first, and the
+ * The firmware's built-in tools (docs/protocol.md §3.4): the common tools, listed first, and the
  * user-only tools, listed last and hidden from plain `tools/list` pages. Each tool that needs
  * hardware is registered only when the preset has it, as `McpServer::AddCommonTools` and
  * `AddUserOnlyTools` do. Names and schemas are the firmware's; the descriptions are ours.

@@ -329,7 +329,7 @@ describe('registration', () => {
     expect(list.at(-1)).toBe('self.assets.set_download_url');
   });
 
-  it('declares the schemas of PROTOCOL.md 3.4', () => {
+  it('declares the schemas of docs/protocol.md §3.4', () => {
     const { server } = rig(FULL);
     const schema = (name: string) => {
       const tool = server.tools.find((t) => t.name === name);
