@@ -10,37 +10,38 @@ import {
   BOOT_CLICK,
   ConsoleExpect,
   ConsoleLineSplitter,
-  Flasher,
   type FlashProgress,
+  flasherFor,
+  flashImage,
+  type ImageToFlash,
   lineSetterFor,
-  NodeWebSerialPort,
   openSafely,
   PanicDetector,
   parseConsoleLine,
   provisionBoard,
   RESET_SEQUENCES,
+  type ResolvedPort,
   runLineSteps,
-} from '@xiaozhi-mcp/firmware';
+} from '@xiaozhi-mcp/serial';
 import type { DeviceRecord, OtaCheckRecord, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { applyBaseline, type Baseline } from './baseline.js';
 import type { BoardConfig, LatencyConfig } from './inventory.js';
 import type { BoardReport, RigStep, RigStepName, SuiteName } from './model.js';
-import type { RigPort } from './ports.js';
 import type { ConsoleReporter } from './reporters/console.js';
 import type { SuiteContext } from './suite.js';
 import { SUITES } from './suites/index.js';
 import { ConsoleLog, Transcript } from './transcript.js';
 
 export interface FirmwareUnderTest {
-  /** Parts to flash (a merged image is one part at 0x0). */
-  readonly parts: readonly { offset: number; data: Uint8Array }[];
+  /** What to flash and where (an app image without an offset goes to the first app partition). */
+  readonly image: ImageToFlash;
   readonly version: string;
   readonly chip: string;
 }
 
 export interface BoardRunOptions {
   readonly config: BoardConfig;
-  readonly port: () => Promise<RigPort>;
+  readonly port: () => Promise<ResolvedPort>;
   readonly server: XiaozhiServer;
   readonly outDir: string;
   readonly firmware: FirmwareUnderTest | undefined;
@@ -142,9 +143,8 @@ export class BoardRunner {
     try {
       const port = await this.#step('open', async () => {
         const opened = await this.#options.port();
-        this.report.port = opened.virtual
-          ? `virtual:${this.#options.config.name} (${opened.path})`
-          : opened.path;
+        this.report.port =
+          opened.provider === undefined ? opened.path : `${opened.label} (${opened.path})`;
         return {
           result: opened,
           note: opened.info.serialNumber ? `serial ${opened.info.serialNumber}` : opened.path,
@@ -252,26 +252,16 @@ export class BoardRunner {
     this.#options.reporter.boardStep(this.report.name, name, 'skipped', why);
   }
 
-  async #flashAndProvision(port: RigPort): Promise<void> {
+  async #flashAndProvision(port: ResolvedPort): Promise<void> {
     const { firmware, provision, config, server } = this.#options;
     if (firmware === undefined && provision === undefined) {
       this.#skip('flash', 'no --firmware');
       this.#skip('provision', 'no --provision');
       return;
     }
-    const flasher = new Flasher({
-      port: new NodeWebSerialPort({
-        binding: port.binding,
-        path: port.path,
-        usbVendorId:
-          port.info.vendorId === undefined ? undefined : Number.parseInt(port.info.vendorId, 16),
-        usbProductId:
-          port.info.productId === undefined ? undefined : Number.parseInt(port.info.productId, 16),
-      }),
-      log: (line: string) => this.#log.append(`[esptool] ${line}\n`),
-    });
+    const flasher = flasherFor(port, { log: (line) => this.#log.append(`[esptool] ${line}\n`) });
     try {
-      await this.#step('identify', async () => {
+      const chip = await this.#step('identify', async () => {
         const connected = await flasher.connect();
         this.report.chip = connected.chip;
         this.report.mac = connected.mac;
@@ -280,7 +270,7 @@ export class BoardRunner {
       if (firmware !== undefined) {
         await this.#step('flash', async () => {
           let last = -1;
-          const result = await flasher.flash(firmware.parts, {
+          const result = await flashImage(flasher, chip, firmware.image, {
             baudRate: config.flashBaud ?? 921_600,
             ...(config.chip ? { expectedChip: config.chip } : {}),
             reset: false,
@@ -330,7 +320,7 @@ export class BoardRunner {
     }
   }
 
-  async #openConsole(port: RigPort): Promise<void> {
+  async #openConsole(port: ResolvedPort): Promise<void> {
     const baudRate = this.#options.config.baud ?? 115_200;
     const stream = await openSafely(port.path, { baudRate, binding: port.binding });
     this.#stream = stream;

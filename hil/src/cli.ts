@@ -6,14 +6,17 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { listPorts } from '@xiaozhi-mcp/firmware';
+import { defaultVirtualDir, VirtualBoardStore } from '@xiaozhi-mcp/device';
+import {
+  listPorts,
+  registerFlashCommand,
+  registerMonitorCommand,
+  registerProvisionCommand,
+  type SerialCommandContext,
+} from '@xiaozhi-mcp/serial';
 import { Command, CommanderError, Option } from 'commander';
 import { BaselineError } from './baseline.js';
 import { boardsCommand, type Output } from './commands/boards.js';
-import { registerFlashCommand } from './commands/flash.js';
-import { registerMonitorCommand } from './commands/monitor.js';
-import type { SerialCommandContext } from './commands/port-resolver.js';
-import { registerProvisionCommand } from './commands/provision.js';
 import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory, type RigConfig } from './inventory.js';
 import { type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
 import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
@@ -187,6 +190,7 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     program: 'hil',
     out,
     portExitCode: 3,
+    providers: [new VirtualBoardStore({ dir: defaultVirtualDir() })],
     ...(out === processOutput ? { terminal: process.stdout } : {}),
   };
   registerFlashCommand(program, serial, setExit);

@@ -11,57 +11,6 @@ export {
   parseBaseline,
 } from './baseline.js';
 export {
-  classifyImage,
-  DEFAULT_FLASH_BAUD,
-  describeImage,
-  type FlashCommandOptions,
-  flashCommand,
-  type ImageToFlash,
-  RETRY_FLASH_BAUD,
-  registerFlashCommand,
-} from './commands/flash.js';
-export {
-  ConsolePrinter,
-  DEFAULT_MONITOR_BAUD,
-  type MonitorCommandOptions,
-  monitorCommand,
-  type PrintedLine,
-  registerMonitorCommand,
-  useColor,
-} from './commands/monitor.js';
-export {
-  chooseSelector,
-  DEFAULT_FLASH_SIZE_MB,
-  DEFAULT_PRESET,
-  defaultVirtualDir,
-  type FailureKind,
-  type FlashSizeMb,
-  listVirtualBoards,
-  type ResolvedPort,
-  type ResolvedVirtual,
-  type ResolvePortOptions,
-  resolvePort,
-  type SerialCommandContext,
-  SerialCommandError,
-  type VirtualBoardEntry,
-  type VirtualBoardSpec,
-  virtualMac,
-} from './commands/port-resolver.js';
-export {
-  type PortsCommandOptions,
-  portsCommand,
-  registerPortsCommand,
-  summarizeVirtualFlash,
-  type VirtualFlashSummary,
-  type VirtualPortListing,
-} from './commands/ports.js';
-export {
-  type ProvisionCommandOptions,
-  provisionCommand,
-  provisionSettings,
-  registerProvisionCommand,
-} from './commands/provision.js';
-export {
   type BoardConfig,
   boardEntryFor,
   DEFAULT_VIRTUAL_RIG,

@@ -5,12 +5,13 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { buildVirtualFirmware, readAppImage, readMergedImage } from '@xiaozhi-mcp/firmware';
+import { VirtualBus } from '@xiaozhi-mcp/device';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import { lockBoard, placeImage, resolvePort } from '@xiaozhi-mcp/serial';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
 import { BoardRunner, type FirmwareUnderTest } from './board-runner.js';
 import type { BoardConfig, RigConfig } from './inventory.js';
-import { lockBoard } from './lock.js';
 import {
   type BoardReport,
   DEFAULT_SUITES,
@@ -19,7 +20,6 @@ import {
   type SuiteName,
   summarize,
 } from './model.js';
-import { findRealPort, VirtualBus } from './ports.js';
 import type { ConsoleReporter } from './reporters/console.js';
 
 export const HIL_VERSION = '0.1.0';
@@ -46,29 +46,12 @@ export interface RigRunOptions {
 function readFirmware(path: string): FirmwareUnderTest & { sha256: string } {
   const data = new Uint8Array(readFileSync(path));
   const sha256 = createHash('sha256').update(data).digest('hex');
-  if (data[0] === 0xe9) {
-    const image = readAppImage(data);
-    if (image.appDescription !== undefined && image.chip !== undefined) {
-      // An app image alone goes to the first app partition (ota_0 at 0x20000 on the 16 MB table).
-      return {
-        parts: [{ offset: 0x20000, data }],
-        version: image.appDescription.version,
-        chip: image.chip,
-        sha256,
-      };
-    }
-  }
-  const merged = readMergedImage(data);
-  const app = merged.apps[0];
-  if (app?.image.appDescription === undefined || merged.chip === undefined) {
+  // A merged image goes to 0x0; an app image alone to the board's first app partition.
+  const image = placeImage(path, data, undefined);
+  if (image.version === undefined || image.chip === undefined) {
     throw new Error(`${path} is neither a merged image with an app nor an app image`);
   }
-  return {
-    parts: [{ offset: 0, data }],
-    version: app.image.appDescription.version,
-    chip: merged.chip,
-    sha256,
-  };
+  return { image, version: image.version, chip: image.chip, sha256 };
 }
 
 /** The next patch version: the virtual rig's ota-upgrade candidate. */
@@ -125,7 +108,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
                   board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
                 });
                 return {
-                  parts: [{ offset: 0, data: built.merged }],
+                  image: placeImage('virtual firmware', built.merged, 0),
                   version: built.version,
                   chip: built.chip,
                   app: built.app,
@@ -165,7 +148,20 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
           const runner = new BoardRunner({
             config,
             port: async () =>
-              isVirtual ? bus.plug(config, index) : findRealPort(config, { signal }),
+              isVirtual
+                ? bus.plug(
+                    {
+                      preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
+                      ...(config.virtual?.flashSizeMb === undefined
+                        ? {}
+                        : { flashSizeMb: config.virtual.flashSizeMb }),
+                      ...(config.virtual?.faults === undefined
+                        ? {}
+                        : { faults: config.virtual.faults }),
+                    },
+                    `virtual:${config.name}`,
+                  )
+                : resolvePort(config.port, { findTimeoutMs: 10_000 }),
             server,
             outDir: options.outDir,
             firmware: boardFirmware,

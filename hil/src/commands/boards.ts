@@ -1,10 +1,7 @@
-import { listPorts, type PortInfo } from '@xiaozhi-mcp/firmware';
+import { isBoardPort, listPorts, type Output, type PortInfo } from '@xiaozhi-mcp/serial';
 import { boardEntryFor, DEFAULT_VIRTUAL_RIG } from '../inventory.js';
 
-export interface Output {
-  stdout(text: string): void;
-  stderr(text: string): void;
-}
+export type { Output };
 
 /** `hil boards`: the attached ports, and inventory entries to paste into hil.config.json. */
 export async function boardsCommand(
@@ -18,7 +15,7 @@ export async function boardsCommand(
     out.stderr(`hil: cannot list serial ports: ${(error as Error).message}\n`);
     ports = [];
   }
-  const usb = ports.filter((p) => p.kind !== 'unknown' || p.vendorId !== undefined);
+  const usb = ports.filter(isBoardPort);
   const entries = usb.map((port, index) => boardEntryFor(port, index));
   if (options.json) {
     out.stdout(`${JSON.stringify({ ports: usb, boards: entries }, null, 2)}\n`);

@@ -75,15 +75,32 @@ export {
   type WireStats,
 } from './serial/virtual-binding.js';
 export {
-  dispatchStrictRequest,
-  encodeStrictToolError,
-  encodeStrictToolResult,
-  STRICT_LATEST_PROTOCOL_VERSION,
-  STRICT_PROTOCOL_VERSIONS,
-  type StrictAction,
-  StrictErrorCode,
-  strictInitializeResult,
-} from './strict.js';
+  VirtualBus,
+  type VirtualBusBoard,
+  type VirtualBusPort,
+  virtualPort,
+} from './serial/virtual-bus.js';
+export {
+  DEFAULT_FLASH_SIZE_MB,
+  DEFAULT_PRESET,
+  defaultVirtualDir,
+  FLASH_SIZES_MB,
+  type FlashSizeMb,
+  listVirtualBoards,
+  parseFlashSize,
+  parsePreset,
+  type ResolvedVirtual,
+  summarizeVirtualFlash,
+  VIRTUAL_PREFIX,
+  type VirtualBoardEntry,
+  type VirtualBoardSpec,
+  VirtualBoardStore,
+  type VirtualBoardStoreOptions,
+  type VirtualFlashSummary,
+  type VirtualPortListing,
+  virtualMac,
+  virtualName,
+} from './serial/virtual-store.js';
 export { registerLampTools, registerOttoTools, registerWifiTools } from './tools/board-tools.js';
 export {
   defaultDeviceStatus,

@@ -11,13 +11,7 @@ export const FIRMWARE_ERROR_CODES = [
   'NVS_INVALID',
   'NVS_FULL',
   'NVS_CORRUPT',
-  'EXPECT_TIMEOUT',
-  'EXPECT_FORBIDDEN',
-  'EXPECT_CLOSED',
-  'CHIP_MISMATCH',
-  'FLASH_FAILED',
-  'PORT_NOT_FOUND',
-  'PORT_BUSY',
+  'PACKET_INVALID',
 ] as const;
 export type FirmwareErrorCode = (typeof FIRMWARE_ERROR_CODES)[number];
 

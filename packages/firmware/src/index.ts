@@ -25,49 +25,13 @@ export {
 } from './app-image.js';
 export type { ChipInfo, ChipName } from './chips.js';
 export { CHIPS, chipById, chipByName, INVALID_CHIP_ID, isChipName } from './chips.js';
-export {
-  ConsoleExpect,
-  type ConsoleExpectOptions,
-  ExpectError,
-  type ExpectErrorCode,
-  type ExpectErrorDetails,
-  type ExpectMatch,
-  type ExpectOptions,
-  type Forbidden,
-  type Timers,
-} from './console-expect.js';
-export {
-  BootLoopDetector,
-  type BootLoopOptions,
-  type BootLoopReport,
-  ConsoleLineSplitter,
-  type ConsoleRecord,
-  DEFAULT_HEALTHY_LINES,
-  type KnownLine,
-  knownLine,
-  type LineSplitterOptions,
-  type LogLevel,
-  PanicDetector,
-  type PanicDetectorOptions,
-  type PanicKind,
-  type PanicReport,
-  parseConsoleLine,
-  type RomField,
-  stripAnsi,
-} from './console-log.js';
 export type { FirmwareErrorCode } from './errors.js';
 export { FIRMWARE_ERROR_CODES, FirmwareError } from './errors.js';
 export {
-  type ConnectedChip,
-  DEFAULT_FLASHER_TIMEOUTS,
-  Flasher,
-  type FlasherOptions,
-  type FlasherTimeouts,
-  type FlashOptions,
-  type FlashPart,
-  type FlashProgress,
-  type FlashResult,
-} from './flasher.js';
+  type IdentifiedApp,
+  type IdentifiedImage,
+  identifyImage,
+} from './identify.js';
 export {
   BOARD_MARKER,
   bootloaderOffset,
@@ -125,15 +89,6 @@ export {
   XIAOZHI_PARTITIONS_16M,
 } from './partition-table.js';
 export {
-  buildProvisionImage,
-  mergeNvsEntries,
-  type ProvisionResult,
-  type ProvisionSettings,
-  type ProvisionTarget,
-  provisionBoard,
-  provisionEntries,
-} from './provision.js';
-export {
   CHECKSUM_SEED,
   DATA_BLOCK_HEADER_SIZE,
   type DataBlock,
@@ -165,51 +120,6 @@ export {
   STUB_HELLO,
   syncPayload,
 } from './rom-protocol.js';
-export {
-  BOOT_CLICK,
-  type LineSetter,
-  type LineState,
-  type LineStep,
-  lineSetterFor,
-  MAX_LINE_WAIT_MS,
-  openSafely,
-  parseResetSequence,
-  pinEffect,
-  RESET_SEQUENCES,
-  type ResetSequenceName,
-  runLineSteps,
-  SAFE_LINES,
-} from './serial/lines.js';
-export {
-  type ByIdDescriptor,
-  describePorts,
-  ESPRESSIF_VID,
-  type FindPortOptions,
-  findPort,
-  formatPortSelector,
-  type ListPortsOptions,
-  listPorts,
-  matchPorts,
-  type PortInfo,
-  type PortInfoLike,
-  type PortKind,
-  type PortLister,
-  type PortSelector,
-  parseByIdName,
-  parsePortSelector,
-  portKind,
-  USB_SERIAL_JTAG_PID,
-} from './serial/ports.js';
-export {
-  NodeWebSerialPort,
-  type NodeWebSerialPortOptions,
-  type SerialBinding,
-  type SerialLines,
-  type SerialPortInfo,
-  type WebSerialOpenOptions,
-  type WebSerialPortInfo,
-  type WebSerialSignals,
-} from './serial/web-serial.js';
 export {
   SLIP_END,
   SLIP_ESC,

@@ -153,7 +153,7 @@ function copy(bytes: Uint8Array): Uint8Array {
 }
 
 function malformed(message: string): FirmwareError {
-  return new FirmwareError('FLASH_FAILED', `serial protocol: ${message}`);
+  return new FirmwareError('PACKET_INVALID', `serial protocol: ${message}`);
 }
 
 export interface RomRequest {
@@ -179,7 +179,7 @@ export function encodeRequest(
   return packet;
 }
 
-/** Throws FLASH_FAILED for a packet shorter than a header or not a request. */
+/** Throws PACKET_INVALID for a packet shorter than a header or not a request. */
 export function decodeRequest(packet: Uint8Array): RomRequest {
   if (packet.length < PACKET_HEADER_SIZE)
     throw malformed(`request of ${packet.length} bytes is shorter than its 8-byte header`);
@@ -212,7 +212,7 @@ export function encodeResponse(command: number, value: number, data: Uint8Array)
   return packet;
 }
 
-/** Throws FLASH_FAILED for a packet shorter than a header or not a response. */
+/** Throws PACKET_INVALID for a packet shorter than a header or not a response. */
 export function decodeResponse(packet: Uint8Array): RomResponse {
   if (packet.length < PACKET_HEADER_SIZE)
     throw malformed(`response of ${packet.length} bytes is shorter than its 8-byte header`);

@@ -3,9 +3,7 @@ import { readFile } from 'node:fs/promises';
 import {
   type AppImage,
   FirmwareError,
-  readAppImage,
-  readMergedImage,
-  readPartitionTable,
+  identifyImage,
   readVirtualFirmwareBoard,
 } from '@xiaozhi-mcp/firmware';
 import type { Command } from 'commander';
@@ -48,8 +46,9 @@ export async function imageInfoCommand(
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   let report: Record<string, unknown>;
   try {
-    if (bytes[0] === 0xaa && bytes[1] === 0x50) {
-      const table = readPartitionTable(bytes);
+    const identified = identifyImage(bytes);
+    if (identified.kind === 'partition-table') {
+      const { table } = identified;
       report = {
         file,
         kind: 'partition-table',
@@ -57,15 +56,15 @@ export async function imageInfoCommand(
         partitions: table.partitions,
         md5Valid: table.md5?.valid ?? null,
       };
-    } else if (bytes[0] === 0xe9 && readAppImage(bytes).appDescription !== undefined) {
-      report = { file, kind: 'app', sha256, ...describeApp(readAppImage(bytes), bytes, 0) };
+    } else if (identified.kind === 'app') {
+      report = { file, kind: 'app', sha256, ...describeApp(identified.image, bytes, 0) };
     } else {
-      const merged = readMergedImage(bytes);
-      if (merged.bootloader === undefined && merged.apps.length === 0)
+      if (identified.kind === 'data')
         throw new FirmwareError(
           'IMAGE_INVALID',
           'neither an app image, a merged image nor a partition table',
         );
+      const { merged } = identified;
       report = {
         file,
         kind: 'merged',

@@ -1,21 +1,24 @@
+import { defaultVirtualDir, VirtualBoardStore } from '@xiaozhi-mcp/device';
 import {
   registerFlashCommand,
   registerMonitorCommand,
   registerPortsCommand,
   registerProvisionCommand,
   type SerialCommandContext,
-} from '@xiaozhi-mcp/hil';
+} from '@xiaozhi-mcp/serial';
 import type { Command } from 'commander';
 import { type CliIo, processIo } from '../io.js';
 
 /**
- * `ports`, `flash`, `provision` and `monitor`: implemented once in the hil package (real and
- * virtual boards alike); here they only get xiaozhi-mcp's name and output.
+ * `ports`, `flash`, `provision` and `monitor`: the serial operations layer's commands (real
+ * and virtual boards alike), with xiaozhi-mcp's name and output. Virtual boards come from the
+ * device SDK's store, registered here as a port provider.
  */
 export function registerSerial(program: Command, io: CliIo, setExit: (code: number) => void): void {
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
     out: { stdout: (text) => io.stdout(text), stderr: (text) => io.stderr(text) },
+    providers: [new VirtualBoardStore({ dir: defaultVirtualDir() })],
     // Only the real stdout gets a progress bar and colour; tests capture plain text.
     ...(io === processIo ? { terminal: process.stdout } : {}),
   };

@@ -1,11 +1,6 @@
 import { createHash } from 'node:crypto';
-import {
-  buildVirtualFirmware,
-  Flasher,
-  type FlashProgress,
-  NodeWebSerialPort,
-  readPartitionTable,
-} from '@xiaozhi-mcp/firmware';
+import { buildVirtualFirmware, readPartitionTable } from '@xiaozhi-mcp/firmware';
+import { Flasher, type FlashProgress, NodeWebSerialPort } from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';

@@ -5,7 +5,7 @@ import {
   openSafely,
   RESET_SEQUENCES,
   runLineSteps,
-} from '@xiaozhi-mcp/firmware';
+} from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { FlashStorage } from '../flash-storage.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';

@@ -1,10 +1,11 @@
-import { describe, expect, it } from 'vitest';
-import { readNvsPartition, writeNvsPartition } from './nvs.js';
 import {
+  readNvsPartition,
   readPartitionTable,
+  writeNvsPartition,
   writePartitionTable,
   XIAOZHI_PARTITIONS_16M,
-} from './partition-table.js';
+} from '@xiaozhi-mcp/firmware';
+import { describe, expect, it } from 'vitest';
 import { buildProvisionImage, provisionBoard, provisionEntries } from './provision.js';
 
 const settings = {

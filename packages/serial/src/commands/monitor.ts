@@ -11,30 +11,26 @@
  * file (what `flash` and `provision` wrote) and makes its OTA check at the provisioned URL.
  */
 import type { SerialPortStream } from '@serialport/stream';
+import { type Command, Option } from 'commander';
 import {
-  BOOT_CLICK,
   ConsoleLineSplitter,
   type ConsoleRecord,
-  lineSetterFor,
-  openSafely,
   PanicDetector,
   type PanicReport,
   parseConsoleLine,
-  RESET_SEQUENCES,
-  runLineSteps,
   stripAnsi,
-} from '@xiaozhi-mcp/firmware';
-import { type Command, Option } from 'commander';
+} from '../console-log.js';
+import { BOOT_CLICK, lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '../lines.js';
+import type { ResolvedPort } from '../resolve.js';
 import {
   openCommandPort,
   type PortOptions,
   parseBaud,
-  type ResolvedPort,
   runReported,
   type SerialCommandContext,
   SerialCommandError,
   usageError,
-} from './port-resolver.js';
+} from './context.js';
 
 export const DEFAULT_MONITOR_BAUD = 115_200;
 /** The firmware's state line when it settles (`StateMachine: State: activating -> idle`). */
@@ -378,7 +374,7 @@ export async function monitorCommand(
           context.out.stderr(
             `--- monitor ${port.label} at ${baud} baud until ${ending.join(' or ')} ---\n`,
           );
-          if (options.click === true && options.reset !== true && port.virtual === undefined) {
+          if (options.click === true && options.reset !== true && port.provider === undefined) {
             context.out.stderr(
               '--- --click waits for the board to report idle; add --reset if it is already running ---\n',
             );
@@ -412,7 +408,7 @@ export async function monitorCommand(
             );
         }
       } finally {
-        port.virtual?.dispose();
+        port.dispose();
       }
     },
   );

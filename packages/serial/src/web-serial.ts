@@ -9,7 +9,7 @@
  * resets boards; and the readable survives esptool's pattern of taking a reader per chunk.
  */
 import { SerialPortStream } from '@serialport/stream';
-import { FirmwareError } from '../errors.js';
+import { SerialError } from './errors.js';
 
 /**
  * A `serialport` binding (`@serialport/bindings-interface`'s `BindingInterface`), taken from
@@ -72,14 +72,14 @@ function lostError(message: string): Error {
 function mapOpenError(path: string, error: Error): Error {
   const text = error.message;
   if (/ENOENT|no such file|not found|does not exist/i.test(text)) {
-    return new FirmwareError(
+    return new SerialError(
       'PORT_NOT_FOUND',
       `serial port ${path} not found (${text}); list the ports again: USB boards can come back under another path`,
       { cause: error },
     );
   }
   if (/lock|busy|EBUSY|access denied|in use/i.test(text)) {
-    return new FirmwareError(
+    return new SerialError(
       'PORT_BUSY',
       `serial port ${path} is in use (${text}); close the other program (a monitor, another hil run) first`,
       { cause: error },
@@ -124,7 +124,11 @@ export class NodeWebSerialPort {
   /** A port for an entry of `binding.list()` (vendor and product ids parsed from hex). */
   static fromPortInfo(
     binding: SerialBinding,
-    info: SerialPortInfo,
+    info: {
+      readonly path: string;
+      readonly vendorId?: string | undefined;
+      readonly productId?: string | undefined;
+    },
     options: Omit<
       NodeWebSerialPortOptions,
       'binding' | 'path' | 'usbVendorId' | 'usbProductId'

@@ -9,18 +9,20 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { deflateSync } from 'node:zlib';
-import { ESPLoader, type IEspLoaderTerminal, Transport } from 'esptool-js';
-import { IMAGE_MAGIC, readImageHeader } from './app-image.js';
-import { type ChipName, chipById } from './chips.js';
-import { FirmwareError } from './errors.js';
 import {
+  type ChipName,
+  chipById,
+  encodeWords,
+  IMAGE_MAGIC,
   PARTITION_TABLE_MAX_SIZE,
   PARTITION_TABLE_OFFSET,
   type PartitionTable,
+  readImageHeader,
   readPartitionTable,
-} from './partition-table.js';
-import { encodeWords } from './rom-protocol.js';
-import type { NodeWebSerialPort } from './serial/web-serial.js';
+} from '@xiaozhi-mcp/firmware';
+import { ESPLoader, type IEspLoaderTerminal, Transport } from 'esptool-js';
+import { SerialError } from './errors.js';
+import type { NodeWebSerialPort } from './web-serial.js';
 
 export interface FlasherTimeouts {
   /** Reset, sync, chip detection and stub upload. Default 30 s. */
@@ -208,7 +210,7 @@ export class Flasher {
       );
     } catch (error) {
       await this.#close(transport);
-      if (error instanceof FirmwareError && error.code !== 'FLASH_FAILED') throw error;
+      if (error instanceof SerialError && error.code !== 'FLASH_FAILED') throw error;
       throw this.#failure(
         'connect',
         error,
@@ -274,21 +276,21 @@ export class Flasher {
     this.#checkParts(parts, chip, options.expectedChip);
     const baudRate = options.baudRate ?? 460_800;
     const retryBaudRate = Math.min(options.retryBaudRate ?? 115_200, baudRate);
-    let firstError: FirmwareError | undefined;
+    let firstError: SerialError | undefined;
     let usedBaudRate = baudRate;
     try {
       await this.#changeBaudRate(baudRate);
       await this.#write(parts, options, 1);
     } catch (error) {
-      if (error instanceof FirmwareError && error.code === 'CHIP_MISMATCH') throw error;
-      firstError = error instanceof FirmwareError ? error : this.#failure('write', error, '');
+      if (error instanceof SerialError && error.code === 'CHIP_MISMATCH') throw error;
+      firstError = error instanceof SerialError ? error : this.#failure('write', error, '');
       usedBaudRate = retryBaudRate;
       try {
         await this.#recover(retryBaudRate);
         await this.#write(parts, options, 2);
       } catch (retryError) {
         await this.#endSession();
-        throw new FirmwareError(
+        throw new SerialError(
           'FLASH_FAILED',
           `${message(retryError)} (first attempt at ${baudRate} baud: ${firstError.message})`,
           { cause: retryError },
@@ -352,7 +354,7 @@ export class Flasher {
   async #requireSession(): Promise<Session> {
     if (this.#session === undefined) await this.connect();
     const session = this.#session;
-    if (session === undefined) throw new FirmwareError('FLASH_FAILED', 'connect: no session');
+    if (session === undefined) throw new SerialError('FLASH_FAILED', 'connect: no session');
     return session;
   }
 
@@ -383,7 +385,7 @@ export class Flasher {
     expected: ChipName | undefined,
   ): void {
     if (expected !== undefined && expected !== chip.chip) {
-      throw new FirmwareError(
+      throw new SerialError(
         'CHIP_MISMATCH',
         `refusing to flash: the board on ${this.#port.path} is an ${chip.chip}, not the expected ${expected}; check which board is on this port`,
       );
@@ -394,14 +396,14 @@ export class Flasher {
       if (at !== undefined) {
         const header = readImageHeader(part.data.subarray(at));
         if (header.chipId !== chip.chipId) {
-          throw new FirmwareError(
+          throw new SerialError(
             'CHIP_MISMATCH',
             `refusing to flash: part ${i + 1} at ${hex(part.offset)} is an image for ${header.chip ?? `chip id ${header.chipId}`} (chip id ${header.chipId}), the board is an ${chip.chip} (chip id ${chip.chipId}); use the ${chip.chip} build`,
           );
         }
       }
       if (flashSize !== undefined && part.offset + part.data.length > flashSize) {
-        throw new FirmwareError(
+        throw new SerialError(
           'OPTION_INVALID',
           `part ${i + 1} (${hex(part.offset)}+${hex(part.data.length)}) does not fit the board's ${chip.flashSizeMb} MB flash; use the image built for this flash size`,
         );
@@ -411,7 +413,7 @@ export class Flasher {
 
   async #write(parts: readonly FlashPart[], options: FlashOptions, attempt: number): Promise<void> {
     const session = this.#session;
-    if (session === undefined) throw new FirmwareError('FLASH_FAILED', 'write: not connected');
+    if (session === undefined) throw new SerialError('FLASH_FAILED', 'write: not connected');
     const sizes = parts.map((p) => p.data.length);
     const total = sizes.reduce((a, b) => a + b, 0) || 1;
     const before = sizes.map((_, i) => sizes.slice(0, i).reduce((a, b) => a + b, 0));
@@ -586,7 +588,7 @@ export class Flasher {
       timer = setTimeout(
         () =>
           reject(
-            new FirmwareError('FLASH_FAILED', `${step}: no progress within ${Math.round(ms)} ms`),
+            new SerialError('FLASH_FAILED', `${step}: no progress within ${Math.round(ms)} ms`),
           ),
         ms,
       );
@@ -598,13 +600,13 @@ export class Flasher {
     }
   }
 
-  #failure(step: string, error: unknown, hint: string): FirmwareError {
+  #failure(step: string, error: unknown, hint: string): SerialError {
     const text = message(error);
     const stepped = (text.startsWith(`${step}:`) ? text : `${step}: ${text}`).replace(
       /[.!\s]+$/,
       '',
     );
-    return new FirmwareError('FLASH_FAILED', hint === '' ? stepped : `${stepped}; ${hint}`, {
+    return new SerialError('FLASH_FAILED', hint === '' ? stepped : `${stepped}; ${hint}`, {
       cause: error,
     });
   }

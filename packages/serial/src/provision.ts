@@ -5,9 +5,16 @@
  * is read from the board's own partition table; entries already on the board that we do not
  * set (its `board/uuid`, the volume...) are kept, so provisioning does not change identity.
  */
-import { FirmwareError } from './errors.js';
-import { type NvsEntry, readNvsPartition, writeNvsPartition } from './nvs.js';
-import { findPartition, type Partition, type PartitionTable } from './partition-table.js';
+import {
+  FirmwareError,
+  findPartition,
+  type NvsEntry,
+  type Partition,
+  type PartitionTable,
+  readNvsPartition,
+  writeNvsPartition,
+} from '@xiaozhi-mcp/firmware';
+import { SerialError } from './errors.js';
 
 export interface ProvisionSettings {
   readonly ssid: string;
@@ -37,24 +44,24 @@ export interface ProvisionResult {
 function check(settings: ProvisionSettings): void {
   const bytes = (s: string) => Buffer.byteLength(s, 'utf8');
   if (settings.ssid === '' || bytes(settings.ssid) > 32) {
-    throw new FirmwareError('OPTION_INVALID', 'ssid must be 1 to 32 bytes (an 802.11 SSID)');
+    throw new SerialError('OPTION_INVALID', 'ssid must be 1 to 32 bytes (an 802.11 SSID)');
   }
   if (bytes(settings.password) > 64)
-    throw new FirmwareError('OPTION_INVALID', 'password must be at most 64 bytes');
+    throw new SerialError('OPTION_INVALID', 'password must be at most 64 bytes');
   if (!/^https?:\/\/\S+$/.test(settings.otaUrl)) {
-    throw new FirmwareError(
+    throw new SerialError(
       'OPTION_INVALID',
       `ota url must be http:// or https://, got ${JSON.stringify(settings.otaUrl)}`,
     );
   }
   // The firmware refuses an OTA URL shorter than 10 characters.
   if (settings.otaUrl.length < 10)
-    throw new FirmwareError(
+    throw new SerialError(
       'OPTION_INVALID',
       'ota url is too short for the firmware (fewer than 10 characters)',
     );
   if (settings.websocket !== undefined && !/^wss?:\/\/\S+$/.test(settings.websocket.url)) {
-    throw new FirmwareError(
+    throw new SerialError(
       'OPTION_INVALID',
       `websocket url must be ws:// or wss://, got ${JSON.stringify(settings.websocket.url)}`,
     );

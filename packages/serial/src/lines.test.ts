@@ -2,7 +2,7 @@ import type { BindingInterface, SetOptions } from '@serialport/bindings-cpp';
 import fc from 'fast-check';
 import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { FirmwareError } from '../errors.js';
+import { SerialError } from './errors.js';
 import type { LineState, LineStep } from './lines.js';
 import {
   BOOT_CLICK,
@@ -189,9 +189,9 @@ describe('parseResetSequence', () => {
     } catch (error) {
       caught = error;
     }
-    expect(caught).toBeInstanceOf(FirmwareError);
-    expect((caught as FirmwareError).code).toBe('OPTION_INVALID');
-    expect((caught as FirmwareError).message).toContain(fragment);
+    expect(caught).toBeInstanceOf(SerialError);
+    expect((caught as SerialError).code).toBe('OPTION_INVALID');
+    expect((caught as SerialError).message).toContain(fragment);
   });
 
   it('one set step per D/R/U token, the untouched line carried over', () => {
@@ -310,7 +310,7 @@ describe('runLineSteps', () => {
       const error = await rejection(
         runLineSteps(setter, [set(true, false), wait(waitMs)], { sleep }),
       );
-      expect((error as FirmwareError).code).toBe('OPTION_INVALID');
+      expect((error as SerialError).code).toBe('OPTION_INVALID');
     }
     expect(log).toEqual([]);
   });
@@ -381,9 +381,9 @@ describe('lineSetterFor', () => {
     const result = rejection(lineSetterFor(port, { timeoutMs: 500 }).set(SAFE_LINES));
     await vi.advanceTimersByTimeAsync(500);
     const error = await result;
-    expect(error).toBeInstanceOf(FirmwareError);
-    expect((error as FirmwareError).code).toBe('PORT_NOT_FOUND');
-    expect((error as FirmwareError).message).toContain('500 ms');
+    expect(error).toBeInstanceOf(SerialError);
+    expect((error as SerialError).code).toBe('PORT_NOT_FOUND');
+    expect((error as SerialError).message).toContain('500 ms');
   });
 });
 
@@ -467,9 +467,9 @@ describe('openSafely (binding-mock)', () => {
     const error = await rejection(
       openSafely('/dev/NOPE', { baudRate: 115200, binding: MockBinding }),
     );
-    expect(error).toBeInstanceOf(FirmwareError);
-    expect((error as FirmwareError).code).toBe('PORT_NOT_FOUND');
-    expect((error as FirmwareError).message).toContain('/dev/NOPE');
+    expect(error).toBeInstanceOf(SerialError);
+    expect((error as SerialError).code).toBe('PORT_NOT_FOUND');
+    expect((error as SerialError).message).toContain('/dev/NOPE');
   });
 
   it('rejects PORT_BUSY for a port already open (locked)', async () => {
@@ -478,7 +478,7 @@ describe('openSafely (binding-mock)', () => {
     const error = await rejection(
       openSafely('/dev/ROBOT', { baudRate: 115200, binding: MockBinding }),
     );
-    expect((error as FirmwareError).code).toBe('PORT_BUSY');
+    expect((error as SerialError).code).toBe('PORT_BUSY');
     await close(first);
   });
 
@@ -501,7 +501,7 @@ describe('openSafely (binding-mock)', () => {
     const error = await rejection(
       openSafely('/dev/HANG', { baudRate: 115200, binding: hanging, timeoutMs: 20 }),
     );
-    expect((error as FirmwareError).code).toBe('PORT_BUSY');
-    expect((error as FirmwareError).message).toContain('20 ms');
+    expect((error as SerialError).code).toBe('PORT_BUSY');
+    expect((error as SerialError).message).toContain('20 ms');
   });
 });

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ExpectOptions } from './console-expect.js';
 import { ConsoleExpect, ExpectError } from './console-expect.js';
-import { FirmwareError } from './errors.js';
+import { SerialError } from './errors.js';
 
 const GURU_DUMP = [
   "Guru Meditation Error: Core  1 panic'ed (LoadProhibited). Exception was unhandled.",
@@ -120,7 +120,7 @@ describe('ConsoleExpect.expect', () => {
     expect(state.status).toBe('rejected');
     const error = state.error;
     if (!(error instanceof ExpectError)) throw new Error('not an ExpectError');
-    expect(error).toBeInstanceOf(FirmwareError);
+    expect(error).toBeInstanceOf(SerialError);
     expect(error.name).toBe('ExpectError');
     expect(error.code).toBe('EXPECT_TIMEOUT');
     expect(error.pattern).toBe('/Application: Network connected/');
@@ -268,8 +268,8 @@ describe('ConsoleExpect.expect', () => {
     const error = await con
       .expect(/x/, { timeoutMs: Number.POSITIVE_INFINITY })
       .catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(FirmwareError);
-    expect((error as FirmwareError).code).toBe('OPTION_INVALID');
+    expect(error).toBeInstanceOf(SerialError);
+    expect((error as SerialError).code).toBe('OPTION_INVALID');
   });
 
   it('uses the injected clock and timers', async () => {

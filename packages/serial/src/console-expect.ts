@@ -12,7 +12,7 @@ import {
   PanicDetector,
   parseConsoleLine,
 } from './console-log.js';
-import { FirmwareError } from './errors.js';
+import { SerialError } from './errors.js';
 
 export type ExpectErrorCode = 'EXPECT_TIMEOUT' | 'EXPECT_FORBIDDEN' | 'EXPECT_CLOSED';
 
@@ -63,7 +63,7 @@ export interface ExpectErrorDetails {
   bootLoop?: BootLoopReport;
 }
 
-export class ExpectError extends FirmwareError {
+export class ExpectError extends SerialError {
   override readonly name = 'ExpectError';
   declare readonly code: ExpectErrorCode;
   readonly pattern: string;
@@ -250,7 +250,7 @@ export class ConsoleExpect {
     const timeoutMs = options.timeoutMs ?? 30_000;
     if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
       return Promise.reject(
-        new FirmwareError(
+        new SerialError(
           'OPTION_INVALID',
           `timeoutMs must be a finite number >= 0, got ${timeoutMs}`,
         ),

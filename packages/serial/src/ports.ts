@@ -7,7 +7,8 @@
  */
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { FirmwareError } from '../errors.js';
+import { SerialError } from './errors.js';
+import { abortableWait, abortReason } from './wait.js';
 
 export type PortKind = 'usb-uart' | 'usb-serial-jtag' | 'unknown';
 
@@ -187,7 +188,11 @@ function portInfo(fields: Omit<PortInfo, 'kind'>): PortInfo {
 
 const BY_ID_NAME = /^usb-.+-if[0-9a-fA-F]{2}/;
 
-function fromBinding(port: PortInfoLike, byIdDir: string): PortInfo {
+/**
+ * A binding's `list()` entry as a {@link PortInfo}: ids normalised, the kind derived, the
+ * by-id name parsed when the binding had no ids. The one mapping for real and virtual ports.
+ */
+export function portInfoFromBinding(port: PortInfoLike, byIdDir = '/dev/serial/by-id'): PortInfo {
   const byIdName = port.pnpId !== undefined && BY_ID_NAME.test(port.pnpId) ? port.pnpId : undefined;
   const parsed = byIdName === undefined ? {} : parseByIdName(byIdName);
   const vendorId = normalizeUsbId(port.vendorId);
@@ -352,7 +357,7 @@ export async function listPorts(options: ListPortsOptions = {}): Promise<PortInf
     // Loaded on demand so that importing this module never loads the native addon.
     const binding = options.binding ?? (await import('@serialport/bindings-cpp')).autoDetect();
     const listed = await withTimeout(binding.list(), BINDING_LIST_TIMEOUT_MS, 'serial port list');
-    if (listed.length > 0) return listed.map((port) => fromBinding(port, byIdDir));
+    if (listed.length > 0) return listed.map((port) => portInfoFromBinding(port, byIdDir));
   } catch (error) {
     bindingError = error;
   }
@@ -382,8 +387,8 @@ export type PortSelector =
 const SELECTOR_HELP =
   'use a path (/dev/ttyUSB0, COM3), serial:<serial number>, usb:<vid>:<pid>[:<serial>] or by-id:<name in /dev/serial/by-id>';
 
-function invalidSelector(text: string, why: string): FirmwareError {
-  return new FirmwareError('OPTION_INVALID', `port selector '${text}': ${why}; ${SELECTOR_HELP}`);
+function invalidSelector(text: string, why: string): SerialError {
+  return new SerialError('OPTION_INVALID', `port selector '${text}': ${why}; ${SELECTOR_HELP}`);
 }
 
 function splitVidPid(
@@ -498,10 +503,6 @@ export function describePorts(ports: readonly PortInfo[], limit = 20): string {
   return more > 0 ? `${shown.join('; ')}; and ${more} more` : shown.join('; ');
 }
 
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
-}
-
 /** Settles with `promise`, or rejects at the abort. */
 function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return promise;
@@ -522,20 +523,6 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
         reject(error);
       },
     );
-  });
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      if (signal) reject(abortReason(signal));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
 
@@ -564,13 +551,13 @@ export async function findPort(
   const pollMs = options.pollMs ?? 250;
   const { signal } = options;
   if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
-    throw new FirmwareError(
+    throw new SerialError(
       'OPTION_INVALID',
       `findPort timeoutMs must be finite and >= 0, got ${timeoutMs}`,
     );
   }
   if (!Number.isFinite(pollMs) || pollMs <= 0) {
-    throw new FirmwareError(
+    throw new SerialError(
       'OPTION_INVALID',
       `findPort pollMs must be finite and > 0, got ${pollMs}`,
     );
@@ -599,7 +586,7 @@ export async function findPort(
     ambiguousPolls = matches.length > 1 ? ambiguousPolls + 1 : 0;
     const remaining = deadline - Date.now();
     if (ambiguousPolls >= 2 || (ambiguousPolls > 0 && remaining <= 0)) {
-      throw new FirmwareError(
+      throw new SerialError(
         'PORT_NOT_FOUND',
         `${matches.length} serial ports match ${wanted}: ${describePorts(matches)}; use a more specific selector (serial:<serial number>, or by-id:<name> when one device has several interfaces)`,
       );
@@ -609,12 +596,12 @@ export async function findPort(
         listError === undefined
           ? ''
           : ` (listing failed: ${listError instanceof Error ? listError.message : String(listError)})`;
-      throw new FirmwareError(
+      throw new SerialError(
         'PORT_NOT_FOUND',
         `no serial port matches ${wanted} after ${Date.now() - started} ms${failed}; seen: ${describePorts(seen)}`,
         listError === undefined ? {} : { cause: listError },
       );
     }
-    await sleep(Math.min(pollMs, remaining), signal);
+    await abortableWait(Math.min(pollMs, remaining), signal);
   }
 }

@@ -1,7 +1,7 @@
 import type { SerialPortStream } from '@serialport/stream';
 import { SerialPortMock } from 'serialport';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FirmwareError } from '../errors.js';
+import { SerialError } from './errors.js';
 import { NodeWebSerialPort } from './web-serial.js';
 
 const MockBinding = SerialPortMock.binding;
@@ -170,7 +170,7 @@ describe('NodeWebSerialPort', () => {
     await port.open({ baudRate: 115200 });
     const second = new NodeWebSerialPort({ binding, path: '/dev/ttyMOCK1' });
     const error = await second.open({ baudRate: 115200 }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(FirmwareError);
+    expect(error).toBeInstanceOf(SerialError);
     expect(error).toMatchObject({ code: 'PORT_BUSY' });
     await expect(port.open({ baudRate: 115200 })).rejects.toThrow(/already open/);
     await expect(new NodeWebSerialPort({ binding, path: 'x' }).setBaudRate(9600)).rejects.toThrow(

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { FirmwareError } from '../errors.js';
+import { SerialError } from './errors.js';
 import type { PortInfo, PortLister, PortSelector } from './ports.js';
 import {
   describePorts,
@@ -23,11 +23,11 @@ const CH9102 = 'usb-1a86_USB_Single_Serial_54D2012345-if00';
 const CH340 = 'usb-1a86_USB2.0-Serial-if00-port0';
 const FTDI = 'usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0';
 
-async function rejection(promise: Promise<unknown>): Promise<FirmwareError> {
+async function rejection(promise: Promise<unknown>): Promise<SerialError> {
   try {
     await promise;
   } catch (error) {
-    if (error instanceof FirmwareError) return error;
+    if (error instanceof SerialError) return error;
     throw error;
   }
   throw new Error('expected a rejection');
@@ -417,8 +417,8 @@ describe('parsePortSelector', () => {
     } catch (error) {
       caught = error;
     }
-    expect(caught).toBeInstanceOf(FirmwareError);
-    const error = caught as FirmwareError;
+    expect(caught).toBeInstanceOf(SerialError);
+    const error = caught as SerialError;
     expect(error.code).toBe('OPTION_INVALID');
     expect(error.message).toContain(fragment);
     expect(error.message).toContain('serial:<serial number>');
@@ -497,7 +497,7 @@ describe('matchPorts', () => {
   });
 
   it('rejects a malformed vidPid', () => {
-    expect(() => matchPorts(PORTS, { vidPid: '10c4' })).toThrow(FirmwareError);
+    expect(() => matchPorts(PORTS, { vidPid: '10c4' })).toThrow(SerialError);
   });
 });
 

@@ -12,7 +12,8 @@
  */
 import type { BindingInterface } from '@serialport/bindings-cpp';
 import { SerialPortStream } from '@serialport/stream';
-import { FirmwareError } from '../errors.js';
+import { SerialError } from './errors.js';
+import { abortableWait } from './wait.js';
 
 /** `true` = asserted (the bridge pin driven low). */
 export interface LineState {
@@ -127,8 +128,8 @@ export const BOOT_CLICK: readonly LineStep[] = freezeSteps([
   set(false, false), // released
 ]);
 
-function invalid(message: string): FirmwareError {
-  return new FirmwareError('OPTION_INVALID', message);
+function invalid(message: string): SerialError {
+  return new SerialError('OPTION_INVALID', message);
 }
 
 function parseLevel(token: string, value: string): boolean {
@@ -183,28 +184,6 @@ export function parseResetSequence(text: string, initial: LineState = SAFE_LINES
   return steps;
 }
 
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
-}
-
-function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(abortReason(signal));
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      if (signal) reject(abortReason(signal));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /**
  * Plays steps in order: one `set()` with both lines per `set` step. When cancelled after a line
  * changed, it sets {@link SAFE_LINES} (best effort) before rejecting with the abort reason, so
@@ -216,7 +195,7 @@ export async function runLineSteps(
   options: { signal?: AbortSignal; sleep?: (ms: number) => Promise<void> } = {},
 ): Promise<void> {
   const { signal } = options;
-  const sleep = options.sleep ?? ((ms: number) => abortableSleep(ms, signal));
+  const sleep = options.sleep ?? ((ms: number) => abortableWait(ms, signal));
   for (const step of steps) {
     if (
       'waitMs' in step &&
@@ -285,7 +264,7 @@ export function lineSetterFor(
         };
         const timer = setTimeout(() => {
           finish(
-            new FirmwareError(
+            new SerialError(
               'PORT_NOT_FOUND',
               `set(${JSON.stringify(state)}) did not complete within ${timeoutMs} ms (unplugged or re-enumerating?)`,
             ),
@@ -313,12 +292,12 @@ export function lineSetterFor(
 function describeOpenError(path: string, error: unknown): unknown {
   const message = error instanceof Error ? error.message : String(error);
   if (/lock|busy|resource temporarily unavailable/i.test(message)) {
-    return new FirmwareError('PORT_BUSY', `${path} is in use by another process: ${message}`, {
+    return new SerialError('PORT_BUSY', `${path} is in use by another process: ${message}`, {
       cause: error,
     });
   }
   if (/ENOENT|no such file|does not exist/i.test(message)) {
-    return new FirmwareError('PORT_NOT_FOUND', `${path} does not exist: ${message}`, {
+    return new SerialError('PORT_NOT_FOUND', `${path} does not exist: ${message}`, {
       cause: error,
     });
   }
@@ -355,7 +334,7 @@ export async function openSafely(
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      reject(new FirmwareError('PORT_BUSY', `${path} did not open within ${timeoutMs} ms`));
+      reject(new SerialError('PORT_BUSY', `${path} did not open within ${timeoutMs} ms`));
     }, timeoutMs);
     stream.open((error) => {
       clearTimeout(timer);

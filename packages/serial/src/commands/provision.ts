@@ -4,14 +4,10 @@
  * holds at 0x8000. Entries already there that we do not set (`board/uuid`, the volume...) are
  * kept, so the board keeps its identity. Then a hard reset, so it boots with them.
  */
-import {
-  FirmwareError,
-  type ProvisionSettings,
-  provisionBoard,
-  provisionEntries,
-} from '@xiaozhi-mcp/firmware';
+import { FirmwareError } from '@xiaozhi-mcp/firmware';
 import { type Command, Option } from 'commander';
-import { DEFAULT_FLASH_BAUD, describeChip, flasherFor, hex } from './flash.js';
+import { describeChip, flasherFor, hex } from '../flash-image.js';
+import { type ProvisionSettings, provisionBoard, provisionEntries } from '../provision.js';
 import {
   openCommandPort,
   type PortOptions,
@@ -20,7 +16,8 @@ import {
   type SerialCommandContext,
   SerialCommandError,
   usageError,
-} from './port-resolver.js';
+} from './context.js';
+import { DEFAULT_FLASH_BAUD } from './flash.js';
 
 export interface ProvisionCommandOptions extends PortOptions {
   readonly ssid?: string;
@@ -117,7 +114,7 @@ export async function provisionCommand(
         return 0;
       } finally {
         await flasher.disconnect().catch(() => {});
-        port.virtual?.dispose();
+        port.dispose();
       }
     },
   );

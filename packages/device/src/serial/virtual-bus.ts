@@ -1,0 +1,111 @@
+/**
+ * The virtual USB bus of a rig run: virtual boards kept in memory (their flash is not a file),
+ * plugged in one after another and powered on as they are plugged, each reached as a
+ * `ResolvedPort` of `@xiaozhi-mcp/serial` exactly like a real board's port.
+ */
+import { findPort, portInfoFromBinding, type ResolvedPort, SerialError } from '@xiaozhi-mcp/serial';
+import { FlashStorage } from '../flash-storage.js';
+import { boardPreset } from '../presets.js';
+import { type BoardTiming, type FaultKnobs, VirtualBoard } from '../virtual-board.js';
+import { VirtualSerialBinding, type VirtualSerialDevice } from './virtual-binding.js';
+
+/** A board to plug in: what it is, and the faults it is built with. */
+export interface VirtualBusBoard {
+  /** A preset name (`bread-compact-wifi`, `otto-robot`). */
+  readonly preset: string;
+  /** Default: the preset's flash size. */
+  readonly flashSizeMb?: number;
+  readonly faults?: Partial<Omit<FaultKnobs, 'dropReply'>> & {
+    /** The board vanishes from the USB bus when this tool is called. */
+    readonly unplugOnCall?: string;
+  };
+}
+
+/** A port on the bus, with the board behind it. */
+export interface VirtualBusPort extends ResolvedPort {
+  readonly board: VirtualBoard;
+  readonly device: VirtualSerialDevice;
+}
+
+/**
+ * A virtual device as a `ResolvedPort`: present while plugged, found again by its USB serial
+ * number after it re-enumerates, as a real board's port is.
+ */
+export function virtualPort(
+  binding: VirtualSerialBinding,
+  device: VirtualSerialDevice,
+  label: string,
+  dispose: () => void,
+): ResolvedPort {
+  const lister = {
+    list: async () => (await binding.list()).map((p) => portInfoFromBinding(p)),
+  };
+  return {
+    binding,
+    path: device.path,
+    info: portInfoFromBinding(device.info),
+    label,
+    provider: 'virtual:',
+    present: async (path) => binding.device(path) !== undefined,
+    refind: async (timeoutMs, signal) => {
+      try {
+        const found = await findPort(
+          { serialNumber: device.serialNumber },
+          { lister, timeoutMs, ...(signal === undefined ? {} : { signal }) },
+        );
+        return { path: found.path, info: found };
+      } catch (error) {
+        if (!(error instanceof SerialError) || error.code !== 'PORT_NOT_FOUND') throw error;
+        throw new SerialError(
+          'PORT_NOT_FOUND',
+          `${label} did not come back within ${timeoutMs} ms`,
+          {
+            cause: error,
+          },
+        );
+      }
+    },
+    dispose,
+  };
+}
+
+export class VirtualBus {
+  readonly binding = new VirtualSerialBinding();
+  readonly #timing: Partial<BoardTiming>;
+  #plugged = 0;
+
+  constructor(timing: Partial<BoardTiming> = {}) {
+    this.#timing = timing;
+  }
+
+  /** Plugs in a new board (MAC and path numbered in plug order) and powers it on. */
+  plug(spec: VirtualBusBoard, label: string): VirtualBusPort {
+    const index = this.#plugged++;
+    const preset = boardPreset(spec.preset);
+    const { unplugOnCall, ...faults } = spec.faults ?? {};
+    const board = new VirtualBoard({
+      preset,
+      mac: `f4:12:fa:7e:00:${(index + 1).toString(16).padStart(2, '0')}`,
+      flash: new FlashStorage({ size: (spec.flashSizeMb ?? preset.flashSizeMb) * 1024 * 1024 }),
+      timing: this.#timing,
+      ...(spec.faults === undefined ? {} : { faults }),
+    });
+    const device = this.binding.attach(board, { path: `/dev/ttyVIRT${index}` });
+    if (unplugOnCall !== undefined) {
+      board.on('tool-call', (name) => {
+        if (name === unplugOnCall && device.plugged) this.binding.unplug(device.path);
+      });
+    }
+    // USB power: the board starts running (from an erased flash it boot-loops until flashed).
+    board.powerOn();
+    return { ...virtualPort(this.binding, device, label, () => {}), board, device };
+  }
+
+  /** Unplugs every board and stops them. */
+  close(): void {
+    for (const device of [...this.binding.devices]) {
+      device.board.powerOff();
+      this.binding.detach(device);
+    }
+  }
+}

@@ -1,0 +1,441 @@
+/**
+ * Virtual boards that live on disk: `virtual:<name>` is a board whose SPI flash is a file,
+ * `<dir>/<name>.flash`, with a sidecar `<name>.json` saying what board it is. Resolving one
+ * builds the board from those files and powers it on, as plugging in a real board does; after
+ * that the serial commands run the same code as for a real port, only the binding and the
+ * path differ. What one command writes (a firmware, NVS) is what the next one boots.
+ *
+ * It is a `PortProvider` of `@xiaozhi-mcp/serial`, registered by whoever composes the
+ * commands (`xiaozhi-mcp`, `hil`), so the serial layer never imports the device SDK.
+ */
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  writeFileSync,
+} from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import {
+  findPartition,
+  PARTITION_TABLE_MAX_SIZE,
+  PARTITION_TABLE_OFFSET,
+  readAppImage,
+  readNvsPartition,
+  readPartitionTable,
+} from '@xiaozhi-mcp/firmware';
+import {
+  BoardLockError,
+  lockBoard,
+  type PortProvider,
+  type ProvidedBoard,
+  type ProviderListing,
+  type ProviderRequest,
+  type ResolvedPort,
+  SerialCommandError,
+  SerialError,
+  usageError,
+} from '@xiaozhi-mcp/serial';
+import { DeviceError } from '../errors.js';
+import { FlashStorage } from '../flash-storage.js';
+import { BOARD_PRESETS } from '../presets.js';
+import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
+import { VirtualSerialBinding, type VirtualSerialDevice } from './virtual-binding.js';
+import { virtualPort } from './virtual-bus.js';
+
+export const VIRTUAL_PREFIX = 'virtual:';
+export const DEFAULT_PRESET = 'bread-compact-wifi';
+export const DEFAULT_FLASH_SIZE_MB = 16;
+export const FLASH_SIZES_MB = [4, 8, 16] as const;
+export type FlashSizeMb = (typeof FLASH_SIZES_MB)[number];
+
+/** The sidecar `<name>.json`: what a virtual board is. Written once, when the board is created. */
+export interface VirtualBoardSpec {
+  readonly preset: string;
+  readonly chip: string;
+  /** Lowercase `aa:bb:cc:dd:ee:ff`, derived from the name. */
+  readonly mac: string;
+  readonly flashSizeMb: FlashSizeMb;
+}
+
+export interface VirtualBoardEntry extends VirtualBoardSpec {
+  readonly name: string;
+  /** `virtual:<name>`, the selector that reaches it. */
+  readonly port: string;
+  readonly flashPath: string;
+  readonly sidecarPath: string;
+}
+
+/** What a virtual board's flash file holds, read without booting it. */
+export interface VirtualFlashSummary {
+  /** The app's version, when the flash holds a bootable app. */
+  readonly firmware?: string;
+  readonly ssid?: string;
+  readonly otaUrl?: string;
+}
+
+export interface VirtualPortListing extends VirtualBoardEntry, VirtualFlashSummary {}
+
+/** A resolved virtual board: the board itself, plugged into its own bus. */
+export interface ResolvedVirtual {
+  readonly board: VirtualBoard;
+  readonly device: VirtualSerialDevice;
+  /** The bus the board is plugged into (tests unplug and re-plug it). */
+  readonly binding: VirtualSerialBinding;
+  readonly entry: VirtualBoardEntry;
+  /** The board was created by this call (its sidecar and flash file are new). */
+  readonly created: boolean;
+}
+
+export interface VirtualBoardStoreOptions {
+  /** Default {@link defaultVirtualDir}. */
+  readonly dir?: string;
+  /** Firmware timing (tests shorten it). */
+  readonly timing?: Partial<BoardTiming>;
+  /** Called with each board once it is plugged in and powered (tests inject faults). */
+  readonly onBoard?: (virtual: ResolvedVirtual) => void;
+}
+
+/** `$XIAOZHI_VIRTUAL_DIR`, else `~/.cache/xiaozhi-mcp/virtual`. */
+export function defaultVirtualDir(env: NodeJS.ProcessEnv = process.env): string {
+  const dir = env.XIAOZHI_VIRTUAL_DIR;
+  return dir !== undefined && dir !== ''
+    ? dir
+    : join(homedir(), '.cache', 'xiaozhi-mcp', 'virtual');
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** Validates `<name>` of `virtual:<name>`: it names files, so no slashes or dots first. */
+export function virtualName(selector: string): string {
+  const name = selector.slice(VIRTUAL_PREFIX.length).trim();
+  if (!NAME.test(name)) {
+    throw usageError(
+      `port selector '${selector}': a virtual board name is 1 to 64 letters, digits, '.', '_' or '-', not starting with '.', e.g. virtual:desk`,
+    );
+  }
+  return name;
+}
+
+/** Espressif's OUI and three bytes of the name's hash: the same name, the same board. */
+export function virtualMac(name: string): string {
+  const hash = createHash('sha256').update(`xiaozhi-mcp virtual board ${name}`).digest();
+  return ['f4', '12', 'fa', ...[...hash.subarray(0, 3)].map((b) => b.toString(16).padStart(2, '0'))]
+    .join(':')
+    .toLowerCase();
+}
+
+/** `--flash-size`: 4, 8 or 16. */
+export function parseFlashSize(value: string | undefined): FlashSizeMb | undefined {
+  if (value === undefined) return undefined;
+  const size = FLASH_SIZES_MB.find((s) => String(s) === value.trim().replace(/\s*MB$/i, ''));
+  if (size === undefined)
+    throw usageError(`--flash-size must be 4, 8 or 16 (MB), got ${JSON.stringify(value)}`);
+  return size;
+}
+
+/** `--board`: a known preset. */
+export function parsePreset(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!Object.hasOwn(BOARD_PRESETS, value)) {
+    throw usageError(
+      `unknown board preset ${JSON.stringify(value)}; known: ${Object.keys(BOARD_PRESETS).join(', ')}`,
+    );
+  }
+  return value;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function entryFor(dir: string, name: string, spec: VirtualBoardSpec): VirtualBoardEntry {
+  return {
+    ...spec,
+    name,
+    port: `${VIRTUAL_PREFIX}${name}`,
+    flashPath: join(dir, `${name}.flash`),
+    sidecarPath: join(dir, `${name}.json`),
+  };
+}
+
+function readSpec(path: string): VirtualBoardSpec {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new SerialCommandError(
+      `cannot read the virtual board file ${path} (${errorMessage(error)}); delete it and its .flash file to start that board over`,
+      'failed',
+    );
+  }
+  const spec = parsed as Partial<Record<keyof VirtualBoardSpec, unknown>> | null;
+  const flashSizeMb = FLASH_SIZES_MB.find((s) => s === spec?.flashSizeMb);
+  if (
+    typeof spec?.preset !== 'string' ||
+    !Object.hasOwn(BOARD_PRESETS, spec.preset) ||
+    typeof spec.chip !== 'string' ||
+    typeof spec.mac !== 'string' ||
+    !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/.test(spec.mac) ||
+    flashSizeMb === undefined
+  ) {
+    throw new SerialCommandError(
+      `the virtual board file ${path} is not {preset, chip, mac, flashSizeMb} with a known preset and a size of 4, 8 or 16; delete it and its .flash file to start that board over`,
+      'failed',
+    );
+  }
+  return { preset: spec.preset, chip: spec.chip, mac: spec.mac, flashSizeMb };
+}
+
+/** The virtual boards in `dir` (those with a sidecar), by name. A missing dir has none. */
+export function listVirtualBoards(dir: string): VirtualBoardEntry[] {
+  let files: string[];
+  try {
+    files = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const entries: VirtualBoardEntry[] = [];
+  for (const file of files.sort()) {
+    if (!file.endsWith('.json')) continue;
+    const name = file.slice(0, -'.json'.length);
+    if (!NAME.test(name)) continue;
+    try {
+      entries.push(entryFor(dir, name, readSpec(join(dir, file))));
+    } catch {
+      // Not one of ours, or damaged: resolving that board says so.
+    }
+  }
+  return entries;
+}
+
+function readAt(fd: number, offset: number, size: number): Uint8Array {
+  const buffer = new Uint8Array(size);
+  const read = readSync(fd, buffer, 0, size, offset);
+  return buffer.subarray(0, read);
+}
+
+/**
+ * Reads the partition table, the first app's description and NVS `wifi` from a flash file,
+ * as the virtual board's bootloader would; anything missing or damaged is simply left out.
+ */
+export function summarizeVirtualFlash(path: string): VirtualFlashSummary {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return {};
+  }
+  try {
+    const table = readPartitionTable(readAt(fd, PARTITION_TABLE_OFFSET, PARTITION_TABLE_MAX_SIZE));
+    const app = table.partitions.find(
+      (p) => p.type === 0 && (p.subtype === 0x00 || p.subtype === 0x10),
+    );
+    let firmware: string | undefined;
+    if (app !== undefined) {
+      try {
+        firmware = readAppImage(readAt(fd, app.offset, Math.min(app.size, 0x10000))).appDescription
+          ?.version;
+      } catch {
+        firmware = undefined; // not a bootable app (erased or damaged)
+      }
+    }
+    const nvs =
+      findPartition(table, { label: 'nvs' }) ??
+      findPartition(table, { type: 'data', subtype: 'nvs' });
+    let ssid: string | undefined;
+    let otaUrl: string | undefined;
+    if (nvs !== undefined) {
+      const bytes = readAt(fd, nvs.offset, nvs.size);
+      if (!bytes.every((b) => b === 0xff)) {
+        try {
+          for (const entry of readNvsPartition(bytes)) {
+            if (entry.namespace !== 'wifi' || typeof entry.value !== 'string') continue;
+            if (entry.key === 'ssid') ssid = entry.value;
+            if (entry.key === 'ota_url') otaUrl = entry.value;
+          }
+        } catch {
+          // An unreadable NVS is what the firmware would erase: nothing provisioned.
+        }
+      }
+    }
+    return {
+      ...(firmware === undefined ? {} : { firmware }),
+      ...(ssid === undefined || ssid === '' ? {} : { ssid }),
+      ...(otaUrl === undefined || otaUrl === '' ? {} : { otaUrl }),
+    };
+  } catch {
+    return {}; // no partition table: an erased (or never flashed) board
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function listingLine(board: VirtualPortListing): string {
+  const flash =
+    board.firmware === undefined
+      ? 'flash erased (no firmware)'
+      : `firmware ${board.firmware}${board.ssid === undefined ? ', not provisioned' : `, wifi ${board.ssid}, ota ${board.otaUrl ?? '-'}`}`;
+  return `${board.port.padEnd(22)} ${'virtual'.padEnd(10)} ${`${board.chip}/${board.flashSizeMb}MB`.padEnd(16)} ${board.mac.padEnd(18)} ${board.preset}: ${flash}`;
+}
+
+/** The virtual boards of one directory, as a port provider for the serial commands. */
+export class VirtualBoardStore implements PortProvider {
+  readonly prefix = VIRTUAL_PREFIX;
+  readonly dir: string;
+  readonly #timing: Partial<BoardTiming> | undefined;
+  readonly #onBoard: ((virtual: ResolvedVirtual) => void) | undefined;
+
+  constructor(options: VirtualBoardStoreOptions = {}) {
+    this.dir = options.dir ?? defaultVirtualDir();
+    this.#timing = options.timing;
+    this.#onBoard = options.onBoard;
+  }
+
+  /** The boards with what their flash holds. */
+  boards(): VirtualPortListing[] {
+    return listVirtualBoards(this.dir).map((board) => ({
+      ...board,
+      ...summarizeVirtualFlash(board.flashPath),
+    }));
+  }
+
+  listing(): ProviderListing {
+    const boards = this.boards();
+    return {
+      boards: boards.map(
+        (b): ProvidedBoard => ({
+          port: b.port,
+          summary: `${b.port} (${b.preset})`,
+          line: listingLine(b),
+        }),
+      ),
+      json: { virtual: boards, virtualDir: this.dir },
+      none: `no virtual board in ${this.dir}`,
+      selectorHint: 'virtual:<name> for a virtual board',
+      createHint: '`flash <image> --port virtual:<name>` makes one',
+    };
+  }
+
+  async resolve(selector: string, request: ProviderRequest = {}): Promise<ResolvedPort> {
+    const preset = parsePreset(request.create?.board);
+    const flashSizeMb = parseFlashSize(request.create?.flashSize);
+    const name = virtualName(selector);
+    const create =
+      request.create === undefined
+        ? undefined
+        : { preset: preset ?? DEFAULT_PRESET, flashSizeMb: flashSizeMb ?? DEFAULT_FLASH_SIZE_MB };
+    const { entry, created } = this.#entry(name, create);
+    // A real port is opened by one process at a time; the same goes for a flash file, or two
+    // processes' boards would overwrite each other's NVS.
+    let release: () => void;
+    try {
+      release = await lockBoard(entry.port, { dir: this.dir });
+    } catch (error) {
+      if (!(error instanceof BoardLockError)) throw error;
+      const pid = /pid (\d+)/.exec(error.message)?.[1];
+      throw new SerialError(
+        'PORT_BUSY',
+        `${entry.port} is in use by another process${pid === undefined ? '' : ` (pid ${pid})`}; close the other program (a monitor, a flash) first`,
+      );
+    }
+    let board: VirtualBoard;
+    try {
+      board = new VirtualBoard({
+        preset: entry.preset,
+        mac: entry.mac,
+        flash: new FlashStorage({ size: entry.flashSizeMb * 1024 * 1024, path: entry.flashPath }),
+        ...(this.#timing === undefined ? {} : { timing: this.#timing }),
+      });
+    } catch (error) {
+      release();
+      if (error instanceof DeviceError)
+        throw new SerialCommandError(`cannot load ${entry.flashPath}: ${error.message}`, 'failed', {
+          cause: error,
+        });
+      throw error;
+    }
+    const binding = new VirtualSerialBinding();
+    const device = binding.attach(board, { path: entry.port });
+    // USB power: the board runs whatever its flash holds (an erased flash boot-loops).
+    board.powerOn();
+    this.#onBoard?.({ board, device, binding, entry, created });
+    this.#announce(entry, created, preset, flashSizeMb, request);
+    let disposed = false;
+    return virtualPort(binding, device, entry.port, () => {
+      if (disposed) return;
+      disposed = true;
+      board.powerOff();
+      binding.detach(device);
+      release();
+    });
+  }
+
+  /** Says that a board was created, or that creation options were ignored for an existing one. */
+  #announce(
+    entry: VirtualBoardEntry,
+    created: boolean,
+    preset: string | undefined,
+    flashSizeMb: FlashSizeMb | undefined,
+    request: ProviderRequest,
+  ): void {
+    if (created) {
+      request.notify?.(
+        'stdout',
+        `created virtual board ${entry.port}: ${entry.preset} (${entry.chip}, ${entry.flashSizeMb} MB flash, MAC ${entry.mac}) in ${this.dir}\n`,
+      );
+    } else if (
+      (preset !== undefined && preset !== entry.preset) ||
+      (flashSizeMb !== undefined && flashSizeMb !== entry.flashSizeMb)
+    ) {
+      request.notify?.(
+        'stderr',
+        `${entry.port} already exists (${entry.preset}, ${entry.flashSizeMb} MB flash); --board and --flash-size apply only when creating a virtual board (delete ${entry.sidecarPath} and ${entry.flashPath} to start over)\n`,
+      );
+    }
+  }
+
+  /** The board's entry, created (sidecar written) when missing and `create` says how. */
+  #entry(
+    name: string,
+    create: { preset: string; flashSizeMb: FlashSizeMb } | undefined,
+  ): { entry: VirtualBoardEntry; created: boolean } {
+    const dir = this.dir;
+    const sidecar = join(dir, `${name}.json`);
+    if (existsSync(sidecar))
+      return { entry: entryFor(dir, name, readSpec(sidecar)), created: false };
+    if (create === undefined) {
+      throw new SerialCommandError(
+        `no virtual board '${name}' in ${dir}; \`flash\` creates it on first use (set XIAOZHI_VIRTUAL_DIR if it lives elsewhere)`,
+        'port',
+      );
+    }
+    const preset = BOARD_PRESETS[create.preset];
+    if (preset === undefined)
+      throw usageError(`unknown board preset ${JSON.stringify(create.preset)}`);
+    const spec: VirtualBoardSpec = {
+      preset: preset.name,
+      chip: preset.chip,
+      mac: virtualMac(name),
+      flashSizeMb: create.flashSizeMb,
+    };
+    try {
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(sidecar, `${JSON.stringify(spec, null, 2)}\n`, { flag: 'wx' });
+    } catch (error) {
+      // Another process created it meanwhile: use theirs.
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST')
+        return { entry: entryFor(dir, name, readSpec(sidecar)), created: false };
+      throw new SerialCommandError(
+        `cannot create virtual board '${name}' in ${dir}: ${errorMessage(error)}; set XIAOZHI_VIRTUAL_DIR to a writable directory`,
+        'failed',
+      );
+    }
+    return { entry: entryFor(dir, name, spec), created: true };
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * What the serial commands (`ports`, `flash`, `provision`, `monitor`) share, whichever CLI
+ * registers them: their context (output, providers of boards, how failures exit), the
+ * one-line failure report, option parsing and opening the port a command names.
+ */
+import { FirmwareError } from '@xiaozhi-mcp/firmware';
+import { SerialError } from '../errors.js';
+import { BoardLockError } from '../lock.js';
+import type { PortInfo } from '../ports.js';
+import {
+  chooseSelector,
+  type PortProvider,
+  providerFor,
+  type ResolvedPort,
+  resolvePort,
+} from '../resolve.js';
+
+/** Where a command writes: results on stdout, notes and failures on stderr. */
+export interface Output {
+  stdout(text: string): void;
+  stderr(text: string): void;
+}
+
+/** usage: exit 2; failed: exit 1; port (missing, busy, lost): the context's `portExitCode`. */
+export type FailureKind = 'usage' | 'failed' | 'port';
+
+export class SerialCommandError extends Error {
+  override readonly name = 'SerialCommandError';
+  constructor(
+    message: string,
+    readonly kind: FailureKind,
+    options: { cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+  }
+}
+
+/** What every serial command gets from the CLI that registered it. */
+export interface SerialCommandContext {
+  /** `hil` or `xiaozhi-mcp`: the prefix of every failure line. */
+  readonly program: string;
+  readonly out: Output;
+  /** Default `process.env`: `FORCE_COLOR`, `NO_COLOR`. */
+  readonly env?: NodeJS.ProcessEnv;
+  /** The real stdout when the CLI writes to it: a TTY gets a progress bar and colour. */
+  readonly terminal?: NodeJS.WritableStream & { readonly isTTY?: boolean };
+  /** Boards besides the host's serial ports (virtual boards), by selector prefix. */
+  readonly providers?: readonly PortProvider[];
+  /** Default {@link listPorts}. */
+  readonly lister?: () => Promise<PortInfo[]>;
+  /** Stops a running `monitor` (Ctrl-C does too). */
+  readonly signal?: AbortSignal;
+  /** Exit code when the port is missing, busy or lost: 1 (xiaozhi-mcp) or 3 (hil). */
+  readonly portExitCode?: number;
+  /** How long `monitor` waits for a vanished port to come back. Default 10 s. */
+  readonly refindMs?: number;
+}
+
+export function usageError(message: string): SerialCommandError {
+  return new SerialCommandError(message, 'usage');
+}
+
+/** The kind of a failure from any layer (formats, serial, lock, provider, ours). */
+export function failureKind(error: unknown): FailureKind {
+  if (error instanceof SerialCommandError) return error.kind;
+  if (error instanceof SerialError || error instanceof FirmwareError) {
+    if (error.code === 'OPTION_INVALID') return 'usage';
+    if (error.code === 'PORT_NOT_FOUND' || error.code === 'PORT_BUSY') return 'port';
+    return 'failed';
+  }
+  if (error instanceof BoardLockError) return 'port';
+  return 'failed';
+}
+
+/**
+ * Runs a command body; a failure becomes one line, `<program>: <what>: <reason>`, and its
+ * exit code. `what` names the command and the port (`flash virtual:desk`).
+ */
+export async function runReported(
+  context: SerialCommandContext,
+  what: () => string,
+  body: () => Promise<number>,
+): Promise<number> {
+  try {
+    return await body();
+  } catch (error) {
+    const kind = failureKind(error);
+    const reason = (error instanceof Error ? error.message : String(error)).replace(
+      /\s*\n\s*/g,
+      ' ',
+    );
+    const prefix = what();
+    context.out.stderr(`${context.program}: ${prefix === '' ? '' : `${prefix}: `}${reason}\n`);
+    if (kind === 'usage') return 2;
+    if (kind === 'port') return context.portExitCode ?? 1;
+    return 1;
+  }
+}
+
+/** `--baud`: a positive integer rate. */
+export function parseBaud(value: string, flag = '--baud'): number {
+  const baud = Number(value);
+  if (!Number.isInteger(baud) || baud < 300 || baud > 10_000_000)
+    throw usageError(`${flag} must be a baud rate such as 115200, got ${JSON.stringify(value)}`);
+  return baud;
+}
+
+/** `--port`, `--board` and `--flash-size` as the commands take them. */
+export interface PortOptions {
+  readonly port?: string;
+  /** Provided (virtual) boards, when creating one: the preset. */
+  readonly board?: string;
+  /** Provided (virtual) boards, when creating one: 4, 8 or 16. */
+  readonly flashSize?: string;
+}
+
+/**
+ * `--port` (or the only board there is) resolved for a command; a provider creates its board
+ * on first use and says so. `--board`/`--flash-size` given for a real port are noted as ignored.
+ */
+export async function openCommandPort(
+  context: SerialCommandContext,
+  options: PortOptions,
+  onSelector: (selector: string) => void = () => {},
+): Promise<ResolvedPort> {
+  const providers = context.providers ?? [];
+  const lister = context.lister;
+  const selector = await chooseSelector(options.port, {
+    providers,
+    ...(lister === undefined ? {} : { lister }),
+  });
+  onSelector(selector);
+  const create = {
+    ...(options.board === undefined ? {} : { board: options.board }),
+    ...(options.flashSize === undefined ? {} : { flashSize: options.flashSize }),
+  };
+  if (providerFor(selector, providers) === undefined) {
+    const port = await resolvePort(selector, {
+      providers,
+      ...(lister === undefined ? {} : { lister }),
+    });
+    if (options.board !== undefined || options.flashSize !== undefined)
+      context.out.stderr(
+        `${context.program}: note: --board and --flash-size are for virtual boards; ignored for ${port.label}\n`,
+      );
+    return port;
+  }
+  return resolvePort(selector, {
+    providers,
+    request: {
+      create,
+      notify: (stream, text) =>
+        stream === 'stdout'
+          ? context.out.stdout(text)
+          : context.out.stderr(`${context.program}: note: ${text}`),
+    },
+  });
+}

@@ -1,0 +1,200 @@
+/**
+ * Where a board's serial port comes from. A real port is found by its selector (path,
+ * `serial:`, `usb:`, `by-id:`) through the native binding; any other kind of board (virtual
+ * boards today) comes from a {@link PortProvider} that whoever composes the commands
+ * registers, so this package never imports what it serves. Both give a binding and a path;
+ * everything after (flashing, console, lines) is the same code.
+ */
+import { stat } from 'node:fs/promises';
+import { SerialError } from './errors.js';
+import { describePorts, findPort, listPorts, type PortInfo, parsePortSelector } from './ports.js';
+import type { SerialBinding } from './web-serial.js';
+
+/** A port ready to open: the binding to open it with, and how to find it again. */
+export interface ResolvedPort {
+  readonly binding: SerialBinding;
+  readonly path: string;
+  readonly info: PortInfo;
+  /** How messages name the port: `virtual:desk`, or the device path. */
+  readonly label: string;
+  /** The prefix of the provider that made it (`virtual:`); undefined for a real port. */
+  readonly provider?: string;
+  /** Whether the device is still there (an unplug does not always emit `close`). */
+  present(path: string): Promise<boolean>;
+  /** The same device (by USB serial number) again, e.g. after it re-enumerated on reset. */
+  refind(timeoutMs: number, signal?: AbortSignal): Promise<{ path: string; info: PortInfo }>;
+  /** Releases what resolving took (a provided board's power and lock); safe to call twice. */
+  dispose(): void;
+}
+
+/** One board a provider offers. */
+export interface ProvidedBoard {
+  /** The selector that reaches it, e.g. `virtual:desk`. */
+  readonly port: string;
+  /** Short, for lists in messages: `virtual:desk (bread-compact-wifi)`. */
+  readonly summary: string;
+  /** A row of the `ports` table. */
+  readonly line: string;
+}
+
+/** What a provider says about its boards, for `ports` and for choosing the only board. */
+export interface ProviderListing {
+  readonly boards: readonly ProvidedBoard[];
+  /** Merged into `ports --json`, e.g. `{virtual: [...], virtualDir}`. */
+  readonly json: Readonly<Record<string, unknown>>;
+  /** When it has no board: `no virtual board in DIR`. */
+  readonly none: string;
+  /** How a selector names its boards, for `--port` help in errors. */
+  readonly selectorHint: string;
+  /** How to make one, when there is none at all. */
+  readonly createHint: string;
+}
+
+/** What a provider may be asked for besides the selector. */
+export interface ProviderRequest {
+  /** `--board` / `--flash-size` as given: they apply when the provider creates a board. */
+  readonly create?: { readonly board?: string; readonly flashSize?: string };
+  /** Lines for the user (`created virtual board ...` on stdout, notes on stderr). */
+  readonly notify?: (stream: 'stdout' | 'stderr', text: string) => void;
+}
+
+/** A source of boards other than the host's serial ports (virtual boards). */
+export interface PortProvider {
+  /** The selector prefix it answers, lower case, e.g. `virtual:`. */
+  readonly prefix: string;
+  listing(): ProviderListing;
+  resolve(selector: string, request: ProviderRequest): Promise<ResolvedPort>;
+}
+
+export interface ResolvePortOptions {
+  readonly providers?: readonly PortProvider[];
+  readonly request?: ProviderRequest;
+  /** Real ports only; default {@link listPorts}. */
+  readonly lister?: () => Promise<PortInfo[]>;
+  /** How long to look for a real port (it may be enumerating). Default 3000 ms. */
+  readonly findTimeoutMs?: number;
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** The native binding, loaded on demand so that commands on provided boards never load it. */
+export async function nativeBinding(): Promise<SerialBinding> {
+  const { autoDetect } = await import('@serialport/bindings-cpp');
+  return autoDetect() as unknown as SerialBinding;
+}
+
+async function resolveReal(
+  selectorText: string,
+  options: ResolvePortOptions,
+): Promise<ResolvedPort> {
+  const selector = parsePortSelector(selectorText);
+  const lister = { list: options.lister ?? (() => listPorts()) };
+  let info: PortInfo;
+  try {
+    info = await findPort(selector, { lister, timeoutMs: options.findTimeoutMs ?? 3000 });
+  } catch (error) {
+    // A tty no listing knows (a pty, a serial header): usable by path when it exists.
+    if ('path' in selector && (await exists(selector.path)))
+      info = { path: selector.path, kind: 'unknown' };
+    else if (error instanceof SerialError && /^no serial port/.test(error.message))
+      throw new SerialError(
+        'PORT_NOT_FOUND',
+        `${error.message}; check the cable, or run \`ports\` to see what is attached`,
+        { cause: error },
+      );
+    else throw error;
+  }
+  const binding = await nativeBinding();
+  const serialNumber = info.serialNumber;
+  return {
+    binding,
+    path: info.path,
+    info,
+    label: info.path,
+    present: (path) => exists(path),
+    refind: async (timeoutMs, signal) => {
+      if (serialNumber === undefined)
+        throw new SerialError(
+          'PORT_NOT_FOUND',
+          `${info.path} went away and has no USB serial number to find it again by`,
+        );
+      const found = await findPort(
+        { serialNumber },
+        { lister, timeoutMs, ...(signal === undefined ? {} : { signal }) },
+      );
+      return { path: found.path, info: found };
+    },
+    dispose: () => {},
+  };
+}
+
+/** The provider whose prefix starts `selector`, if any. */
+export function providerFor(
+  selector: string,
+  providers: readonly PortProvider[] = [],
+): PortProvider | undefined {
+  const text = selector.trim().toLowerCase();
+  return providers.find((p) => text.startsWith(p.prefix));
+}
+
+/**
+ * A port for `selector`: a provider's board when its prefix matches, else a real port
+ * ({@link parsePortSelector}). Throws `OPTION_INVALID` for a bad selector, `PORT_NOT_FOUND`,
+ * `PORT_BUSY`.
+ */
+export function resolvePort(
+  selector: string,
+  options: ResolvePortOptions = {},
+): Promise<ResolvedPort> {
+  const provider = providerFor(selector, options.providers);
+  return provider === undefined
+    ? resolveReal(selector, options)
+    : provider.resolve(selector.trim(), options.request ?? {});
+}
+
+/** USB serial ports worth offering: what a board shows up as. */
+export function isBoardPort(port: PortInfo): boolean {
+  return port.kind !== 'unknown' || port.vendorId !== undefined;
+}
+
+/**
+ * The selector to use: `given` when there is one, else the only board there is (attached USB
+ * ports and provided boards). None or several is an error that lists them.
+ */
+export async function chooseSelector(
+  given: string | undefined,
+  options: { providers?: readonly PortProvider[]; lister?: () => Promise<PortInfo[]> } = {},
+): Promise<string> {
+  if (given !== undefined) {
+    if (given.trim() === '') throw new SerialError('OPTION_INVALID', '--port is empty');
+    return given;
+  }
+  const real = (await (options.lister ?? (() => listPorts()))().catch(() => [])).filter(
+    isBoardPort,
+  );
+  const listings = (options.providers ?? []).map((p) => p.listing());
+  const provided = listings.flatMap((l) => l.boards);
+  const [only, ...rest] = [...real.map((p) => p.path), ...provided.map((b) => b.port)];
+  if (only !== undefined && rest.length === 0) return only;
+  if (only === undefined) {
+    const none = listings.map((l) => ` and ${l.none}`).join('');
+    const hints = listings.map((l) => `, or ${l.selectorHint}`).join('');
+    throw new SerialError(
+      'PORT_NOT_FOUND',
+      `no board attached${none}; plug a board in, or name one with --port (a path, serial:<sn>${hints})`,
+    );
+  }
+  const listed = [
+    ...(real.length > 0 ? [describePorts(real)] : []),
+    ...provided.map((b) => b.summary),
+  ].join('; ');
+  throw new SerialError(
+    'OPTION_INVALID',
+    `${real.length + provided.length} boards attached: ${listed}; choose one with --port`,
+  );
+}
