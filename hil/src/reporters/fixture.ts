@@ -3,6 +3,7 @@
  * robot board that failed a tools-list check, and a board that vanished at `session` (exit 3).
  * Built fresh on every call because reports are mutable.
  */
+import { percentile } from '@xiaozhi-mcp/protocol';
 import {
   type BoardReport,
   type CheckResult,
@@ -27,12 +28,6 @@ function samples(count: number, baseMs: number, spreadMs: number, seed: number):
   return values;
 }
 
-/** Nearest-rank percentile, as the latency suite computes it. */
-function percentile(sorted: readonly number[], p: number): number {
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index] ?? Number.NaN;
-}
-
 function latency(
   method: string,
   valuesMs: number[],
@@ -44,9 +39,9 @@ function latency(
     method,
     samples: valuesMs.length,
     minMs: sorted[0] ?? Number.NaN,
-    p50Ms: percentile(sorted, 50),
-    p90Ms: percentile(sorted, 90),
-    p99Ms: percentile(sorted, 99),
+    p50Ms: percentile(sorted, 0.5),
+    p90Ms: percentile(sorted, 0.9),
+    p99Ms: percentile(sorted, 0.99),
     maxMs: sorted[sorted.length - 1] ?? Number.NaN,
     pingP50Ms,
     pingP99Ms,

@@ -38,7 +38,7 @@ export function allCheckIds(): string[] {
 }
 
 export { FIRMWARE_PROTOCOL_VERSION, initializeSuite } from './initialize.js';
-export { latencyStats, latencySuite, percentile } from './latency.js';
+export { latencyStats, latencySuite } from './latency.js';
 export { otaUpgradeSuite } from './ota-upgrade.js';
 export { rebootSuite } from './reboot.js';
 export { QUOTED_TOOL_NAME, robustnessSuite } from './robustness.js';

@@ -3,6 +3,7 @@
  * trip on the same connection (what the network alone costs). Budgets from the inventory
  * fail the check; without one the check only reports.
  */
+import { percentile } from '@xiaozhi-mcp/protocol';
 import type { LatencyStats } from '../model.js';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
 import { type CheckSpec, expectThat } from '../suite.js';
@@ -27,13 +28,6 @@ export const LATENCY_CHECKS = {
     severity: 'minor',
   },
 } as const satisfies Record<string, CheckSpec>;
-
-/** Nearest-rank percentile of sorted samples (`q` in 0..1); NaN when there are none. */
-export function percentile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length)));
-  return sorted[rank - 1] ?? Number.NaN;
-}
 
 function round(ms: number): number {
   return Math.round(ms * 100) / 100;
