@@ -4,9 +4,11 @@
  * names the field (`boards[1].port`). With no inventory and no board attached, the default
  * virtual rig stands in: a bread-compact-wifi board and the tool-rich robot board.
  */
+
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ChipModel } from '@xiaozhi-mcp/device';
 import { Ajv, type ErrorObject } from 'ajv';
 import type { SuiteName } from './model.js';
 
@@ -25,7 +27,7 @@ export interface BoardConfig {
   readonly name: string;
   /** A path, `serial:<sn>`, `usb:<vid>:<pid>`, `by-id:<name>`, or `virtual:<name>`. */
   readonly port: string;
-  readonly chip?: 'esp32' | 'esp32s3' | 'esp32c3' | 'esp32c5' | 'esp32c6' | 'esp32p4';
+  readonly chip?: ChipModel;
   readonly variant?: string;
   readonly baud?: number;
   readonly flashBaud?: number;
