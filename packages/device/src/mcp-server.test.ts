@@ -1,3 +1,4 @@
+import { encodeStrictToolError, encodeStrictToolResult, Prop } from '@xiaozhi-mcp/protocol';
 import { describe, expect, it } from 'vitest';
 import { BoardConsole } from './console.js';
 import { McpServer } from './mcp-server.js';
@@ -53,6 +54,61 @@ describe('McpServer', () => {
     mcp.handlePayload('{"jsonrpc":"2.0","id":"a","method":"ping"}');
     await mcp.idle();
     expect(sent).toEqual(['{"jsonrpc":"2.0","id":"a","result":{}}']);
+  });
+
+  it('runs strict-profile calls and reports thrown errors in the result', async () => {
+    const { mcp, sent } = server('strict');
+    mcp.addTool(
+      { name: 'self.add', description: '', properties: [Prop.integer('a'), Prop.integer('b')] },
+      (args) => args.integer('a') + args.integer('b'),
+    );
+    mcp.addTool({ name: 'self.fail', description: '' }, () => {
+      throw new Error('Image explain URL or token is not set');
+    });
+    const req = (id: string, method: string, params: object) =>
+      JSON.stringify({ jsonrpc: '2.0', id, method, params });
+    mcp.handlePayload(req('a', 'tools/call', { name: 'self.add', arguments: { a: 2, b: 3 } }));
+    mcp.handlePayload(req('b', 'tools/call', { name: 'self.fail' }));
+    mcp.handlePayload('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+    mcp.handlePayload(
+      req('c', 'initialize', { capabilities: { vision: { url: 'http://v', token: 't' } } }),
+    );
+    await mcp.idle();
+    expect(sent).toEqual([
+      '{"jsonrpc":"2.0","id":"c","result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"b","version":"1.0.0"}}}',
+      encodeStrictToolResult('a', 5),
+      encodeStrictToolError('b', 'Image explain URL or token is not set'),
+    ]);
+    expect(mcp.vision).toEqual({ url: 'http://v', token: 't' });
+  });
+
+  it('reports a new board identity and tools added after the first request', async () => {
+    const calls: string[] = [];
+    const mcp = new McpServer({
+      board: { name: 'b', version: '1.0.0' },
+      onToolCall: (tool) => calls.push(tool.name),
+    });
+    const sent: string[] = [];
+    mcp.setSender((payload) => sent.push(payload));
+    mcp.addTool({ name: 'board.a', description: '' }, () => true);
+    mcp.handlePayload('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+    mcp.board = { name: 'b', version: '2.0.0' };
+    mcp.addCommonTool({ name: 'common.a', description: '' }, () => 'late');
+    mcp.handlePayload('{"jsonrpc":"2.0","id":2,"method":"initialize"}');
+    mcp.handlePayload('{"jsonrpc":"2.0","id":3,"method":"tools/list"}');
+    mcp.handlePayload(
+      '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"common.a"}}',
+    );
+    await mcp.idle();
+    const names = (reply: string | undefined) =>
+      JSON.parse(reply ?? '').result.tools.map((t: { name: string }) => t.name);
+    expect(names(sent[0])).toEqual(['board.a']);
+    expect(JSON.parse(sent[1] ?? '').result.serverInfo.version).toBe('2.0.0');
+    expect(names(sent[2])).toEqual(['common.a', 'board.a']);
+    expect(sent[3]).toBe(
+      '{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"late"}],"isError":false}}',
+    );
+    expect(calls).toEqual(['common.a']);
   });
 
   it('gives tools typed arguments with defaults applied', async () => {

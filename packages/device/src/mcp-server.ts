@@ -1,21 +1,18 @@
 /**
- * The device's MCP server. The `firmware` profile answers exactly as xiaozhi-esp32 does
- * (it runs on the protocol core's `dispatchMcpRequest`); the `strict` profile answers like a
- * spec-compliant MCP server, for Node devices that talk to standard MCP clients.
+ * The device's MCP server: tool registration in the firmware's listing order, typed tool
+ * arguments, and console logging, on the protocol core's {@link McpRequestLoop}, which owns
+ * the request handling for both profiles (`firmware`: exactly as xiaozhi-esp32; `strict`: a
+ * spec-compliant MCP server, for Node devices that talk to standard MCP clients).
  * Tools run one at a time on the board's main loop, in arrival order.
  */
 import {
   type BoardIdentity,
   type CJsonNode,
   defineTool,
-  dispatchMcpRequest,
-  encodeDeviceError,
-  encodeDeviceResult,
-  encodeToolResult,
   MainLoop,
+  type McpProfile,
+  McpRequestLoop,
   type PropertyValue,
-  ProtocolError,
-  printCJsonNode,
   type Tool,
   type ToolDefinition,
   ToolRegistry,
@@ -23,9 +20,8 @@ import {
   type VisionCapability,
 } from '@xiaozhi-mcp/protocol';
 import type { BoardConsole } from './console.js';
-import { dispatchStrictRequest, encodeStrictToolError, encodeStrictToolResult } from './strict.js';
 
-export type McpProfile = 'firmware' | 'strict';
+export type { McpProfile };
 
 // Boards of one preset declare identical tools; a fleet of virtual boards shares one copy of each.
 const toolCache = new Map<string, Tool>();
@@ -67,6 +63,8 @@ export class ToolArguments {
 export type ToolHandler = (args: ToolArguments) => ToolReturn | Promise<ToolReturn>;
 
 type Group = 'common' | 'board' | 'user';
+// The firmware lists common tools first, then the board's own, then the user-only ones.
+const GROUPS: readonly Group[] = ['common', 'board', 'user'];
 
 export interface McpServerOptions {
   readonly board: BoardIdentity;
@@ -85,26 +83,32 @@ export class McpServer {
   readonly profile: McpProfile;
   /** Set by `initialize`'s vision capability; `self.camera.take_photo` needs it. */
   vision: VisionCapability | undefined;
-  #board: BoardIdentity;
   readonly #console: BoardConsole | undefined;
-  readonly #onToolCall: ((tool: Tool) => void) | undefined;
-  readonly #pageBudgetBytes: number | undefined;
+  readonly #requests: McpRequestLoop<ToolHandler>;
   readonly #groups: Record<Group, { tool: Tool; handler: ToolHandler }[]> = {
     common: [],
     board: [],
     user: [],
   };
-  #registry: ToolRegistry<ToolHandler> | undefined;
-  #send: ((payload: string) => void) | undefined;
 
   constructor(options: McpServerOptions) {
-    this.#board = options.board;
-    this.profile = options.profile ?? 'firmware';
-    this.#console = options.console;
-    this.#onToolCall = options.onToolCall;
-    this.#pageBudgetBytes = options.pageBudgetBytes;
-    this.loop =
-      options.loop ?? new MainLoop((error) => this.#console?.log('E', 'MCP', String(error)));
+    const console = options.console;
+    this.#console = console;
+    this.#requests = new McpRequestLoop<ToolHandler>({
+      profile: options.profile ?? 'firmware',
+      tools: new ToolRegistry<ToolHandler>(),
+      board: options.board,
+      runTool: (handler, values) => handler(new ToolArguments(values)),
+      log: (line) => console?.log('E', 'MCP', line),
+      onToolCall: options.onToolCall,
+      onVision: (vision) => {
+        this.vision = vision;
+      },
+      pageBudgetBytes: options.pageBudgetBytes,
+      loop: options.loop ?? new MainLoop((error) => console?.log('E', 'MCP', String(error))),
+    });
+    this.loop = this.#requests.loop;
+    this.profile = this.#requests.profile;
   }
 
   /** A common tool: listed first, as the firmware lists its common tools. */
@@ -123,125 +127,50 @@ export class McpServer {
   }
 
   get tools(): readonly Tool[] {
-    return this.#tools.tools;
+    return this.#requests.tools.tools;
   }
 
   get board(): BoardIdentity {
-    return this.#board;
+    return this.#requests.board;
   }
 
   /** After an OTA upgrade the board runs a new version; `initialize` reports it. */
   set board(board: BoardIdentity) {
-    this.#board = board;
+    this.#requests.board = board;
   }
 
   /** Where replies go; undefined drops them (no channel is open). */
   setSender(send: ((payload: string) => void) | undefined): void {
-    this.#send = send;
+    this.#requests.send = send;
   }
 
   /** Handles one MCP payload from the envelope (a cJSON node) or as text. */
   handlePayload(payload: CJsonNode | string): void {
-    if (this.profile === 'strict') this.#handleStrict(payload);
-    else this.#handleFirmware(payload);
+    this.#requests.receive(payload);
   }
 
   /** Resolves once every queued tool run and reply has happened. */
   idle(): Promise<void> {
-    return this.loop.idle();
+    return this.#requests.idle();
   }
 
   #add(group: Group, definition: ToolDefinition, handler: ToolHandler): Tool {
     const tool = sharedTool(definition);
-    const taken = [...this.#groups.common, ...this.#groups.board, ...this.#groups.user].some(
-      (e) => e.tool.name === tool.name,
-    );
-    if (taken)
-      throw new ProtocolError('DUPLICATE_TOOL', `tool ${tool.name} is already registered`, {
-        field: 'name',
-      });
+    const later = GROUPS.slice(GROUPS.indexOf(group) + 1);
+    if (later.every((g) => this.#groups[g].length === 0)) {
+      // The usual registration order: append (ToolRegistry refuses a duplicate unchanged).
+      this.#requests.tools.add(tool, handler);
+    } else {
+      // A tool listed before ones already registered: rebuild the registry in listing order.
+      const registry = new ToolRegistry<ToolHandler>();
+      for (const g of GROUPS) {
+        for (const entry of this.#groups[g]) registry.add(entry.tool, entry.handler);
+        if (g === group) registry.add(tool, handler);
+      }
+      this.#requests.tools = registry;
+    }
     this.#groups[group].push({ tool, handler });
-    this.#registry = undefined;
     this.#console?.log('I', 'MCP', `Add tool: ${tool.name}${tool.userOnly ? ' [user]' : ''}`);
     return tool;
-  }
-
-  // Common tools first, then board tools, then user-only tools, as the firmware lists them.
-  get #tools(): ToolRegistry<ToolHandler> {
-    if (this.#registry === undefined) {
-      const registry = new ToolRegistry<ToolHandler>();
-      for (const entry of [...this.#groups.common, ...this.#groups.board, ...this.#groups.user])
-        registry.add(entry.tool, entry.handler);
-      this.#registry = registry;
-    }
-    return this.#registry;
-  }
-
-  #reply(payload: string): void {
-    this.loop.schedule(() => this.#send?.(payload));
-  }
-
-  #handleFirmware(payload: CJsonNode | string): void {
-    const action = dispatchMcpRequest(payload, {
-      tools: this.#tools,
-      board: this.#board,
-      onVision: (vision) => {
-        this.vision = vision;
-      },
-      ...(this.#pageBudgetBytes === undefined ? {} : { pageBudgetBytes: this.#pageBudgetBytes }),
-    });
-    if (action.kind !== 'call') {
-      if (action.log !== undefined) this.#console?.log('E', 'MCP', action.log);
-      if (action.kind === 'reply') this.#reply(action.payload);
-      return;
-    }
-    this.loop.schedule(async () => {
-      this.#onToolCall?.(action.tool);
-      let reply: string;
-      try {
-        reply = encodeDeviceResult(
-          action.id,
-          encodeToolResult(await action.handler(new ToolArguments(action.values))),
-        );
-      } catch (error) {
-        reply = encodeDeviceError(
-          action.id,
-          error instanceof Error ? error.message : String(error),
-        );
-      }
-      this.#reply(reply);
-    });
-  }
-
-  #handleStrict(payload: CJsonNode | string): void {
-    const text = typeof payload === 'string' ? payload : printCJsonNode(payload);
-    const action = dispatchStrictRequest(text, {
-      tools: this.#tools,
-      board: this.#board,
-      onVision: (vision) => {
-        this.vision = vision;
-      },
-    });
-    if (action.kind === 'drop') return;
-    if (action.kind === 'reply') {
-      this.#reply(action.payload);
-      return;
-    }
-    this.loop.schedule(async () => {
-      this.#onToolCall?.(action.tool);
-      let reply: string;
-      try {
-        reply = encodeStrictToolResult(
-          action.id,
-          await action.handler(new ToolArguments(action.values)),
-        );
-      } catch (error) {
-        reply = encodeStrictToolError(
-          action.id,
-          error instanceof Error ? error.message : String(error),
-        );
-      }
-      this.#reply(reply);
-    });
   }
 }

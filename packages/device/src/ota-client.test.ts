@@ -23,4 +23,18 @@ describe('isNewVersionAvailable (Ota::IsNewVersionAvailable)', () => {
       expect(() => isNewVersionAvailable('2.4.2', candidate)).toThrow(BoardPanic);
     },
   );
+
+  it('panics with the exception the firmware terminates on', () => {
+    expect(() => isNewVersionAvailable('2.4.2', '1.2.beta')).toThrow(
+      `terminate called after throwing an instance of 'std::invalid_argument' what(): stoi ("beta")`,
+    );
+    expect(() => isNewVersionAvailable('2.99999999999', '2.4.2')).toThrow(
+      `terminate called after throwing an instance of 'std::out_of_range' what(): stoi ("99999999999")`,
+    );
+  });
+
+  it('reads what std::stoi reads: leading spaces and a sign', () => {
+    expect(isNewVersionAvailable('2.4.2', ' 2.4.+3')).toBe(true);
+    expect(isNewVersionAvailable('2.4.2', '2.4.-3')).toBe(false);
+  });
 });

@@ -12,6 +12,7 @@ import {
   type OtaRequestBody,
   type OtaRequestHeaders,
   parseCJson,
+  readFirmwareVersion,
   toCInt,
 } from '@xiaozhi-mcp/protocol';
 import type { BoardConsole } from './console.js';
@@ -50,38 +51,23 @@ export interface OtaClientOptions {
   readonly timeoutMs?: number;
 }
 
-/** `std::stoi`: leading spaces, a sign, digits; throws where the firmware would abort. */
-function stoi(segment: string): number {
-  const match = /^[ \t\n\v\f\r]*([+-]?\d+)/.exec(segment);
-  if (!match?.[1])
-    throw new BoardPanic(
-      'abort',
-      `terminate called after throwing an instance of 'std::invalid_argument' what(): stoi ("${segment}")`,
-    );
-  const value = Number(match[1]);
-  if (value > 2147483647 || value < -2147483648) {
-    throw new BoardPanic(
-      'abort',
-      `terminate called after throwing an instance of 'std::out_of_range' what(): stoi ("${segment}")`,
-    );
-  }
-  return value;
-}
-
-/** `Ota::ParseVersion`: `std::getline` on '.', so a trailing dot adds no segment. */
-function parseVersion(version: string): number[] {
-  const segments = version.split('.');
-  if (segments.at(-1) === '') segments.pop();
-  return segments.map(stoi);
-}
-
 /**
- * `Ota::IsNewVersionAvailable`. Throws {@link BoardPanic} on a segment `stoi` refuses. The parse
- * is the firmware's own (laxer than the protocol's OTA validator, which refuses trailing dots
- * and signs as unsafe); the comparison is the protocol core's.
+ * `Ota::IsNewVersionAvailable`. Both versions are read as a board reads them (the protocol
+ * core's lax parse: `std::stoi` also takes leading spaces and a sign, and a trailing dot adds
+ * no segment), since this client must behave like a board, not refuse what the OTA validator
+ * refuses as unsafe. A segment `stoi` throws on aborts the board: a {@link BoardPanic}.
  */
 export function isNewVersionAvailable(current: string, candidate: string): boolean {
   return compareVersionSegments(parseVersion(candidate), parseVersion(current)) > 0;
+}
+
+function parseVersion(version: string): number[] {
+  const read = readFirmwareVersion(version, { lax: true });
+  if (read.ok) return read.segments;
+  throw new BoardPanic(
+    'abort',
+    `terminate called after throwing an instance of 'std::${read.exception}' what(): stoi ("${read.segment}")`,
+  );
 }
 
 const str = (node: CJsonNode | undefined): string | undefined =>

@@ -1,7 +1,7 @@
 /**
  * Replays every golden case recorded from the firmware's own MCP server
- * (fixtures/corpus/mcp) against the protocol core; replies must match byte for byte,
- * in order. The case list is read from the folder, and the expected list below makes
+ * (fixtures/corpus/mcp) through {@link McpRequestLoop}, the request loop the device's
+ * `McpServer` runs on; replies must match byte for byte, in order. The case list is read from the folder, and the expected list below makes
  * a missing or unread case fail.
  */
 import { spawnSync } from 'node:child_process';
@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { FirmwareMcpServer } from './mcp-server.js';
+import { McpRequestLoop } from './mcp-server.js';
 import { fixtureToolReturn, parseToolSet, type ToolSetEntry } from './tool-set.js';
 import { ToolRegistry } from './tools.js';
 
@@ -41,7 +41,8 @@ function serverFor(c: CorpusCase) {
   const registry = new ToolRegistry<ToolSetEntry>();
   for (const entry of parseToolSet(c.tools)) registry.add(entry.tool, entry);
   const sent: string[] = [];
-  const server = new FirmwareMcpServer({
+  const server = new McpRequestLoop({
+    profile: 'firmware',
     tools: registry,
     board: c.board,
     runTool: (entry, values) => fixtureToolReturn(entry, values),

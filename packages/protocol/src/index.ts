@@ -76,10 +76,11 @@ export {
   type DeviceAction,
   type DispatchContext,
   dispatchMcpRequest,
-  FirmwareMcpServer,
-  type FirmwareMcpServerOptions,
   initializeResult,
   MainLoop,
+  type McpProfile,
+  McpRequestLoop,
+  type McpRequestLoopOptions,
   type ToolRunner,
   type VisionCapability,
 } from './mcp-server.js';
@@ -141,6 +142,8 @@ export {
   buildOtaRequestHeaders,
   compareFirmwareVersions,
   compareVersionSegments,
+  type FirmwareVersionOptions,
+  type FirmwareVersionRead,
   isNewFirmwareVersion,
   OTA_NVS_KEY_MAX,
   OTA_NVS_STRING_MAX_BYTES,
@@ -165,6 +168,8 @@ export {
   type OtaRequestHeaders,
   parseFirmwareVersion,
   parseOtaRequest,
+  readFirmwareVersion,
+  type StoiException,
   validateOtaReply,
 } from './ota.js';
 export {
@@ -193,6 +198,17 @@ export {
   type ToolReturn,
   toolResultText,
 } from './results.js';
+export { percentile } from './stats.js';
+export {
+  dispatchStrictRequest,
+  encodeStrictToolError,
+  encodeStrictToolResult,
+  STRICT_LATEST_PROTOCOL_VERSION,
+  STRICT_PROTOCOL_VERSIONS,
+  type StrictAction,
+  StrictErrorCode,
+  strictInitializeResult,
+} from './strict.js';
 export {
   type FixtureReturn,
   fixtureToolReturn,

@@ -1,16 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import {
   dispatchMcpRequest,
-  FirmwareMcpServer,
   MainLoop,
+  type McpProfile,
+  McpRequestLoop,
   type VisionCapability,
 } from './mcp-server.js';
 import { ImageContent, type ToolReturn } from './results.js';
+import { encodeStrictToolError, encodeStrictToolResult } from './strict.js';
 import { Prop, ToolRegistry } from './tools.js';
 
 type Handler = () => ToolReturn | Promise<ToolReturn>;
 
-function board(handlers: Record<string, Handler> = {}) {
+function board(handlers: Record<string, Handler> = {}, profile: McpProfile = 'firmware') {
   const tools = new ToolRegistry<Handler>();
   tools.add({ name: 'self.fast', description: '' }, handlers['self.fast'] ?? (() => true));
   tools.add({ name: 'self.slow', description: '' }, handlers['self.slow'] ?? (() => 1));
@@ -20,21 +22,24 @@ function board(handlers: Record<string, Handler> = {}) {
   const sent: string[] = [];
   const logs: string[] = [];
   const visions: VisionCapability[] = [];
-  const server = new FirmwareMcpServer({
+  const calls: string[] = [];
+  const server = new McpRequestLoop({
+    profile,
     tools,
     board: { name: 'bread-compact-wifi', version: '2.4.2' },
     runTool: (handler) => handler(),
     send: (payload) => sent.push(payload),
     log: (line) => logs.push(line),
     onVision: (vision) => visions.push(vision),
+    onToolCall: (tool) => calls.push(tool.name),
   });
-  return { server, sent, logs, visions };
+  return { server, sent, logs, visions, calls };
 }
 
 const req = (id: number | string, method: string, params?: object) =>
   JSON.stringify({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
 
-describe('FirmwareMcpServer', () => {
+describe('McpRequestLoop, firmware profile', () => {
   it('runs tools one at a time in arrival order, even when a tool is slow', async () => {
     const order: string[] = [];
     let release: () => void = () => {};
@@ -124,6 +129,122 @@ describe('FirmwareMcpServer', () => {
       board: { name: 'b', version: '1' },
     });
     expect(action.kind).toBe('call');
+  });
+});
+
+describe('McpRequestLoop hooks', () => {
+  it('calls onToolCall on the main loop as a valid call starts, before its tool runs', async () => {
+    const events: string[] = [];
+    const { server, calls } = board({
+      'self.fast': () => {
+        events.push(`run (onToolCall seen: ${calls.join(',')})`);
+        return true;
+      },
+    });
+    server.receive(req(1, 'tools/call', { name: 'self.fast' }));
+    server.receive(req(2, 'tools/call', { name: 'nope' }));
+    expect(calls).toEqual([]); // not at dispatch: on the loop
+    await server.idle();
+    expect(calls).toEqual(['self.fast']);
+    expect(events).toEqual(['run (onToolCall seen: self.fast)']);
+  });
+
+  it('reads tools, board and send at use, so an owner can swap them', async () => {
+    const { server, sent } = board();
+    server.board = { name: 'bread-compact-wifi', version: '2.5.0' };
+    const tools = new ToolRegistry<Handler>();
+    tools.add({ name: 'self.new', description: '' }, () => 'new');
+    server.tools = tools;
+    server.receive(req(1, 'initialize'));
+    server.receive(req(2, 'tools/call', { name: 'self.new' }));
+    server.receive(req(3, 'tools/call', { name: 'self.fast' }));
+    await server.idle();
+    expect(sent).toEqual([
+      '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"bread-compact-wifi","version":"2.5.0"}}}',
+      '{"jsonrpc":"2.0","id":3,"error":{"message":"Unknown tool: self.fast"}}',
+      '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"new"}],"isError":false}}',
+    ]);
+    // A reply whose channel closed before it left is dropped.
+    server.receive(req(4, 'initialize'));
+    server.send = undefined;
+    await server.idle();
+    expect(sent).toHaveLength(3);
+  });
+
+  it('pages with the page budget it was given', async () => {
+    const tools = new ToolRegistry<Handler>();
+    for (const name of ['a', 'b', 'c']) tools.add({ name, description: 'd'.repeat(100) }, () => 1);
+    const sent: string[] = [];
+    const server = new McpRequestLoop({
+      tools,
+      board: { name: 'b', version: '1' },
+      runTool: (handler) => handler(),
+      send: (payload) => sent.push(payload),
+      pageBudgetBytes: 400,
+    });
+    server.receive(req(1, 'tools/list'));
+    await server.idle();
+    expect(JSON.parse(sent[0] ?? '').result.nextCursor).toBe('c');
+  });
+
+  it('shares a main loop with other work, in one queue', async () => {
+    const loop = new MainLoop();
+    const order: string[] = [];
+    const server = new McpRequestLoop({
+      tools: new ToolRegistry<Handler>(),
+      board: { name: 'b', version: '1' },
+      runTool: (handler) => handler(),
+      send: () => order.push('reply'),
+      loop,
+    });
+    loop.schedule(() => order.push('board task'));
+    server.receive(req(1, 'initialize'));
+    await loop.idle();
+    expect(server.loop).toBe(loop);
+    expect(order).toEqual(['board task', 'reply']);
+  });
+});
+
+describe('McpRequestLoop, strict profile', () => {
+  it('answers spec-style through the same hops, tool failures in the result', async () => {
+    const { server, sent, logs, visions, calls } = board(
+      { 'self.slow': () => 7, 'self.fast': () => ({}) as unknown as ToolReturn },
+      'strict',
+    );
+    server.receive(req('a', 'tools/call', { name: 'self.slow' }));
+    server.receive(req('b', 'tools/call', { name: 'self.photo', arguments: { question: 'q' } }));
+    server.receive(req('c', 'tools/call', { name: 'self.fast' }));
+    server.receive('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+    server.receive(req(1, 'tools/call', { name: 'nope' }));
+    server.receive(
+      req('d', 'initialize', { capabilities: { vision: { url: 'http://v', token: 't' } } }),
+    );
+    await server.idle();
+    expect(sent).toEqual([
+      '{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Unknown tool: nope"}}',
+      '{"jsonrpc":"2.0","id":"d","result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"bread-compact-wifi","version":"2.4.2"}}}',
+      encodeStrictToolResult('a', 7),
+      encodeStrictToolError('b', 'Image explain URL or token is not set'),
+      // A value that is no ToolReturn fails its encoding: a tool error, not a lost reply.
+      encodeStrictToolError('c', 'Tool returned an unsupported value: [object Object]'),
+    ]);
+    expect(visions).toEqual([{ url: 'http://v', token: 't' }]);
+    expect(calls).toEqual(['self.slow', 'self.photo', 'self.fast']);
+    expect(logs).toEqual([]); // the firmware's log lines belong to the firmware profile
+  });
+
+  it('reads an envelope payload node as standard JSON text', async () => {
+    const { server, sent } = board({}, 'strict');
+    server.receive({
+      kind: 'object',
+      entries: [
+        ['jsonrpc', { kind: 'string', value: '2.0' }],
+        ['id', { kind: 'number', value: 1.5 }],
+        ['method', { kind: 'string', value: 'ping' }],
+      ],
+    });
+    await server.idle();
+    expect(sent).toEqual(['{"jsonrpc":"2.0","id":1.5,"result":{}}']);
   });
 });
 

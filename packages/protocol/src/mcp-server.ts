@@ -1,16 +1,21 @@
 /**
- * The firmware's MCP server logic (mcp_server.cc `ParseMessage`), free of I/O:
- * which payloads are dropped, what each request is answered with, and the order in
- * which replies leave the device (docs/protocol.md §2 and §3). The device SDK and the tests
- * that replay the golden corpus both run on this.
+ * The MCP request loop, free of I/O: which payloads are dropped, what each request is answered
+ * with, and the order in which replies leave the device (docs/protocol.md §2 and §3). The `firmware`
+ * profile is the firmware's `McpServer::ParseMessage` exactly; the `strict` profile
+ * (strict.ts) answers like a spec-compliant MCP server. The device SDK and the tests that
+ * replay the golden corpus both run on {@link McpRequestLoop}.
  */
 
 import { type ArgumentValues, validateToolCall } from './arguments.js';
-import { type CJsonNode, cString, getItem, parseCJson, toCInt } from './cjson.js';
+import { type CJsonNode, cString, getItem, parseCJson, printCJsonNode, toCInt } from './cjson.js';
 import { encodeDeviceError, encodeDeviceResult } from './jsonrpc.js';
 import { buildToolsPage } from './paging.js';
 import { encodeToolResult, type ToolReturn } from './results.js';
+import { dispatchStrictRequest, encodeStrictToolError, encodeStrictToolResult } from './strict.js';
 import type { Tool, ToolRegistry } from './tools.js';
+
+/** `firmware`: byte for byte what xiaozhi-esp32 sends. `strict`: a spec-compliant MCP server. */
+export type McpProfile = 'firmware' | 'strict';
 
 /** What `initialize` reports as `serverInfo`. */
 export interface BoardIdentity {
@@ -124,7 +129,7 @@ export function dispatchMcpRequest<H>(
       const page = buildToolsPage(context.tools.tools, {
         cursor: cursor?.kind === 'string' ? cString(cursor.value) : undefined,
         withUserTools: withUserTools?.kind === 'bool' && withUserTools.value,
-        ...(context.pageBudgetBytes === undefined ? {} : { budgetBytes: context.pageBudgetBytes }),
+        budgetBytes: context.pageBudgetBytes,
       });
       return page.ok ? reply(page.result) : fail(page.message, `tools/list: ${page.message}`);
     }
@@ -200,60 +205,119 @@ export type ToolRunner<H> = (
   tool: Tool,
 ) => ToolReturn | Promise<ToolReturn>;
 
-export interface FirmwareMcpServerOptions<H> extends DispatchContext<H> {
-  /** Runs a tool's handler. A thrown error becomes an error reply with its message. */
+export interface McpRequestLoopOptions<H> extends DispatchContext<H> {
+  /** `firmware` unless told otherwise. */
+  readonly profile?: McpProfile;
+  /** Runs a tool's handler. A thrown error becomes the profile's error reply with its message. */
   readonly runTool: ToolRunner<H>;
-  /** Sends one reply payload (the device wraps it in the envelope). */
-  readonly send: (payload: string) => void;
-  /** The firmware's `ESP_LOGE` lines for dropped and failed requests. */
+  /** Sends one reply payload (the device wraps it in the envelope); see {@link McpRequestLoop.send}. */
+  readonly send?: (payload: string) => void;
+  /** The firmware's `ESP_LOGE` lines (`MCP:` tag) for dropped and failed requests. */
   readonly log?: (line: string) => void;
+  /** Called on the main loop as a valid call starts, before its tool runs. */
+  readonly onToolCall?: (tool: Tool) => void;
+  /** The board's main loop, when other work shares it; else the loop gets its own. */
   readonly loop?: MainLoop;
 }
 
-/**
- * The firmware's MCP server: requests are dispatched as they arrive, replies and tool
- * runs go through the main loop, so replies can leave in a different order from the
- * requests (match them by id).
- */
-export class FirmwareMcpServer<H> {
-  readonly loop: MainLoop;
-  readonly #options: FirmwareMcpServerOptions<H>;
+/** A dispatched request, the same shape under both profiles. */
+type LoopAction<H> =
+  | { readonly kind: 'drop'; readonly log: string | undefined }
+  | { readonly kind: 'reply'; readonly payload: string; readonly log: string | undefined }
+  | {
+      readonly kind: 'call';
+      readonly tool: Tool;
+      readonly handler: H;
+      readonly values: ArgumentValues;
+      readonly result: (value: ToolReturn) => string;
+      readonly error: (message: string) => string;
+    };
 
-  constructor(options: FirmwareMcpServerOptions<H>) {
+/**
+ * The one MCP request loop: dispatch by profile, then through the main loop, where replies
+ * take one hop and a successful call two (run the tool, then send), so replies can leave in a
+ * different order from the requests (match them by id). Tools run one at a time, in arrival
+ * order.
+ */
+export class McpRequestLoop<H> {
+  readonly loop: MainLoop;
+  readonly profile: McpProfile;
+  /** Read at each request: a device adds tools after construction. */
+  tools: ToolRegistry<H>;
+  /** Read at each `initialize`: a board reports its new version after an OTA upgrade. */
+  board: BoardIdentity;
+  /** Read as each reply leaves; undefined drops it (no channel is open). */
+  send: ((payload: string) => void) | undefined;
+  readonly #options: McpRequestLoopOptions<H>;
+
+  constructor(options: McpRequestLoopOptions<H>) {
     this.#options = options;
+    this.profile = options.profile ?? 'firmware';
+    this.tools = options.tools;
+    this.board = options.board;
+    this.send = options.send;
     this.loop = options.loop ?? new MainLoop();
   }
 
-  /** Handles one MCP payload (a cJSON node or the payload text). */
+  /** Handles one MCP payload (the envelope's cJSON node, or the payload text). */
   receive(payload: CJsonNode | string): void {
-    const { send, log } = this.#options;
-    const action = dispatchMcpRequest(payload, this.#options);
-    if (action.kind === 'drop') {
-      if (action.log !== undefined) log?.(action.log);
-      return;
-    }
-    if (action.kind === 'reply') {
-      if (action.log !== undefined) log?.(action.log);
-      this.loop.schedule(() => send(action.payload));
+    const action = this.#dispatch(payload);
+    if (action.kind !== 'call') {
+      if (action.log !== undefined) this.#options.log?.(action.log);
+      if (action.kind === 'reply') this.#reply(action.payload);
       return;
     }
     this.loop.schedule(async () => {
-      let payload: string;
+      this.#options.onToolCall?.(action.tool);
+      let reply: string;
       try {
-        const value = await this.#options.runTool(action.handler, action.values, action.tool);
-        payload = encodeDeviceResult(action.id, encodeToolResult(value));
-      } catch (error) {
-        payload = encodeDeviceError(
-          action.id,
-          error instanceof Error ? error.message : String(error),
+        // Encoding is inside the try: a strict reply refuses a value that is no ToolReturn.
+        reply = action.result(
+          await this.#options.runTool(action.handler, action.values, action.tool),
         );
+      } catch (error) {
+        reply = action.error(error instanceof Error ? error.message : String(error));
       }
-      this.loop.schedule(() => send(payload));
+      this.#reply(reply);
     });
   }
 
   /** Resolves once every scheduled run and reply has happened. */
   idle(): Promise<void> {
     return this.loop.idle();
+  }
+
+  #reply(payload: string): void {
+    this.loop.schedule(() => this.send?.(payload));
+  }
+
+  #dispatch(payload: CJsonNode | string): LoopAction<H> {
+    const { onVision, pageBudgetBytes } = this.#options;
+    const context: DispatchContext<H> = {
+      tools: this.tools,
+      board: this.board,
+      onVision,
+      pageBudgetBytes,
+    };
+    if (this.profile === 'strict') {
+      // Standard JSON rules: the strict dispatcher reads the text, not cJSON's view of it.
+      const text = typeof payload === 'string' ? payload : printCJsonNode(payload);
+      const action = dispatchStrictRequest(text, context);
+      if (action.kind !== 'call') return { ...action, log: undefined };
+      const { id } = action;
+      return {
+        ...action,
+        result: (value) => encodeStrictToolResult(id, value),
+        error: (message) => encodeStrictToolError(id, message),
+      };
+    }
+    const action = dispatchMcpRequest(payload, context);
+    if (action.kind !== 'call') return action;
+    const { id } = action;
+    return {
+      ...action,
+      result: (value) => encodeDeviceResult(id, encodeToolResult(value)),
+      error: (message) => encodeDeviceError(id, message),
+    };
   }
 }

@@ -14,6 +14,7 @@ import {
   type OtaRequestBody,
   parseFirmwareVersion,
   parseOtaRequest,
+  readFirmwareVersion,
   validateOtaReply,
 } from './ota.js';
 
@@ -567,6 +568,72 @@ describe('firmware versions', () => {
     expect(catchProtocolError(() => compareFirmwareVersions('1.2.beta', '1.2')).code).toBe(
       'OTA_INVALID',
     );
+  });
+
+  it('reads without throwing, naming the std::stoi exception and the segment', () => {
+    expect(readFirmwareVersion('2.4rc1.3')).toEqual({
+      ok: true,
+      segments: [2, 4, 3],
+      loose: ['4rc1'],
+    });
+    expect(readFirmwareVersion('1.2.beta')).toEqual({
+      ok: false,
+      reason: 'has a segment "beta" that does not start with a digit',
+      segment: 'beta',
+      exception: 'invalid_argument',
+    });
+    expect(readFirmwareVersion('1..2')).toMatchObject({
+      segment: '',
+      exception: 'invalid_argument',
+    });
+    expect(readFirmwareVersion('2.99999999999')).toMatchObject({
+      segment: '99999999999',
+      exception: 'out_of_range',
+    });
+  });
+
+  describe('lax: as a board reads it', () => {
+    it.each([
+      ['2.4.2.', [2, 4, 2]], // std::getline adds no segment for a trailing dot
+      ['', []],
+      [' 2.\t4', [2, 4]], // stoi skips leading whitespace
+      ['+2.-4', [2, -4]], // and takes a sign
+      ['1.0.1rc', [1, 0, 1]],
+      ['2.04.2', [2, 4, 2]],
+      ['-2147483648', [-2_147_483_648]],
+    ] as const)('reads %j as %j', (version, segments) => {
+      expect(parseFirmwareVersion(version, { lax: true })).toEqual(segments);
+    });
+
+    it.each([
+      ['1.2.beta', 'beta', 'invalid_argument'],
+      ['v2.0', 'v2', 'invalid_argument'],
+      ['1..2', '', 'invalid_argument'],
+      ['1.2..', '', 'invalid_argument'], // only the last empty segment is skipped
+      ['+.1', '+', 'invalid_argument'],
+      ['2.99999999999', '99999999999', 'out_of_range'],
+      ['-2147483649', '-2147483649', 'out_of_range'],
+    ] as const)('refuses %j at segment %j (std::%s)', (version, segment, exception) => {
+      expect(readFirmwareVersion(version, { lax: true })).toMatchObject({
+        ok: false,
+        segment,
+        exception,
+      });
+      expect(catchProtocolError(() => parseFirmwareVersion(version, { lax: true })).code).toBe(
+        'OTA_INVALID',
+      );
+    });
+
+    it('reads every strictly valid version the same way (property)', () => {
+      const version = fc
+        .array(fc.stringMatching(/^[0-9]{1,10}[a-z]{0,2}$/), { minLength: 1, maxLength: 5 })
+        .map((parts) => parts.join('.'));
+      fc.assert(
+        fc.property(version, (v) => {
+          expect(readFirmwareVersion(v, { lax: true })).toEqual(readFirmwareVersion(v));
+        }),
+      );
+    });
   });
 
   it('is antisymmetric and agrees with its segments (property)', () => {

@@ -53,62 +53,112 @@ function describe(value: unknown): string {
 // Firmware versions
 // ---------------------------------------------------------------------------------------------
 
-type SegmentRead = { ok: true; value: number; exact: boolean } | { ok: false; reason: string };
+/** The `std::stoi` exception a segment throws: no leading number, or past int32. */
+export type StoiException = 'invalid_argument' | 'out_of_range';
 
-/**
- * One dot-separated segment as the firmware's `std::stoi` reads it: a leading run of digits,
- * anything after it ignored. We are stricter than `stoi` in one corner: it would also skip
- * leading whitespace and accept a sign, which no real version uses.
- */
-function readSegment(segment: string): SegmentRead {
-  const digits = /^[0-9]+/.exec(segment)?.[0];
-  if (digits === undefined) {
+export type FirmwareVersionRead =
+  | {
+      readonly ok: true;
+      readonly segments: number[];
+      /** Segments with text after their number, which `stoi` ignores (`"2rc1"` reads as 2). */
+      readonly loose: string[];
+    }
+  | {
+      readonly ok: false;
+      /** Why, as a phrase after the version: `"1..2" has an empty segment`. */
+      readonly reason: string;
+      readonly segment: string;
+      readonly exception: StoiException;
+    };
+
+export interface FirmwareVersionOptions {
+  /**
+   * Read exactly as a board does, for code that must behave like one (the virtual board):
+   * `std::stoi` also skips leading whitespace and takes a sign, and the `std::getline` loop of
+   * `Ota::ParseVersion` adds no segment for a trailing dot, so `" 2.+4."` reads as `[2, 4]`.
+   * Off by default: the OTA validator refuses such versions, which parse only by accident.
+   */
+  readonly lax?: boolean;
+}
+
+type SegmentRead =
+  | { ok: true; value: number; exact: boolean }
+  | { ok: false; reason: string; exception: StoiException };
+
+// `std::stoi`: isspace(), an optional sign, digits; the strict read wants the digits alone.
+const STOI_SEGMENT = /^[ \t\n\v\f\r]*([+-]?)([0-9]+)/;
+const STRICT_SEGMENT = /^()([0-9]+)/;
+
+/** One dot-separated segment as `std::stoi` reads it: a leading number, anything after ignored. */
+function readSegment(segment: string, lax: boolean): SegmentRead {
+  const match = (lax ? STOI_SEGMENT : STRICT_SEGMENT).exec(segment);
+  const digits = match?.[2];
+  if (match === null || digits === undefined) {
     return {
       ok: false,
+      exception: 'invalid_argument',
       reason:
         segment === ''
           ? 'has an empty segment'
           : `has a segment "${segment}" that does not start with a digit`,
     };
   }
+  const negative = match[1] === '-';
   const significant = digits.replace(/^0+/, '');
-  const value = significant === '' ? 0 : Number(significant);
+  const magnitude = significant === '' ? 0 : Number(significant);
   // Past 10 digits Number() may round; the length test keeps the range check exact.
-  if (significant.length > 10 || value > INT32_MAX) {
-    return { ok: false, reason: `has a segment "${segment}" that overflows a 32-bit int` };
+  if (significant.length > 10 || magnitude > (negative ? -INT32_MIN : INT32_MAX)) {
+    return {
+      ok: false,
+      exception: 'out_of_range',
+      reason: `has a segment "${segment}" that overflows a 32-bit int`,
+    };
   }
-  return { ok: true, value, exact: digits.length === segment.length };
+  return {
+    ok: true,
+    value: negative ? -magnitude : magnitude,
+    exact: match[0].length === segment.length,
+  };
 }
 
-type VersionRead = { ok: true; values: number[]; loose: string[] } | { ok: false; reason: string };
-
 /**
- * Splits on every dot, so `""` and `"1.2."` count as having an empty segment. The firmware's
- * `std::getline` loop would skip a trailing empty segment; refusing it costs nothing.
+ * Reads a firmware version segment by segment without throwing, saying which `std::stoi`
+ * exception a board would abort with. Strictly (the default) every dot splits, so `""` and
+ * `"1.2."` have an empty segment; see {@link FirmwareVersionOptions.lax} for a board's own read.
  */
-function readVersion(version: string): VersionRead {
-  const values: number[] = [];
+export function readFirmwareVersion(
+  version: string,
+  options: FirmwareVersionOptions = {},
+): FirmwareVersionRead {
+  const lax = options.lax === true;
+  const parts = version.split('.');
+  if (lax && parts.at(-1) === '') parts.pop();
+  const segments: number[] = [];
   const loose: string[] = [];
-  for (const segment of version.split('.')) {
-    const read = readSegment(segment);
-    if (!read.ok) return read;
-    values.push(read.value);
+  for (const segment of parts) {
+    const read = readSegment(segment, lax);
+    if (!read.ok) return { ok: false, reason: read.reason, segment, exception: read.exception };
+    segments.push(read.value);
     if (!read.exact) loose.push(segment);
   }
-  return { ok: true, values, loose };
+  return { ok: true, segments, loose };
 }
 
 /**
  * The segments of a firmware version as the firmware parses them (`Ota::ParseVersion`:
  * `std::stoi` on each dot-separated segment). Trailing text in a segment is ignored as `stoi`
- * does (`"2rc1"` reads as 2). Throws `OTA_INVALID` for a version the firmware would abort on.
+ * does (`"2rc1"` reads as 2). Throws `OTA_INVALID` for a version the firmware would abort on,
+ * and (unless `lax`) for one it reads only by accident (see {@link FirmwareVersionOptions}).
  */
-export function parseFirmwareVersion(version: string): number[] {
-  const read = readVersion(version);
+export function parseFirmwareVersion(
+  version: string,
+  options: FirmwareVersionOptions = {},
+): number[] {
+  const read = readFirmwareVersion(version, options);
   if (!read.ok) {
     throw new ProtocolError('OTA_INVALID', `firmware version "${version}" ${read.reason}`);
   }
-  return read.values;
+  return read.segments;
 }
 
 /**
@@ -725,7 +775,7 @@ function checkFirmware(
   } else if (typeof version.value !== 'string') {
     report('error', version.field, `must be a string, got ${describe(version.value)}; ignored`);
   } else {
-    const read = readVersion(version.value);
+    const read = readFirmwareVersion(version.value);
     if (!read.ok) {
       report(
         'hazard',
@@ -733,7 +783,7 @@ function checkFirmware(
         `"${version.value}" ${read.reason}: the firmware's std::stoi throws and the board aborts on every OTA check`,
       );
     } else {
-      target = read.values;
+      target = read.segments;
       for (const segment of read.loose) {
         report(
           'warning',
@@ -790,7 +840,7 @@ function checkFirmware(
     }
     return;
   }
-  const running = readVersion(current);
+  const running = readFirmwareVersion(current);
   if (!running.ok) {
     if (parses) {
       report(
@@ -805,7 +855,7 @@ function checkFirmware(
     reportBadUrl('error', '');
     return;
   }
-  const order = compareVersionSegments(target, running.values);
+  const order = compareVersionSegments(target, running.segments);
   if (forced || order > 0) reportBadUrl('error', ': the device will try to download it');
   if (forced && order === 0) {
     report(

@@ -1,20 +1,9 @@
-import {
-  buildToolsPage,
-  type DispatchContext,
-  defineTool,
-  ImageContent,
-  JsonRpcErrorCode,
-  type JsonRpcId,
-  Prop,
-  type Tool,
-  type ToolDefinition,
-  ToolRegistry,
-  type ToolReturn,
-  type VisionCapability,
-  walkToolsPages,
-} from '@xiaozhi-mcp/protocol';
 import { describe, expect, it } from 'vitest';
-import { McpServer } from './mcp-server.js';
+import { JsonRpcErrorCode } from './errors.js';
+import type { JsonRpcId } from './jsonrpc.js';
+import type { DispatchContext, VisionCapability } from './mcp-server.js';
+import { buildToolsPage, walkToolsPages } from './paging.js';
+import { ImageContent, type ToolReturn } from './results.js';
 import {
   dispatchStrictRequest,
   encodeStrictToolError,
@@ -22,6 +11,7 @@ import {
   type StrictAction,
   StrictErrorCode,
 } from './strict.js';
+import { defineTool, Prop, type Tool, type ToolDefinition, ToolRegistry } from './tools.js';
 
 type Handler = () => ToolReturn;
 
@@ -373,6 +363,13 @@ describe('tools/list', () => {
       expect(walk.pages.map((page) => page.toolCount)).toEqual([3, 3, 2]);
       expect(walk.tools.map((tool) => tool.name)).toEqual(names);
     });
+
+    it('honours a wrong page budget, as the firmware profile does (fault knob)', () => {
+      const small = send(req(1, 'tools/list'), { ...pctx, pageBudgetBytes: 6000 });
+      expect(small).toBe(
+        `{"jsonrpc":"2.0","id":1,"result":{"tools":[${jsons(0, 2)}],"nextCursor":"t2"}}`,
+      );
+    });
   });
 });
 
@@ -568,33 +565,5 @@ describe('encodeStrictToolError', () => {
     expect(encodeStrictToolError('x', 'bad "url"')).toBe(
       '{"jsonrpc":"2.0","id":"x","result":{"content":[{"type":"text","text":"bad \\"url\\""}],"isError":true}}',
     );
-  });
-});
-
-describe('McpServer with the strict profile', () => {
-  it('runs calls and reports thrown errors in the result', async () => {
-    const server = new McpServer({ board: BOARD, profile: 'strict' });
-    server.addTool(
-      { name: 'self.add', description: '', properties: [Prop.integer('a'), Prop.integer('b')] },
-      (args) => args.integer('a') + args.integer('b'),
-    );
-    server.addTool({ name: 'self.fail', description: '' }, () => {
-      throw new Error('Image explain URL or token is not set');
-    });
-    const sent: string[] = [];
-    server.setSender((payload) => sent.push(payload));
-    server.handlePayload(req('a', 'tools/call', { name: 'self.add', arguments: { a: 2, b: 3 } }));
-    server.handlePayload(req('b', 'tools/call', { name: 'self.fail' }));
-    server.handlePayload('{"jsonrpc":"2.0","method":"notifications/initialized"}');
-    server.handlePayload(
-      req('c', 'initialize', { capabilities: { vision: { url: 'http://v', token: 't' } } }),
-    );
-    await server.idle();
-    expect(sent).toEqual([
-      '{"jsonrpc":"2.0","id":"c","result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"bread-compact-wifi","version":"2.4.2"}}}',
-      encodeStrictToolResult('a', 5),
-      encodeStrictToolError('b', 'Image explain URL or token is not set'),
-    ]);
-    expect(server.vision).toEqual({ url: 'http://v', token: 't' });
   });
 });

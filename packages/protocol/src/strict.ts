@@ -1,32 +1,19 @@
 /**
- * The `strict` profile of the device's MCP server: the firmware's tools, paging rule and
- * argument validation (reused from the protocol core), answered the way a spec-compliant
+ * The `strict` profile of the MCP request loop: the firmware's tools, paging rule and
+ * argument validation (the same core functions), answered the way a spec-compliant
  * MCP server does (MCP 2025-06-18, JSON-RPC 2.0). Where it departs from the firmware
- * (PROTOCOL.md 2 and 3): standard JSON parsing (case-sensitive keys, last duplicate wins),
+ * (docs/protocol.md §2 and §3): standard JSON parsing (case-sensitive keys, last duplicate wins),
  * error codes, escaped text, string and fractional ids, `ping`, version negotiation,
  * standard image content, and tool failures reported in the result with `isError: true`.
  */
-import {
-  type ArgumentValues,
-  type BoardIdentity,
-  buildToolsPage,
-  CallErrorMessage,
-  type CJsonNode,
-  type DispatchContext,
-  encodeBase64,
-  encodeErrorReply,
-  encodeResultReply,
-  fromJsonValue,
-  ImageContent,
-  JsonRpcErrorCode,
-  type JsonRpcId,
-  type PropertyValue,
-  type Tool,
-  type ToolRegistry,
-  type ToolReturn,
-  type VisionCapability,
-  validateToolCall,
-} from '@xiaozhi-mcp/protocol';
+import { type ArgumentValues, CallErrorMessage, validateToolCall } from './arguments.js';
+import { type CJsonNode, fromJsonValue } from './cjson.js';
+import { JsonRpcErrorCode } from './errors.js';
+import { encodeErrorReply, encodeResultReply, type JsonRpcId } from './jsonrpc.js';
+import type { BoardIdentity, DispatchContext, VisionCapability } from './mcp-server.js';
+import { buildToolsPage } from './paging.js';
+import { encodeBase64, ImageContent, type ToolReturn } from './results.js';
+import type { PropertyValue, Tool, ToolRegistry } from './tools.js';
 
 export type StrictAction<H> =
   /** Notifications and responses get no reply. */
@@ -134,7 +121,7 @@ export function dispatchStrictRequest<H>(
     case 'initialize':
       return initialize(id, params, context);
     case 'tools/list':
-      return listTools(id, params, context.tools);
+      return listTools(id, params, context);
     case 'tools/call':
       return callTool(id, params, context.tools);
     default:
@@ -181,19 +168,24 @@ function initialize<H>(
 function listTools<H>(
   id: JsonRpcId,
   params: JsonObject | undefined,
-  registry: ToolRegistry<H>,
+  context: DispatchContext<H>,
 ): StrictAction<H> {
   const cursor = params?.cursor;
   // null is read as "no cursor", as some clients send it for the first page.
   if (cursor !== undefined && cursor !== null && typeof cursor !== 'string') {
     return fail(id, StrictErrorCode.InvalidParams, 'Invalid params: cursor must be a string');
   }
-  const tools = registry.tools;
+  const tools = context.tools.tools;
   // The core reads an unknown cursor as a page-size error; MCP wants -32602.
   if (typeof cursor === 'string' && cursor !== '' && !tools.some((tool) => tool.name === cursor)) {
     return fail(id, StrictErrorCode.InvalidParams, `Invalid cursor: ${cursor}`);
   }
-  const page = buildToolsPage(tools, { cursor, withUserTools: params?.withUserTools });
+  const page = buildToolsPage(tools, {
+    cursor,
+    withUserTools: params?.withUserTools,
+    // The same fault knob as the firmware profile: a board that pages wrong pages wrong here too.
+    budgetBytes: context.pageBudgetBytes,
+  });
   if (!page.ok) {
     // With the cursor known, an empty tool name means every remaining tool is user-only
     // and hidden: that is an empty last page, not an error.
