@@ -26,7 +26,7 @@ function errorOf(run: () => unknown): FirmwareError {
 const allFf = (bytes: Uint8Array): boolean => bytes.every((b) => b === 0xff);
 
 describe('bootloaderOffset', () => {
-  it('follows PROTOCOL.md 9a: 0x1000 for ESP32/S2, 0x2000 for P4, 0x0 otherwise (C5 included)', () => {
+  it('follows docs/protocol.md §9a: 0x1000 for ESP32/S2, 0x2000 for P4, 0x0 otherwise (C5 included)', () => {
     const offsets = Object.fromEntries(CHIPS.map((c) => [c.name, bootloaderOffset(c.name)]));
     expect(offsets).toEqual({
       esp32: 0x1000,

@@ -3,7 +3,7 @@
  * feed it the raw serial output, ask for the next line that matches. Every wait is bounded,
  * and a panic (or any line the caller forbids) fails the wait at once instead of letting it
  * run into its timeout; the error carries the last lines and the log path, so a CI log alone
- * says what happened (HIL.md: wait on console lines, never fixed sleeps).
+ * says what happened (docs/hil.md §6: wait on console lines, never fixed sleeps).
  */
 import type { BootLoopOptions, BootLoopReport, ConsoleRecord, PanicReport } from './console-log.js';
 import {

@@ -277,7 +277,7 @@ describe('parseConsoleLine: panics and backtraces', () => {
   });
 });
 
-describe('knownLine: the lines of PROTOCOL.md 9', () => {
+describe('knownLine: the lines of docs/protocol.md §9', () => {
   const known = (line: string) => knownLine(parseConsoleLine(line));
   const cases: [string, unknown][] = [
     [

@@ -2,7 +2,7 @@
  * The serial console of an ESP32 running xiaozhi, as text: splitting a byte stream into
  * lines, classifying each line (IDF log, ROM bootloader, panic, backtrace), and spotting
  * the trouble a rig must not wait through (panics, boot loops). No serial I/O here: the
- * chunks come from a port or a virtual board. PROTOCOL.md 9 lists the lines.
+ * chunks come from a port or a virtual board. docs/protocol.md §9 lists the lines.
  */
 
 export type LogLevel = 'E' | 'W' | 'I' | 'D' | 'V';
@@ -218,7 +218,7 @@ export function parseConsoleLine(raw: string): ConsoleRecord {
 }
 
 // ---------------------------------------------------------------------------------------
-// The lines of PROTOCOL.md 9
+// The lines of docs/protocol.md §9
 
 export type KnownLine =
   | { kind: 'board'; uuid: string; sku: string }
@@ -350,7 +350,7 @@ const KNOWN_RULES: readonly KnownRule[] = [
   },
 ];
 
-/** What a PROTOCOL.md 9 line says, or `undefined` for any other line. */
+/** What a docs/protocol.md §9 line says, or `undefined` for any other line. */
 export function knownLine(record: ConsoleRecord): KnownLine | undefined {
   if (record.kind !== 'log') return undefined;
   for (const rule of KNOWN_RULES) {

@@ -8,7 +8,7 @@
  * - both released or both asserted: EN high and GPIO0 high, the chip runs undisturbed.
  *
  * `serialport`'s `set()` writes every line (a missing one takes its default, asserted), so every
- * step here names both lines and becomes exactly one `set()` (HIL.md, "Serial facts that bite").
+ * step here names both lines and becomes exactly one `set()` (docs/hil.md §6, serial facts that bite).
  */
 import type { BindingInterface } from '@serialport/bindings-cpp';
 import { SerialPortStream } from '@serialport/stream';
@@ -118,7 +118,7 @@ export const RESET_SEQUENCES: Readonly<{
 export type ResetSequenceName = keyof typeof RESET_SEQUENCES;
 
 /**
- * A BOOT click (PROTOCOL.md section 9): GPIO0 low for ~100 ms with EN high, then both released.
+ * A BOOT click (docs/protocol.md §9): GPIO0 low for ~100 ms with EN high, then both released.
  * Only for boards whose BOOT button is GPIO0 behind a USB-UART bridge's auto-reset transistors;
  * USB-Serial-JTAG boards cannot be clicked this way.
  */

@@ -1,6 +1,6 @@
 /**
  * Finding boards on serial ports. `SerialPort.list()` asks `udevadm` on Linux, which containers
- * and minimal hosts lack (HIL.md), so listing falls back to what udev left in
+ * and minimal hosts lack (docs/hil.md §6), so listing falls back to what udev left in
  * `/dev/serial/by-id` and to sysfs. Native-USB chips (USB-Serial-JTAG) re-enumerate on reset
  * under a new path but the same serial number, so `findPort` polls for a selector rather than
  * trusting a path.

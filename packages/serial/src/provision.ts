@@ -1,6 +1,6 @@
 /**
  * Provisioning: the settings a rig writes into a board's NVS partition so it joins the
- * rig's Wi-Fi and checks OTA at our server (PROTOCOL.md 8): `wifi/ssid`, `wifi/password`,
+ * rig's Wi-Fi and checks OTA at our server (docs/protocol.md §8): `wifi/ssid`, `wifi/password`,
  * `wifi/ota_url`, and optionally the `websocket` url/token/version. The partition's offset
  * is read from the board's own partition table; entries already on the board that we do not
  * set (its `board/uuid`, the volume...) are kept, so provisioning does not change identity.

@@ -3,7 +3,7 @@
  * `serialport` stream. Any binding works: `@serialport/bindings-cpp` reaches a real port,
  * the virtual binding reaches a virtual board, through the same code.
  *
- * Serial facts this class keeps (HIL.md): `serialport`'s `set()` writes every line, so each
+ * Serial facts this class keeps (docs/hil.md §6): `serialport`'s `set()` writes every line, so each
  * `setSignals` sends DTR and RTS together, keeping the last state of a line esptool did not
  * name; the baud rate changes in place (`update()`), never by reopening, since reopening
  * resets boards; and the readable survives esptool's pattern of taking a reader per chunk.
