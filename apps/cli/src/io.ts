@@ -49,3 +49,16 @@ export async function readJsonFile(io: CliIo, path: string): Promise<unknown> {
     throw new CliError(`${path} is not valid JSON: ${(error as Error).message}`, ExitCode.usage);
   }
 }
+
+/** Resolves at the first Ctrl-C (SIGINT) or SIGTERM: how long-running commands wait to stop. */
+export function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

@@ -8,7 +8,7 @@ import {
   XiaozhiServer,
 } from '@xiaozhi-mcp/server';
 import { type Command, Option } from 'commander';
-import { CliError, type CliIo, ExitCode } from '../io.js';
+import { CliError, type CliIo, ExitCode, interrupted } from '../io.js';
 
 export interface ServeOptions {
   host: string;
@@ -43,18 +43,6 @@ function integer(option: string, min: number, max: number): (value: string) => n
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
-}
-
-function interrupted(): Promise<void> {
-  return new Promise((resolve) => {
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
 }
 
 function startOptions(options: ServeOptions): StartOptions {

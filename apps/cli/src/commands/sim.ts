@@ -1,6 +1,6 @@
 import { BOARD_PRESETS, type McpProfile, VirtualBoard } from '@xiaozhi-mcp/device';
 import type { Command } from 'commander';
-import { CliError, type CliIo, ExitCode } from '../io.js';
+import { CliError, type CliIo, ExitCode, interrupted } from '../io.js';
 
 export interface SimOptions {
   otaUrl: string;
@@ -29,18 +29,6 @@ function macFor(index: number): string {
   return ['f4', '12', 'fa', (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff]
     .map((part) => (typeof part === 'number' ? part.toString(16).padStart(2, '0') : part))
     .join(':');
-}
-
-function interrupted(): Promise<void> {
-  return new Promise((resolve) => {
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
 }
 
 /** Runs virtual boards against a backend until stopped, printing their console lines. */

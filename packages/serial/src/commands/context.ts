@@ -156,3 +156,34 @@ export async function openCommandPort(
     },
   });
 }
+
+/**
+ * Runs a command on one board: `body` checks its options first, then calls `open` to resolve
+ * `--port`; failures are reported as `<command> <port>: <reason>` with their exit code, and
+ * the port's board is released however the body ends.
+ */
+export async function runPortCommand(
+  context: SerialCommandContext,
+  command: string,
+  options: PortOptions,
+  body: (open: () => Promise<ResolvedPort>) => Promise<number>,
+): Promise<number> {
+  let label = options.port ?? '';
+  let opened: ResolvedPort | undefined;
+  try {
+    return await runReported(
+      context,
+      () => `${command}${label === '' ? '' : ` ${label}`}`,
+      () =>
+        body(async () => {
+          opened = await openCommandPort(context, options, (selector) => {
+            label = selector;
+          });
+          label = opened.label;
+          return opened;
+        }),
+    );
+  } finally {
+    opened?.dispose();
+  }
+}

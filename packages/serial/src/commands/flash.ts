@@ -20,10 +20,9 @@ import {
 } from '../flash-image.js';
 import type { FlashProgress } from '../flasher.js';
 import {
-  openCommandPort,
   type PortOptions,
   parseBaud,
-  runReported,
+  runPortCommand,
   type SerialCommandContext,
   usageError,
 } from './context.js';
@@ -104,59 +103,50 @@ export async function flashCommand(
   file: string,
   options: FlashCommandOptions,
 ): Promise<number> {
-  let label = options.port ?? '';
-  return runReported(
-    context,
-    () => `flash${label === '' ? '' : ` ${label}`}`,
-    async () => {
-      const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
-      const offset = parseOffset(options.offset);
-      let data: Uint8Array;
-      try {
-        data = new Uint8Array(await readFile(file));
-      } catch (error) {
-        const code = (error as NodeJS.ErrnoException).code;
-        throw usageError(
-          `cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : String(error)}`,
-        );
-      }
-      const image = placeImage(file, data, offset, { appNeedsOffset: true });
-      const port = await openCommandPort(context, options, (selector) => {
-        label = selector;
+  return runPortCommand(context, 'flash', options, async (open) => {
+    const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
+    const offset = parseOffset(options.offset);
+    let data: Uint8Array;
+    try {
+      data = new Uint8Array(await readFile(file));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      throw usageError(
+        `cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : String(error)}`,
+      );
+    }
+    const image = placeImage(file, data, offset, { appNeedsOffset: true });
+    const port = await open();
+    const flasher = flasherFor(port);
+    const view = new FlashProgressView(context, image.data.length, baud);
+    try {
+      const chip = await flasher.connect();
+      context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
+      context.out.stdout(`image: ${describeImage(image)}\n`);
+      const result = await flashImage(flasher, chip, image, {
+        baudRate: baud,
+        retryBaudRate: Math.min(RETRY_FLASH_BAUD, baud),
+        onProgress: (progress) => view.update(progress),
+        reset: true,
       });
-      label = port.label;
-      const flasher = flasherFor(port);
-      const view = new FlashProgressView(context, image.data.length, baud);
-      try {
-        const chip = await flasher.connect();
-        context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
-        context.out.stdout(`image: ${describeImage(image)}\n`);
-        const result = await flashImage(flasher, chip, image, {
-          baudRate: baud,
-          retryBaudRate: Math.min(RETRY_FLASH_BAUD, baud),
-          onProgress: (progress) => view.update(progress),
-          reset: true,
-        });
-        view.stop();
-        const seconds = (result.durationMs / 1000).toFixed(1);
-        const md5 = result.parts[0]?.md5 ?? '';
+      view.stop();
+      const seconds = (result.durationMs / 1000).toFixed(1);
+      const md5 = result.parts[0]?.md5 ?? '';
+      context.out.stdout(
+        `wrote ${result.bytes} bytes (${formatBytes(result.bytes)}) at ${hex(result.offset)} in ${seconds} s at ${result.baudRate} baud; MD5 verified (${md5})\n`,
+      );
+      if (result.flaky) {
         context.out.stdout(
-          `wrote ${result.bytes} bytes (${formatBytes(result.bytes)}) at ${hex(result.offset)} in ${seconds} s at ${result.baudRate} baud; MD5 verified (${md5})\n`,
+          `flaky: the first attempt at ${baud} baud failed (${result.firstError ?? 'unknown error'}); the retry at ${result.baudRate} baud succeeded. Try a shorter cable or a lower --baud\n`,
         );
-        if (result.flaky) {
-          context.out.stdout(
-            `flaky: the first attempt at ${baud} baud failed (${result.firstError ?? 'unknown error'}); the retry at ${result.baudRate} baud succeeded. Try a shorter cable or a lower --baud\n`,
-          );
-        }
-        context.out.stdout(`${port.label}: hard reset; the board runs its new firmware\n`);
-        return 0;
-      } finally {
-        view.stop();
-        await flasher.disconnect().catch(() => {});
-        port.dispose();
       }
-    },
-  );
+      context.out.stdout(`${port.label}: hard reset; the board runs its new firmware\n`);
+      return 0;
+    } finally {
+      view.stop();
+      await flasher.disconnect().catch(() => {});
+    }
+  });
 }
 
 export function registerFlashCommand(

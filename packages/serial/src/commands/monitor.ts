@@ -23,10 +23,9 @@ import {
 import { BOOT_CLICK, lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '../lines.js';
 import type { ResolvedPort } from '../resolve.js';
 import {
-  openCommandPort,
   type PortOptions,
   parseBaud,
-  runReported,
+  runPortCommand,
   type SerialCommandContext,
   SerialCommandError,
   usageError,
@@ -341,77 +340,68 @@ export async function monitorCommand(
   context: SerialCommandContext,
   options: MonitorCommandOptions,
 ): Promise<number> {
-  let label = options.port ?? '';
-  return runReported(
-    context,
-    () => `monitor${label === '' ? '' : ` ${label}`}`,
-    async () => {
-      const baud = parseBaud(options.baud ?? String(DEFAULT_MONITOR_BAUD));
-      const seconds = parseSeconds(options.timeout);
-      const until = parseUntil(options.until);
-      const port = await openCommandPort(context, options, (selector) => {
-        label = selector;
-      });
-      label = port.label;
-      try {
-        if (options.click === true && port.info.kind === 'usb-serial-jtag') {
-          throw usageError(
-            "--click needs a USB-UART bridge with the auto-reset transistors; this port is the chip's USB-Serial-JTAG, so press the BOOT button by hand",
-          );
-        }
-        const session = new MonitorSession(context, port, {
-          baud,
-          until,
-          click: options.click === true,
-          color: useColor(context.terminal, context.env ?? process.env),
-        });
-        const ending = [
-          seconds === undefined ? undefined : `${seconds} s`,
-          until === undefined ? undefined : `a line matching ${until}`,
-          'Ctrl-C',
-        ].filter((part) => part !== undefined);
-        const announce = () => {
-          context.out.stderr(
-            `--- monitor ${port.label} at ${baud} baud until ${ending.join(' or ')} ---\n`,
-          );
-          if (options.click === true && options.reset !== true && port.provider === undefined) {
-            context.out.stderr(
-              '--- --click waits for the board to report idle; add --reset if it is already running ---\n',
-            );
-          }
-        };
-        const started = performance.now();
-        const outcome = await session.run({
-          reset: options.reset === true,
-          timeoutMs: seconds === undefined ? undefined : seconds * 1000,
-          announce,
-        });
-        const elapsed = ((performance.now() - started) / 1000).toFixed(1);
-        const summary = `${elapsed} s, ${session.lines} lines, ${describePanics(session.panics)}`;
-        switch (outcome.kind) {
-          case 'failed':
-            throw outcome.error;
-          case 'matched':
-            context.out.stderr(`--- matched ${until ?? ''} (${summary}) ---\n`);
-            return 0;
-          case 'stopped':
-            context.out.stderr(`--- stopped (${summary}) ---\n`);
-            return 0;
-          case 'timeout':
-            if (until === undefined) {
-              context.out.stderr(`--- timeout (${summary}) ---\n`);
-              return 0;
-            }
-            throw new SerialCommandError(
-              `no console line matched ${until} within ${seconds ?? 0} s (${summary}); check the board's log above, or raise --timeout`,
-              'failed',
-            );
-        }
-      } finally {
-        port.dispose();
+  return runPortCommand(context, 'monitor', options, async (open) => {
+    const baud = parseBaud(options.baud ?? String(DEFAULT_MONITOR_BAUD));
+    const seconds = parseSeconds(options.timeout);
+    const until = parseUntil(options.until);
+    const port = await open();
+    try {
+      if (options.click === true && port.info.kind === 'usb-serial-jtag') {
+        throw usageError(
+          "--click needs a USB-UART bridge with the auto-reset transistors; this port is the chip's USB-Serial-JTAG, so press the BOOT button by hand",
+        );
       }
-    },
-  );
+      const session = new MonitorSession(context, port, {
+        baud,
+        until,
+        click: options.click === true,
+        color: useColor(context.terminal, context.env ?? process.env),
+      });
+      const ending = [
+        seconds === undefined ? undefined : `${seconds} s`,
+        until === undefined ? undefined : `a line matching ${until}`,
+        'Ctrl-C',
+      ].filter((part) => part !== undefined);
+      const announce = () => {
+        context.out.stderr(
+          `--- monitor ${port.label} at ${baud} baud until ${ending.join(' or ')} ---\n`,
+        );
+        if (options.click === true && options.reset !== true && port.provider === undefined) {
+          context.out.stderr(
+            '--- --click waits for the board to report idle; add --reset if it is already running ---\n',
+          );
+        }
+      };
+      const started = performance.now();
+      const outcome = await session.run({
+        reset: options.reset === true,
+        timeoutMs: seconds === undefined ? undefined : seconds * 1000,
+        announce,
+      });
+      const elapsed = ((performance.now() - started) / 1000).toFixed(1);
+      const summary = `${elapsed} s, ${session.lines} lines, ${describePanics(session.panics)}`;
+      switch (outcome.kind) {
+        case 'failed':
+          throw outcome.error;
+        case 'matched':
+          context.out.stderr(`--- matched ${until ?? ''} (${summary}) ---\n`);
+          return 0;
+        case 'stopped':
+          context.out.stderr(`--- stopped (${summary}) ---\n`);
+          return 0;
+        case 'timeout':
+          if (until === undefined) {
+            context.out.stderr(`--- timeout (${summary}) ---\n`);
+            return 0;
+          }
+          throw new SerialCommandError(
+            `no console line matched ${until} within ${seconds ?? 0} s (${summary}); check the board's log above, or raise --timeout`,
+            'failed',
+          );
+      }
+    } finally {
+    }
+  });
 }
 
 export function registerMonitorCommand(

@@ -9,10 +9,9 @@ import { type Command, Option } from 'commander';
 import { describeChip, flasherFor, hex } from '../flash-image.js';
 import { type ProvisionSettings, provisionBoard, provisionEntries } from '../provision.js';
 import {
-  openCommandPort,
   type PortOptions,
   parseBaud,
-  runReported,
+  runPortCommand,
   type SerialCommandContext,
   SerialCommandError,
   usageError,
@@ -59,65 +58,56 @@ export async function provisionCommand(
   context: SerialCommandContext,
   options: ProvisionCommandOptions,
 ): Promise<number> {
-  let label = options.port ?? '';
-  return runReported(
-    context,
-    () => `provision${label === '' ? '' : ` ${label}`}`,
-    async () => {
-      const settings = provisionSettings(options);
-      const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
-      const port = await openCommandPort(context, options, (selector) => {
-        label = selector;
-      });
-      label = port.label;
-      const flasher = flasherFor(port);
-      try {
-        const chip = await flasher.connect();
-        context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
-        const result = await provisionBoard(
-          {
-            readPartitionTable: () =>
-              flasher.readPartitionTable().catch((error: unknown) => {
-                if (!(error instanceof FirmwareError && error.code === 'PARTITION_INVALID'))
-                  throw error;
-                throw new SerialCommandError(
-                  `the board has no valid partition table at 0x8000 (${error.message}); flash a firmware first`,
-                  'failed',
-                );
-              }),
-            readFlash: (offset, size) => flasher.readFlash(offset, size),
-            flash: (parts) => flasher.flash(parts, { reset: false, baudRate: baud }),
-          },
-          settings,
+  return runPortCommand(context, 'provision', options, async (open) => {
+    const settings = provisionSettings(options);
+    const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
+    const port = await open();
+    const flasher = flasherFor(port);
+    try {
+      const chip = await flasher.connect();
+      context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
+      const result = await provisionBoard(
+        {
+          readPartitionTable: () =>
+            flasher.readPartitionTable().catch((error: unknown) => {
+              if (!(error instanceof FirmwareError && error.code === 'PARTITION_INVALID'))
+                throw error;
+              throw new SerialCommandError(
+                `the board has no valid partition table at 0x8000 (${error.message}); flash a firmware first`,
+                'failed',
+              );
+            }),
+          readFlash: (offset, size) => flasher.readFlash(offset, size),
+          flash: (parts) => flasher.flash(parts, { reset: false, baudRate: baud }),
+        },
+        settings,
+      );
+      // The password is a secret: say that it is set, never what it is.
+      const written = result.entries
+        .filter((e) => !result.kept.includes(e))
+        .map((e) =>
+          e.namespace === 'wifi' && e.key === 'password'
+            ? `wifi/password (${String(e.value).length === 0 ? 'empty' : 'set'})`
+            : e.key === 'token'
+              ? `${e.namespace}/token (set)`
+              : `${e.namespace}/${e.key}=${String(e.value)}`,
         );
-        // The password is a secret: say that it is set, never what it is.
-        const written = result.entries
-          .filter((e) => !result.kept.includes(e))
-          .map((e) =>
-            e.namespace === 'wifi' && e.key === 'password'
-              ? `wifi/password (${String(e.value).length === 0 ? 'empty' : 'set'})`
-              : e.key === 'token'
-                ? `${e.namespace}/token (set)`
-                : `${e.namespace}/${e.key}=${String(e.value)}`,
-          );
-        const kept = result.kept.map((e) => `${e.namespace}/${e.key}`);
-        context.out.stdout(
-          `nvs partition '${result.partition.label}' at ${hex(result.partition.offset)} (${result.partition.size} bytes): wrote ${written.join(', ')}\n`,
-        );
-        context.out.stdout(
-          `kept ${kept.length} existing entr${kept.length === 1 ? 'y' : 'ies'}${kept.length === 0 ? '' : `: ${kept.join(', ')}`}\n`,
-        );
-        await flasher.disconnect({ reset: true });
-        context.out.stdout(
-          `${port.label}: hard reset; the board joins ${settings.ssid} and checks ${settings.otaUrl}\n`,
-        );
-        return 0;
-      } finally {
-        await flasher.disconnect().catch(() => {});
-        port.dispose();
-      }
-    },
-  );
+      const kept = result.kept.map((e) => `${e.namespace}/${e.key}`);
+      context.out.stdout(
+        `nvs partition '${result.partition.label}' at ${hex(result.partition.offset)} (${result.partition.size} bytes): wrote ${written.join(', ')}\n`,
+      );
+      context.out.stdout(
+        `kept ${kept.length} existing entr${kept.length === 1 ? 'y' : 'ies'}${kept.length === 0 ? '' : `: ${kept.join(', ')}`}\n`,
+      );
+      await flasher.disconnect({ reset: true });
+      context.out.stdout(
+        `${port.label}: hard reset; the board joins ${settings.ssid} and checks ${settings.otaUrl}\n`,
+      );
+      return 0;
+    } finally {
+      await flasher.disconnect().catch(() => {});
+    }
+  });
 }
 
 export function registerProvisionCommand(
