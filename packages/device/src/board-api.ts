@@ -3,12 +3,14 @@
  * (schedule on the main loop, reboot, upgrade). A preset registers its tools against this,
  * so the same tool code runs in a virtual board and in a Node device.
  */
+import type { ChipName } from '@xiaozhi-mcp/firmware';
 import type { JsonValue, OtaRequestBody, VisionCapability } from '@xiaozhi-mcp/protocol';
 import type { LogLevel } from './console.js';
 import type { McpServer } from './mcp-server.js';
 import type { NvsStorage } from './nvs-storage.js';
 
-export type ChipModel = 'esp32' | 'esp32s3' | 'esp32c3' | 'esp32c5' | 'esp32c6' | 'esp32p4';
+/** A board's chip: a name of the firmware package's chip table (`CHIPS`). */
+export type ChipModel = ChipName;
 
 export interface DisplayInfo {
   readonly width: number;

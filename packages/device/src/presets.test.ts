@@ -1,3 +1,4 @@
+import { chipByName } from '@xiaozhi-mcp/firmware';
 import { buildToolsPage, type Tool } from '@xiaozhi-mcp/protocol';
 import { describe, expect, it } from 'vitest';
 import type { BoardApi, BoardPreset } from './board-api.js';
@@ -75,6 +76,12 @@ describe('boardPreset', () => {
     );
     // Names are looked up as own keys only.
     expect(() => boardPreset('toString')).toThrow('Unknown board preset "toString"');
+  });
+
+  it("puts every preset on a chip of the firmware's chip table that xiaozhi builds for", () => {
+    for (const preset of Object.values(BOARD_PRESETS)) {
+      expect([preset.name, chipByName(preset.chip).xiaozhi]).toEqual([preset.name, true]);
+    }
   });
 
   it('gives every board a fresh hardware state', () => {

@@ -1,27 +1,299 @@
 /**
- * ESP32-family chips as the app image header names them (`esp_chip_id_t`, u16 at byte 12).
- * `dromBase` is where the chip maps flash for read-only data (esptool's DROM_MAP_START);
- * an image's first segment loads there, plus the 0x20 bytes of headers before its data.
+ * The one table of ESP32-family chip facts. Every package that needs a fact about a chip (the
+ * image formats here, the virtual board's OTA body, the ROM emulator, the HIL inventory) reads
+ * it from {@link CHIPS}, and {@link ChipName} is the one type of a chip's name.
+ *
+ * Where the facts come from:
+ * - `name`, `id`: ESP-IDF `esp_chip_id_t` (`esp_app_format.h`), the u16 at byte 12 of an image
+ *   header; esptool's `IMAGE_CHIP_ID`, which GET_SECURITY_INFO also reports.
+ * - `model`: ESP-IDF `esp_chip_model_t` (`esp_chip_info.h`), what `esp_chip_info()` puts in
+ *   `chip_info.model` of the OTA body (docs/protocol.md §7). It equals `id` except on ESP32.
+ * - `description`: esptool's `CHIP_NAME`.
+ * - `cores`: ESP-IDF `SOC_CPU_CORES_NUM` (`soc_caps.h`), `chip_info.cores`.
+ * - `dromBase`: esptool's `DROM_MAP_START`, where the chip maps flash for read-only data; an
+ *   image's first segment loads there, plus the 0x20 bytes of headers before its data.
+ * - `bootloaderOffset`: where the second-stage bootloader sits in flash (esptool's
+ *   `BOOTLOADER_FLASH_OFFSET`), except where docs/protocol.md §9a (xiaozhi's release images)
+ *   says otherwise; each entry says which.
+ * - `xiaozhi`: xiaozhi-esp32 has builds for it (docs/protocol.md §9a: esp32, esp32s3, esp32c3,
+ *   esp32c5, esp32c6, esp32p4).
+ * - `rom`: what the chip's ROM download mode shows a flasher (esptool's target definitions,
+ *   `esptool/targets/<chip>.py`; see {@link ChipRomFacts}).
  */
 import { FirmwareError } from './errors.js';
 
+/** The ROM's serial download mode as esptool's target definitions describe it. */
+export interface ChipRomFacts {
+  /**
+   * The word at {@link CHIP_DETECT_MAGIC_REG} (esptool's `CHIP_DETECT_MAGIC_VALUE`, the first
+   * one where esptool lists several revisions). Undefined for chips esptool identifies only by
+   * GET_SECURITY_INFO's chip id.
+   */
+  readonly detectMagic: number | undefined;
+  /**
+   * GET_SECURITY_INFO: `none` (the ESP32 ROM has no such command), `without-chip-id` (the
+   * ESP32-S2 ROM: 12 bytes, flags, flash_crypt_cnt and key purposes), `with-chip-id` (20 bytes,
+   * then chip id and eco version).
+   */
+  readonly securityInfo: 'none' | 'without-chip-id' | 'with-chip-id';
+  /** esptool's `MAC_EFUSE_REG`: eFuse MAC word 0 (bytes 2..5); word 1 (bytes 0..1) follows. */
+  readonly macEfuse: number;
+  /** esptool's `UART_CLKDIV_REG`, the UART0 clock divider the baud rate is derived from. */
+  readonly uartClkdivReg: number;
+  /** The SPI flash controller: esptool's `SPI_REG_BASE` and its `SPI_*_OFFS` offsets. */
+  readonly spi: {
+    readonly base: number;
+    readonly usr: number;
+    readonly usr1: number;
+    readonly usr2: number;
+    readonly w0: number;
+  };
+}
+
+/** The facts one entry of {@link CHIPS} holds. */
+export interface ChipFacts {
+  readonly name: string;
+  readonly description: string;
+  readonly id: number;
+  readonly model: number;
+  readonly cores: number;
+  readonly dromBase: number;
+  readonly bootloaderOffset: number;
+  readonly xiaozhi: boolean;
+  readonly rom: ChipRomFacts;
+}
+
+/** Where esptool reads the chip-detect magic word on every chip (`CHIP_DETECT_MAGIC_REG_ADDR`). */
+export const CHIP_DETECT_MAGIC_REG = 0x4000_1000;
+
+// SPI controller register layouts (esptool): the ESP32's, and the one every later chip shares.
+const SPI_ESP32 = { usr: 0x1c, usr1: 0x20, usr2: 0x24, w0: 0x80 } as const;
+const SPI_LATER = { usr: 0x18, usr1: 0x1c, usr2: 0x20, w0: 0x58 } as const;
+
 export const CHIPS = [
-  { name: 'esp32', id: 0, dromBase: 0x3f40_0000 },
-  { name: 'esp32s2', id: 2, dromBase: 0x3f00_0000 },
-  { name: 'esp32c3', id: 5, dromBase: 0x3c00_0000 },
-  { name: 'esp32s3', id: 9, dromBase: 0x3c00_0000 },
-  { name: 'esp32c2', id: 12, dromBase: 0x3c00_0000 },
-  { name: 'esp32c6', id: 13, dromBase: 0x4280_0000 },
-  { name: 'esp32h2', id: 16, dromBase: 0x4280_0000 },
-  { name: 'esp32p4', id: 18, dromBase: 0x4000_0000 },
-  { name: 'esp32c61', id: 20, dromBase: 0x4280_0000 },
-  { name: 'esp32c5', id: 23, dromBase: 0x4280_0000 },
-  { name: 'esp32h21', id: 25, dromBase: 0x4280_0000 },
-  { name: 'esp32h4', id: 28, dromBase: 0x4280_0000 },
-] as const;
+  {
+    name: 'esp32',
+    description: 'ESP32',
+    xiaozhi: true,
+    id: 0,
+    model: 1,
+    cores: 2,
+    dromBase: 0x3f40_0000,
+    bootloaderOffset: 0x1000, // esptool and docs/protocol.md §9a
+    rom: {
+      detectMagic: 0x00f0_1d83,
+      securityInfo: 'none',
+      macEfuse: 0x3ff5_a004, // esptool reads eFuse words 1 and 2 of EFUSE_RD_REG_BASE 0x3FF5A000
+      uartClkdivReg: 0x3ff4_0014,
+      spi: { base: 0x3ff4_2000, ...SPI_ESP32 },
+    },
+  },
+  {
+    name: 'esp32s2',
+    description: 'ESP32-S2',
+    xiaozhi: false,
+    id: 2,
+    model: 2,
+    cores: 1,
+    dromBase: 0x3f00_0000,
+    bootloaderOffset: 0x1000, // esptool (inherited from ESP32ROM)
+    rom: {
+      detectMagic: 0x0000_07c6,
+      securityInfo: 'without-chip-id',
+      macEfuse: 0x3f41_a044,
+      uartClkdivReg: 0x3f40_0014,
+      spi: { base: 0x3f40_2000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32c3',
+    description: 'ESP32-C3',
+    xiaozhi: true,
+    id: 5,
+    model: 5,
+    cores: 1,
+    dromBase: 0x3c00_0000,
+    bootloaderOffset: 0x0, // esptool and docs/protocol.md §9a
+    rom: {
+      detectMagic: 0x1b31_506f, // eco3; esptool also lists 0x6921506F (eco1+2)
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x6000_8844,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_2000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32s3',
+    description: 'ESP32-S3',
+    xiaozhi: true,
+    id: 9,
+    model: 9,
+    cores: 2,
+    dromBase: 0x3c00_0000,
+    bootloaderOffset: 0x0, // esptool and docs/protocol.md §9a
+    rom: {
+      detectMagic: 0x0000_0009,
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x6000_7044,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_2000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32c2',
+    description: 'ESP32-C2',
+    xiaozhi: false,
+    id: 12,
+    model: 12,
+    cores: 1,
+    dromBase: 0x3c00_0000,
+    bootloaderOffset: 0x0, // esptool
+    rom: {
+      detectMagic: 0x6f51_306f, // esptool 4.x also lists 0x7C41A06F
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x6000_8840,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_2000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32c6',
+    description: 'ESP32-C6',
+    xiaozhi: true,
+    id: 13,
+    model: 13,
+    cores: 1,
+    dromBase: 0x4280_0000,
+    bootloaderOffset: 0x0, // esptool and docs/protocol.md §9a
+    rom: {
+      detectMagic: 0x2ce0_806f,
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x600b_0844,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_3000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32h2',
+    description: 'ESP32-H2',
+    xiaozhi: false,
+    id: 16,
+    model: 16,
+    cores: 1,
+    dromBase: 0x4280_0000,
+    bootloaderOffset: 0x0, // esptool
+    rom: {
+      detectMagic: 0xd7b7_3e80,
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x600b_0844,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_3000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32p4',
+    description: 'ESP32-P4',
+    xiaozhi: true,
+    id: 18,
+    model: 18,
+    cores: 2,
+    dromBase: 0x4000_0000,
+    bootloaderOffset: 0x2000, // esptool and docs/protocol.md §9a
+    rom: {
+      detectMagic: 0x0add_bad0,
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x5012_d044,
+      // UART0 at 0x500CA000 (esptool's UART_DATE_REG_ADDR - 0x8C) + 0x14; esptool's own
+      // UART_CLKDIV_REG is the ESP32's, inherited and never read on this chip.
+      uartClkdivReg: 0x500c_a014,
+      spi: { base: 0x5008_d000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32c61',
+    description: 'ESP32-C61',
+    xiaozhi: false,
+    id: 20,
+    model: 20,
+    cores: 1,
+    dromBase: 0x4280_0000,
+    bootloaderOffset: 0x0, // esptool
+    rom: {
+      detectMagic: 0x33f0_206f, // esptool also lists 0x2421606F
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x600b_4844,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_3000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32c5',
+    description: 'ESP32-C5',
+    xiaozhi: true,
+    id: 23,
+    model: 23,
+    cores: 1,
+    // The ESP32-C6's, as this package has always had it; esptool's ESP32C5ROM and esptool-js
+    // 0.7.0 say 0x42000000. Only the load address of a built image's first segment uses it.
+    dromBase: 0x4280_0000,
+    // docs/protocol.md §9a (xiaozhi's release images) puts it at 0x0; esptool-js 0.7.0's
+    // target says 0x2000. The spec wins; reading a merged image finds it at either offset.
+    bootloaderOffset: 0x0,
+    rom: {
+      detectMagic: 0x1101_406f, // esptool(-js) also lists 0x63E1406F, 0x5FD1406F, 0x30E1706F
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x600b_4844,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_3000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32h21',
+    description: 'ESP32-H21',
+    xiaozhi: false,
+    id: 25,
+    model: 25,
+    cores: 1,
+    dromBase: 0x4280_0000,
+    bootloaderOffset: 0x0, // esptool
+    rom: {
+      detectMagic: undefined,
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x600b_4044,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6000_3000, ...SPI_LATER },
+    },
+  },
+  {
+    name: 'esp32h4',
+    description: 'ESP32-H4',
+    xiaozhi: false,
+    id: 28,
+    model: 28,
+    cores: 2,
+    dromBase: 0x4280_0000,
+    // Not esptool's: its ESP32H4ROM says 0x2000. docs/protocol.md §9a names no H4 (xiaozhi has
+    // no H4 build) and this table keeps 0x0 until a real H4 image says which.
+    bootloaderOffset: 0x0,
+    rom: {
+      detectMagic: undefined,
+      securityInfo: 'with-chip-id',
+      macEfuse: 0x600b_1844,
+      uartClkdivReg: 0x6000_0014,
+      spi: { base: 0x6009_9000, ...SPI_LATER },
+    },
+  },
+] as const satisfies readonly ChipFacts[];
 
 export type ChipName = (typeof CHIPS)[number]['name'];
-export type ChipInfo = (typeof CHIPS)[number];
+
+/** One chip's facts, named by a {@link ChipName}. */
+export interface ChipInfo extends ChipFacts {
+  readonly name: ChipName;
+}
+
+/** Every chip name, in table order. */
+export const CHIP_NAMES: readonly ChipName[] = Object.freeze(CHIPS.map((chip) => chip.name));
 
 /** 0xFFFF is ESP-IDF's ESP_CHIP_ID_INVALID: never a real chip. */
 export const INVALID_CHIP_ID = 0xffff;

@@ -23,8 +23,16 @@ export {
   verifyAppImage,
   writeImage,
 } from './app-image.js';
-export type { ChipInfo, ChipName } from './chips.js';
-export { CHIPS, chipById, chipByName, INVALID_CHIP_ID, isChipName } from './chips.js';
+export type { ChipFacts, ChipInfo, ChipName, ChipRomFacts } from './chips.js';
+export {
+  CHIP_DETECT_MAGIC_REG,
+  CHIP_NAMES,
+  CHIPS,
+  chipById,
+  chipByName,
+  INVALID_CHIP_ID,
+  isChipName,
+} from './chips.js';
 export type { FirmwareErrorCode } from './errors.js';
 export { FIRMWARE_ERROR_CODES, FirmwareError } from './errors.js';
 export {

@@ -55,20 +55,13 @@ export interface MergeImagesOptions {
 }
 
 /**
- * Where the second-stage bootloader sits in a merged image. PROTOCOL.md 9a (the xiaozhi release
- * images) puts it at 0x0 on esp32c5 too, where esptool's table says 0x2000; the spec wins, and
- * reading still finds a bootloader at either offset.
+ * Where the second-stage bootloader sits in a merged image: the chip table's
+ * `bootloaderOffset` (see `chips.ts` for where each value comes from; docs/protocol.md §9a puts
+ * it at 0x0 on esp32c5, where esptool-js says 0x2000, and reading still finds a bootloader at
+ * either offset). Throws `CHIP_UNKNOWN` for a name the table does not have.
  */
 export function bootloaderOffset(chip: string): number {
-  switch (chipByName(chip).name) {
-    case 'esp32':
-    case 'esp32s2':
-      return 0x1000;
-    case 'esp32p4':
-      return 0x2000;
-    default:
-      return 0x0;
-  }
+  return chipByName(chip).bootloaderOffset;
 }
 
 const BOOTLOADER_CANDIDATES = [0x0, 0x1000, 0x2000] as const;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { deflateSync } from 'node:zlib';
 import {
   ROM_COMMANDS as C,
+  CHIPS,
   decodeRomResponse,
   decodeWords,
   encodeDataBlock,
@@ -118,6 +119,30 @@ describe('ROM emulator: the ROM bootloader', () => {
     const reply = await ok(C.GET_SECURITY_INFO);
     expect(reply.payload).toHaveLength(20);
     expect(decodeWords(reply.payload.subarray(12), 1)).toEqual([5]);
+  });
+
+  it('answers GET_SECURITY_INFO without a chip id on the ESP32-S2, as its ROM does', async () => {
+    const { ok } = harness('esp32s2');
+    expect((await ok(C.GET_SECURITY_INFO)).payload).toEqual(new Uint8Array(12));
+  });
+
+  it("emulates every chip of the firmware's chip table with that table's ROM facts", async () => {
+    for (const chip of CHIPS) {
+      const { ok } = harness(chip.name);
+      const profile = ROM_CHIPS[chip.name];
+      expect(profile).toMatchObject({ ...chip.rom, name: chip.description, imageChipId: chip.id });
+      const magic = (await ok(C.READ_REG, encodeWords(CHIP_DETECT_MAGIC_REG))).value;
+      // A chip esptool knows only by GET_SECURITY_INFO reads 0 there.
+      expect([chip.name, magic]).toEqual([chip.name, chip.rom.detectMagic ?? 0]);
+      const mac0 = (await ok(C.READ_REG, encodeWords(chip.rom.macEfuse))).value;
+      expect([chip.name, mac0]).toEqual([chip.name, 0xfa123456]);
+      const div = (await ok(C.READ_REG, encodeWords(chip.rom.uartClkdivReg))).value;
+      expect(Math.round((div * 115200) / 1e6)).toBe(profile.xtalMhz);
+      if (chip.rom.securityInfo === 'with-chip-id') {
+        const info = await ok(C.GET_SECURITY_INFO);
+        expect(decodeWords(info.payload.subarray(12), 1)).toEqual([chip.id]);
+      }
+    }
   });
 
   it("answers commands it does not have like the ROM: another op, status 01 05, repeated (ESP32's GET_SECURITY_INFO)", async () => {

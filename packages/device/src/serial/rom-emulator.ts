@@ -5,15 +5,22 @@
  * esptool-js send: SYNC (eight replies, ROM-style non-zero value), READ_REG / WRITE_REG over
  * a register file holding the chip's identity (detect magic, eFuse MAC words, UART divider)
  * and a SPI controller that answers the flash ID, GET_SECURITY_INFO (chip id; the ESP32 ROM
- * has no such command), SPI_ATTACH / SPI_SET_PARAMS, MEM_* (the stub upload, then `OHAI` and
+ * has no such command, the ESP32-S2 ROM's reply has no chip id), SPI_ATTACH / SPI_SET_PARAMS, MEM_* (the stub upload, then `OHAI` and
  * stub behaviour), FLASH_* and FLASH_DEFL_* (zlib, streamed), SPI_FLASH_MD5 (32 hex digits
  * from the ROM, 16 raw bytes from the stub), and the stub's READ_FLASH, ERASE_FLASH,
  * ERASE_REGION, CHANGE_BAUDRATE and RUN_USER_CODE. Flash writes go to the board's
  * `FlashStorage`: a region is erased, then written, as the ROM and the stub do.
+ *
+ * Every chip of the firmware package's chip table can be emulated: the per-chip ROM facts come
+ * from that table; only the emulator's own choices (status bytes, the board's crystal) are here.
  */
 import { createHash } from 'node:crypto';
 import { createInflate, type Inflate, constants as zlibConstants } from 'node:zlib';
 import {
+  CHIP_DETECT_MAGIC_REG,
+  CHIPS,
+  type ChipName,
+  type ChipRomFacts,
   decodeDataBlock,
   decodeRomRequest,
   decodeWords,
@@ -32,108 +39,63 @@ import {
   STUB_HELLO,
   slipEncode,
 } from '@xiaozhi-mcp/firmware';
-import type { ChipModel } from '../board-api.js';
 import type { FlashStorage } from '../flash-storage.js';
 
-/** Where esptool reads the chip-detect magic word on every chip. */
-export const CHIP_DETECT_MAGIC_REG = 0x4000_1000;
+export { CHIP_DETECT_MAGIC_REG };
 
-/** What a chip's ROM looks like from the serial port (values as esptool's targets know them). */
-export interface RomChipProfile {
+/**
+ * What a chip's ROM looks like from the serial port: the chip table's facts (`CHIPS` in
+ * `@xiaozhi-mcp/firmware`, from esptool's target definitions) plus the emulator's own choices.
+ */
+export interface RomChipProfile extends ChipRomFacts {
   /** esptool's CHIP_NAME. */
   readonly name: string;
   /** The image header chip id, which GET_SECURITY_INFO also reports. */
   readonly imageChipId: number;
-  /** The value at {@link CHIP_DETECT_MAGIC_REG}. */
-  readonly magic: number;
-  /** The ROM has GET_SECURITY_INFO (ESP32-S2 and later). */
-  readonly securityInfo: boolean;
-  /** Status bytes in ROM replies: 4 on ESP32, 2 later. The stub always sends 2. */
+  /**
+   * Status bytes in ROM replies (the emulator's choice, as `rom-protocol.ts` describes the
+   * protocol): 4 from the ESP32 ROM, 2 from later ROMs. The stub always sends 2.
+   */
   readonly romStatusBytes: 2 | 4;
-  /** Address of eFuse MAC word 0 (bytes 2..5); word 1 (bytes 0..1) follows. */
-  readonly macEfuse: number;
-  readonly uartClkdivReg: number;
+  /** The crystal the emulated board has (a board's part, not the chip's), for the UART divider. */
   readonly xtalMhz: number;
-  readonly spi: {
-    readonly base: number;
-    readonly usr: number;
-    readonly usr1: number;
-    readonly usr2: number;
-    readonly w0: number;
-  };
 }
 
-const SPI_S3 = { base: 0x6000_2000, usr: 0x18, usr1: 0x1c, usr2: 0x20, w0: 0x58 };
-const SPI_C6 = { ...SPI_S3, base: 0x6000_3000 };
-
-export const ROM_CHIPS: Readonly<Record<ChipModel, RomChipProfile>> = {
-  esp32: {
-    name: 'ESP32',
-    imageChipId: 0,
-    magic: 0x00f0_1d83,
-    securityInfo: false,
-    romStatusBytes: 4,
-    macEfuse: 0x3ff5_a004,
-    uartClkdivReg: 0x3ff4_0014,
-    xtalMhz: 40,
-    spi: { base: 0x3ff4_2000, usr: 0x1c, usr1: 0x20, usr2: 0x24, w0: 0x80 },
-  },
-  esp32s3: {
-    name: 'ESP32-S3',
-    imageChipId: 9,
-    magic: 0x9,
-    securityInfo: true,
-    romStatusBytes: 2,
-    macEfuse: 0x6000_7044,
-    uartClkdivReg: 0x6000_0014,
-    xtalMhz: 40,
-    spi: SPI_S3,
-  },
-  esp32c3: {
-    name: 'ESP32-C3',
-    imageChipId: 5,
-    magic: 0x1b31_506f,
-    securityInfo: true,
-    romStatusBytes: 2,
-    macEfuse: 0x6000_8844,
-    uartClkdivReg: 0x3ff4_0014,
-    xtalMhz: 40,
-    spi: SPI_S3,
-  },
-  esp32c5: {
-    name: 'ESP32-C5',
-    imageChipId: 23,
-    magic: 0x1101_406f,
-    securityInfo: true,
-    romStatusBytes: 2,
-    macEfuse: 0x600b_4844,
-    uartClkdivReg: 0x6000_0014,
-    xtalMhz: 48,
-    spi: SPI_C6,
-  },
-  esp32c6: {
-    name: 'ESP32-C6',
-    imageChipId: 13,
-    magic: 0x2ce0_806f,
-    securityInfo: true,
-    romStatusBytes: 2,
-    macEfuse: 0x600b_0844,
-    uartClkdivReg: 0x3ff4_0014,
-    xtalMhz: 40,
-    spi: SPI_C6,
-  },
-  esp32p4: {
-    name: 'ESP32-P4',
-    imageChipId: 18,
-    magic: 0x0add_bad0,
-    securityInfo: true,
-    romStatusBytes: 2,
-    macEfuse: 0x5012_d044,
-    uartClkdivReg: 0x500c_a014,
-    xtalMhz: 40,
-    spi: { ...SPI_S3, base: 0x5008_d000 },
-  },
+/**
+ * The emulator's part of each profile. Crystals: where esptool's target fixes one, that one
+ * (40 MHz, 32 MHz on the H series); where esptool measures it through the UART divider, the
+ * emulator's pick among the ones it detects (ESP32 and ESP32-C2: 40 of 26/40 MHz; ESP32-C5:
+ * 48 of 40/48 MHz).
+ */
+const EMULATED: Readonly<Record<ChipName, Pick<RomChipProfile, 'romStatusBytes' | 'xtalMhz'>>> = {
+  esp32: { romStatusBytes: 4, xtalMhz: 40 },
+  esp32s2: { romStatusBytes: 2, xtalMhz: 40 },
+  esp32c3: { romStatusBytes: 2, xtalMhz: 40 },
+  esp32s3: { romStatusBytes: 2, xtalMhz: 40 },
+  esp32c2: { romStatusBytes: 2, xtalMhz: 40 },
+  esp32c6: { romStatusBytes: 2, xtalMhz: 40 },
+  esp32h2: { romStatusBytes: 2, xtalMhz: 32 },
+  esp32p4: { romStatusBytes: 2, xtalMhz: 40 },
+  esp32c61: { romStatusBytes: 2, xtalMhz: 40 },
+  esp32c5: { romStatusBytes: 2, xtalMhz: 48 },
+  esp32h21: { romStatusBytes: 2, xtalMhz: 32 },
+  esp32h4: { romStatusBytes: 2, xtalMhz: 32 },
 };
+
+/** The ROM profile of every chip of the chip table. */
+export const ROM_CHIPS: Readonly<Record<ChipName, RomChipProfile>> = Object.freeze(
+  Object.fromEntries(
+    CHIPS.map((chip) => [
+      chip.name,
+      Object.freeze({
+        ...chip.rom,
+        name: chip.description,
+        imageChipId: chip.id,
+        ...EMULATED[chip.name],
+      }),
+    ]),
+  ) as Record<ChipName, RomChipProfile>,
+);
 
 /** The flash chip's JEDEC id: GigaDevice (0xC8), type 0x40, capacity byte log2(size). */
 export function spiFlashId(sizeBytes: number): number {
@@ -167,7 +129,7 @@ export interface RomFaults {
 }
 
 export interface RomEmulatorOptions {
-  readonly chip: ChipModel;
+  readonly chip: ChipName;
   /** Lowercase `aa:bb:cc:dd:ee:ff`, burnt in eFuse. */
   readonly mac: string;
   /** The board's SPI flash; without one every flash command fails as with no flash chip. */
@@ -269,7 +231,9 @@ export class RomEmulator {
     this.#options = options;
     this.chip = ROM_CHIPS[options.chip];
     const [mac0, mac1] = macWords(options.mac);
-    this.#registers.set(CHIP_DETECT_MAGIC_REG, this.chip.magic);
+    // A chip esptool knows only by its security info reads 0 there, as an unset register does.
+    if (this.chip.detectMagic !== undefined)
+      this.#registers.set(CHIP_DETECT_MAGIC_REG, this.chip.detectMagic);
     this.#registers.set(this.chip.macEfuse, mac0);
     this.#registers.set(this.chip.macEfuse + 4, mac1);
   }
@@ -490,11 +454,16 @@ export class RomEmulator {
   }
 
   #securityInfo(request: RomRequest): void {
-    if (!this.chip.securityInfo) {
+    if (this.chip.securityInfo === 'none') {
       this.#invalid(request.command);
       return;
     }
-    // flags u32, flash_crypt_cnt u8, key_purposes 7 × u8, chip_id u32, eco_version u32.
+    // flags u32, flash_crypt_cnt u8, key_purposes 7 × u8, then (not on the ESP32-S2) chip_id
+    // u32 and eco_version u32.
+    if (this.chip.securityInfo === 'without-chip-id') {
+      this.#reply(request.command, { payload: new Uint8Array(12) });
+      return;
+    }
     const info = new Uint8Array(20);
     info.set(encodeWords(this.chip.imageChipId), 12);
     this.#reply(request.command, { payload: info });
