@@ -1,4 +1,11 @@
-import { buildAppImage } from '@xiaozhi-mcp/firmware';
+import {
+  buildAppImage,
+  buildVirtualFirmware,
+  readPartitionTable,
+  writeNvsPartition,
+  writePartitionTable,
+  XIAOZHI_PARTITIONS_4M,
+} from '@xiaozhi-mcp/firmware';
 import {
   buildDeviceHello,
   type JsonRpcMessage,
@@ -8,6 +15,7 @@ import {
   walkToolsPages,
 } from '@xiaozhi-mcp/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FlashStorage } from './flash-storage.js';
 import type { DeviceConnection } from './testing/backend.js';
 import { TestBackend } from './testing/backend.js';
 import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from './virtual-board.js';
@@ -419,5 +427,68 @@ describe('VirtualBoard fault knobs', () => {
     expect(connection.closeCode).toBe(1006);
     expect(connection.mcpPayloads).toEqual([]);
     await board.waitForState('idle', 5000);
+  });
+});
+
+describe('VirtualBoard system info', () => {
+  it('reports the flash size it has and the partition table in its flash (a 4 MB board)', async () => {
+    backend = await TestBackend.start();
+    const flash = new FlashStorage({ size: 4 * 1024 * 1024 });
+    const firmware = buildVirtualFirmware({
+      chip: 'esp32s3',
+      version: '2.4.2',
+      board: 'bread-compact-wifi',
+      flashSizeMb: 4,
+    });
+    flash.program(0, firmware.merged);
+    const nvs = [
+      { namespace: 'wifi', key: 'ssid', value: 'rig-wifi' },
+      { namespace: 'wifi', key: 'ota_url', value: backend.otaUrl },
+    ];
+    flash.program(
+      0x9000,
+      writeNvsPartition(
+        nvs.map((e) => ({ ...e, type: 'string' as const })),
+        0x4000,
+      ),
+    );
+    const board = new VirtualBoard({ mac: MAC, flash, timing: FAST });
+    boards.push(board);
+    board.powerOn();
+    await board.waitForState('idle', 5000);
+
+    const table = readPartitionTable(writePartitionTable(XIAOZHI_PARTITIONS_4M)).partitions;
+    const expected = {
+      flash_size: 4 * 1024 * 1024,
+      partition_table: table.map((p) => ({
+        label: p.label,
+        type: p.type,
+        subtype: p.subtype,
+        address: p.offset,
+        size: p.size,
+      })),
+      // The 4 MB table has no OTA slots: the app runs from the factory partition.
+      ota: { label: 'factory' },
+    };
+    expect(board.systemInfo()).toMatchObject(expected);
+    // ...and that is what the OTA check posted.
+    const posted = backend.otaRequests[0];
+    expect(posted && JSON.parse(posted.body)).toMatchObject(expected);
+  });
+
+  it('reports the preset flash and its xiaozhi table without a modelled flash', () => {
+    const board = new VirtualBoard({ mac: MAC, timing: FAST });
+    const info = board.systemInfo();
+    expect(info.flash_size).toBe(16 * 1024 * 1024);
+    expect(info.partition_table.map((p) => [p.label, p.address, p.size])).toEqual([
+      ['nvs', 0x9000, 0x4000],
+      ['otadata', 0xd000, 0x2000],
+      ['phy_init', 0xf000, 0x1000],
+      ['ota_0', 0x20000, 0x3f0000],
+      ['ota_1', 0x410000, 0x3f0000],
+      ['assets', 0x800000, 0x800000],
+    ]);
+    expect(info.ota).toEqual({ label: 'ota_0' });
+    expect(info.chip_info).toEqual({ model: 9, cores: 2, revision: 2, features: 18 });
   });
 });

@@ -1,0 +1,267 @@
+/**
+ * The board's conversation with its backend: the WebSocket session a BOOT click opens
+ * (docs/protocol.md §4), what the device does with each frame the backend sends
+ * (`Application::OnIncomingJson`, docs/protocol.md §6), and the reply path with its fault
+ * knobs. What to do is decided as data ({@link frameAction}, {@link clickAction}); the
+ * {@link Session} carries it out.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  type AudioFrameVersion,
+  type BackendFrame,
+  buildDeviceHello,
+  type CJsonNode,
+  cString,
+  encodeDeviceEnvelope,
+  encodeDeviceMessage,
+  getItem,
+} from '@xiaozhi-mcp/protocol';
+import type { BoardConsole, LogLevel } from '../console.js';
+import { BoardPanic } from '../errors.js';
+import type { McpServer } from '../mcp-server.js';
+import type { NvsStorage } from '../nvs-storage.js';
+import { WebsocketChannel } from '../websocket-channel.js';
+import type { BoardTiming, DeviceState, FaultKnobs } from './types.js';
+
+/** What the device does with one frame from the backend. */
+export type FrameAction =
+  /** Hand the payload to the MCP server. */
+  | { readonly kind: 'mcp'; readonly payload: CJsonNode }
+  /** On the main loop: start speaking (`tts start`). */
+  | { readonly kind: 'speak' }
+  /** On the main loop: back to listening if speaking (`tts stop`). */
+  | { readonly kind: 'listen' }
+  /** On the main loop: `Application::Reboot` (`system` `reboot`). */
+  | { readonly kind: 'reboot' }
+  | { readonly kind: 'log'; readonly level: LogLevel; readonly text: string }
+  | { readonly kind: 'none' };
+
+/** `Application::OnIncomingJson`: the action for a frame, by its type. */
+export function frameAction(frame: BackendFrame): FrameAction {
+  const text = (key: string) => {
+    const node = getItem(frame.root, key);
+    return node?.kind === 'string' ? cString(node.value) : undefined;
+  };
+  switch (frame.type) {
+    case 'mcp':
+      return frame.payload === undefined
+        ? { kind: 'none' }
+        : { kind: 'mcp', payload: frame.payload };
+    case 'tts': {
+      const state = text('state');
+      if (state === 'start') return { kind: 'speak' };
+      if (state === 'stop') return { kind: 'listen' };
+      if (state === 'sentence_start')
+        return { kind: 'log', level: 'I', text: `<< ${text('text') ?? ''}` };
+      return { kind: 'none' };
+    }
+    case 'stt':
+      return { kind: 'log', level: 'I', text: `>> ${text('text') ?? ''}` };
+    case 'llm':
+      return { kind: 'none' };
+    case 'system':
+      return text('command') === 'reboot'
+        ? { kind: 'reboot' }
+        : { kind: 'log', level: 'W', text: `Unknown system command: ${text('command') ?? ''}` };
+    case 'alert': {
+      const [status, message, emotion] = [text('status'), text('message'), text('emotion')];
+      if (status === undefined || message === undefined || emotion === undefined)
+        return {
+          kind: 'log',
+          level: 'W',
+          text: 'Alert command requires status, message and emotion',
+        };
+      return { kind: 'log', level: 'W', text: `Alert ${status}: ${message} [${emotion}]` };
+    }
+    default:
+      return { kind: 'log', level: 'W', text: `Unknown message type: ${frame.type ?? ''}` };
+  }
+}
+
+/** What a BOOT click does in each state (`Application::ToggleChatState`). */
+export type ClickAction = 'cancel-activation' | 'open' | 'close' | 'abort' | 'none';
+
+export function clickAction(state: DeviceState): ClickAction {
+  switch (state) {
+    case 'activating':
+      return 'cancel-activation';
+    case 'idle':
+      return 'open';
+    case 'listening':
+      return 'close';
+    case 'speaking':
+      return 'abort';
+    default:
+      return 'none';
+  }
+}
+
+/** The audio framing the stored `websocket/version` selects: 2 and 3 as stored, else 1. */
+export function audioVersion(stored: number): AudioFrameVersion {
+  return stored === 2 || stored === 3 ? stored : 1;
+}
+
+/** What the session needs from the board. */
+export interface SessionHost {
+  readonly console: BoardConsole;
+  readonly storage: NvsStorage;
+  readonly timing: BoardTiming;
+  readonly faults: FaultKnobs;
+  readonly mac: string;
+  /** Send a close frame when closing (the firmware does not). */
+  readonly closeFrame: boolean;
+  uuid(): string;
+  /** An OTA check succeeded this boot: the protocol is initialised. */
+  otaChecked(): boolean;
+  state(): DeviceState;
+  setState(state: DeviceState): void;
+  mcp(): McpServer;
+  panic(panic: BoardPanic): void;
+  /** The server hello was accepted. */
+  opened(sessionId: string): void;
+  reboot(): void;
+}
+
+export class Session {
+  readonly #host: SessionHost;
+  #channel: WebsocketChannel | undefined;
+  #sendChain: Promise<void> = Promise.resolve();
+
+  constructor(host: SessionHost) {
+    this.#host = host;
+  }
+
+  /** The open channel's session id. */
+  get sessionId(): string | undefined {
+    return this.#channel?.isOpen ? this.#channel.sessionId : undefined;
+  }
+
+  /** Opens the WebSocket session with the stored settings (`OpenAudioChannel`). */
+  async open(): Promise<void> {
+    const host = this.#host;
+    const settings = host.storage.open('websocket');
+    const url = settings.getString('url');
+    if (!host.otaChecked() || url === '') {
+      host.console.log('E', 'Application', 'Protocol not initialized');
+      return;
+    }
+    host.setState('connecting');
+    const version = audioVersion(settings.getInt('version'));
+    const channel = new WebsocketChannel({
+      url,
+      token: settings.getString('token'),
+      version,
+      deviceId: host.mac,
+      clientId: host.uuid(),
+      hello: buildDeviceHello({ transport: 'websocket', version }),
+      console: host.console,
+      helloTimeoutMs: host.timing.helloTimeoutMs,
+      idleTimeoutMs: host.timing.channelIdleMs,
+      closeFrame: host.closeFrame,
+    });
+    this.#channel = channel;
+    channel.on('json', (frame) => this.#apply(frameAction(frame)));
+    channel.on('panic', (panic) => host.panic(panic));
+    channel.on('closed', () => {
+      if (this.#channel !== channel) return;
+      this.#channel = undefined;
+      host.mcp().loop.schedule(() => {
+        const state = host.state();
+        if (state === 'listening' || state === 'speaking' || state === 'connecting')
+          host.setState('idle');
+      });
+    });
+    try {
+      await channel.open();
+    } catch (error) {
+      if (this.#channel === channel) this.#channel = undefined;
+      if (error instanceof BoardPanic) return;
+      host.console.log('E', 'Application', `Alert: ${(error as Error).message}`);
+      if (host.state() === 'connecting') host.setState('idle');
+      return;
+    }
+    if (this.#channel !== channel) return;
+    if (host.faults.crashOnHello) {
+      host.panic(
+        new BoardPanic(
+          'load-prohibited',
+          'WebsocketProtocol::ParseServerHello read a hello without a string transport (fault knob)',
+        ),
+      );
+      return;
+    }
+    host.opened(channel.sessionId);
+    host.setState('listening');
+    channel.sendText(
+      encodeDeviceMessage({
+        type: 'listen',
+        session_id: channel.sessionId,
+        state: 'start',
+        mode: 'auto',
+      }),
+    );
+  }
+
+  /** Closes the channel the firmware's way; the board goes idle once it is closed. */
+  close(reason: string): void {
+    this.#channel?.close(reason);
+  }
+
+  /** Closes the channel and forgets it at once (power off, reset, reboot, panic). */
+  drop(reason: string): void {
+    this.#channel?.close(reason);
+    this.#channel = undefined;
+  }
+
+  /** Sends `abort` on the open channel (a click while speaking). */
+  abortSpeaking(): void {
+    const channel = this.#channel;
+    channel?.sendText(encodeDeviceMessage({ type: 'abort', session_id: channel.sessionId }));
+  }
+
+  /** The reply path: the fault knobs, then the envelope on the open channel. */
+  send(payload: string): void {
+    const { faults } = this.#host;
+    if (faults.dropReply?.(payload) === true) return;
+    const channel = this.#channel;
+    if (channel === undefined) return;
+    const envelope = () => channel.sendText(encodeDeviceEnvelope(channel.sessionId, payload));
+    if (faults.replyLatencyMs <= 0) {
+      envelope();
+      return;
+    }
+    const latency = faults.replyLatencyMs;
+    this.#sendChain = this.#sendChain
+      .then(() => sleep(latency))
+      .then(
+        () => {
+          envelope();
+        },
+        () => {},
+      );
+  }
+
+  #apply(action: FrameAction): void {
+    const host = this.#host;
+    const loop = host.mcp().loop;
+    switch (action.kind) {
+      case 'mcp':
+        host.mcp().handlePayload(action.payload);
+        return;
+      case 'speak':
+        loop.schedule(() => host.setState('speaking'));
+        return;
+      case 'listen':
+        loop.schedule(() => host.state() === 'speaking' && host.setState('listening'));
+        return;
+      case 'reboot':
+        loop.schedule(() => host.reboot());
+        return;
+      case 'log':
+        host.console.log(action.level, 'Application', action.text);
+        return;
+      case 'none':
+        return;
+    }
+  }
+}

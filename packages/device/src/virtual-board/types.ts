@@ -1,0 +1,151 @@
+/**
+ * The virtual board's vocabulary, shared by the board and its rooms: states, timings, fault
+ * knobs, the running app, options and events (`virtual-board.ts` re-exports them), and console
+ * output as data.
+ */
+import type { BoardPreset } from '../board-api.js';
+import type { BoardConsole, LogLevel } from '../console.js';
+import type { BoardPanic } from '../errors.js';
+import type { FlashStorage } from '../flash-storage.js';
+import type { McpProfile } from '../mcp-server.js';
+import type { NvsStorage } from '../nvs-storage.js';
+import type { OtaCheck } from '../ota-client.js';
+
+/** The firmware's device states (`StateMachine`), plus `off`. */
+export type DeviceState =
+  | 'off'
+  | 'starting'
+  | 'wifi_configuring'
+  | 'activating'
+  | 'idle'
+  | 'connecting'
+  | 'listening'
+  | 'speaking'
+  | 'upgrading'
+  | 'fatal_error'
+  /** Held in the ROM's serial download mode (GPIO0 low at reset): the flasher talks to the ROM. */
+  | 'download';
+
+/** Durations the firmware uses; tests shorten them. */
+export interface BoardTiming {
+  /** Reset to application start (ROM and second-stage bootloader). */
+  bootMs: number;
+  wifiConnectMs: number;
+  /** First OTA retry delay; it doubles after each failure (firmware: 10 s, 10 tries). */
+  otaRetryMs: number;
+  otaMaxRetries: number;
+  /** Wait after a 202 from `/activate` (firmware: 3 s), and after another failure (10 s). */
+  activationRetryMs: number;
+  activationFailMs: number;
+  helloTimeoutMs: number;
+  /** No incoming data for this long and the channel is dead (firmware: 120 s). */
+  channelIdleMs: number;
+  /** `Application::Reboot`'s pause before `esp_restart`. */
+  rebootMs: number;
+  /** Pause after a panic dump before the reset. */
+  panicRebootMs: number;
+  /** Pause after a successful upgrade (firmware: 3 s). */
+  upgradeRebootMs: number;
+  /** Bound on each HTTP exchange of the OTA client. */
+  httpTimeoutMs: number;
+}
+
+export const FIRMWARE_TIMING: BoardTiming = {
+  bootMs: 300,
+  wifiConnectMs: 1500,
+  otaRetryMs: 10_000,
+  otaMaxRetries: 10,
+  activationRetryMs: 3000,
+  activationFailMs: 10_000,
+  helloTimeoutMs: 10_000,
+  channelIdleMs: 120_000,
+  rebootMs: 1000,
+  panicRebootMs: 500,
+  upgradeRebootMs: 3000,
+  httpTimeoutMs: 10_000,
+};
+
+/** Faults a test or benchmark can switch on. */
+export interface FaultKnobs {
+  /** Delay every MCP reply by this many milliseconds (replies keep their order). */
+  replyLatencyMs: number;
+  /** Return true to drop a reply instead of sending it. */
+  dropReply: ((payload: string) => boolean) | undefined;
+  /** Drop the connection when this tool is called, before it answers. */
+  disconnectOnCall: string | undefined;
+  /** Page `tools/list` with this budget instead of the firmware's 8000 (a board that pages wrong). */
+  pageBudgetBytes: number | undefined;
+  /** Crash on the server hello as if it had no `transport` (the firmware's null dereference). */
+  crashOnHello: boolean;
+  /** Abort during boot, after printing the app version: a build that panics at boot. */
+  panicAtBoot: boolean;
+}
+
+/** The running app image's description (what `esp_app_get_description()` returns). */
+export interface RunningApp {
+  readonly projectName: string;
+  readonly version: string;
+  readonly idfVersion: string;
+  readonly elfSha256: string;
+  readonly compileTime: string;
+}
+
+export interface VirtualBoardOptions {
+  /** A preset name (`bread-compact-wifi`, `otto-robot`) or a preset. Default `bread-compact-wifi`. */
+  readonly preset?: string | BoardPreset;
+  /** Lowercase Wi-Fi MAC; random with an Espressif prefix by default. */
+  readonly mac?: string;
+  /** The app the board runs at first power-on. */
+  readonly app?: Partial<RunningApp>;
+  /** Storage to start from (it is kept and mutated, so it can outlive the board). */
+  readonly storage?: NvsStorage;
+  /** Provisions `wifi/ssid` and `wifi/password` in NVS. */
+  readonly wifi?: { readonly ssid: string; readonly password?: string };
+  /** Provisions `wifi/ota_url` in NVS. */
+  readonly otaUrl?: string;
+  /** The build's default OTA URL, used when NVS has none. */
+  readonly defaultOtaUrl?: string;
+  readonly profile?: McpProfile;
+  readonly timing?: Partial<BoardTiming>;
+  readonly faults?: Partial<FaultKnobs>;
+  readonly language?: string;
+  /** Send a close frame when closing the channel; the firmware does not. */
+  readonly closeFrame?: boolean;
+  /**
+   * The board's SPI flash. With one, every boot reads the partition table, the app's
+   * description and the NVS partition from it (what a flasher wrote is what runs), and NVS
+   * changes are written back. Without one, the app and NVS live in memory.
+   */
+  readonly flash?: FlashStorage;
+}
+
+export interface VirtualBoardEvents {
+  state: [state: DeviceState, previous: DeviceState];
+  /** The OTA check succeeded. */
+  ota: [OtaCheck];
+  /** A session is open: the server hello was accepted. */
+  session: [sessionId: string];
+  panic: [BoardPanic];
+  /** The board (re)started: `reason` as the ROM prints it. */
+  boot: [reason: ResetReason, count: number];
+  /** A valid `tools/call` is about to run this tool. */
+  'tool-call': [name: string];
+}
+
+export type ResetReason = 'POWERON' | 'RTC_SW_CPU_RST' | 'RTC_WDT_RTC_RST' | 'EXT_SYS_RST';
+
+/** Thrown inside the boot sequence when a reset aborted it: not a failure, nothing to report. */
+export class Reset extends Error {}
+
+/** A console line as data: raw text, or an ESP-IDF log line. */
+export type ConsoleOutput =
+  | { readonly raw: string }
+  | { readonly level: LogLevel; readonly tag: string; readonly text: string };
+
+/** Prints console outputs in order. */
+export function print(console: BoardConsole, outputs: readonly ConsoleOutput[]): void {
+  for (const line of outputs) {
+    if ('raw' in line) console.raw(line.raw);
+    else console.log(line.level, line.tag, line.text);
+  }
+}
