@@ -1,13 +1,20 @@
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { type ResolvedVirtual, VirtualBoardStore } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import {
+  flashCommand,
+  type ProviderRequest,
+  placeImage,
+  type SerialCommandContext,
+} from '@xiaozhi-mcp/serial';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
-import { classifyImage, flashCommand } from './flash.js';
-import { resolvePort, type SerialCommandContext } from './port-resolver.js';
 
 const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
 let dir: string;
@@ -20,17 +27,38 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function capture(extra: Partial<SerialCommandContext> = {}) {
+function store(onBoard?: (virtual: ResolvedVirtual) => void): VirtualBoardStore {
+  return new VirtualBoardStore({
+    dir: join(dir, 'virtual'),
+    timing: FAST,
+    ...(onBoard === undefined ? {} : { onBoard }),
+  });
+}
+
+function capture(
+  extra: Partial<SerialCommandContext> & { onBoard?: (virtual: ResolvedVirtual) => void } = {},
+) {
+  const { onBoard, ...rest } = extra;
   const out = { stdout: '', stderr: '' };
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
     out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
-    env: { XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') },
+    env: {},
     lister: async () => [],
-    timing: FAST,
-    ...extra,
+    providers: [store(onBoard)],
+    ...rest,
   };
   return { context, out };
+}
+
+/** Plugs a virtual board in, as another process would: its port and the board behind it. */
+async function plugIn(selector: string, create?: ProviderRequest['create']) {
+  let virtual: ResolvedVirtual | undefined;
+  const port = await store((v) => {
+    virtual = v;
+  }).resolve(selector, create === undefined ? {} : { create });
+  if (virtual === undefined) throw new Error(`${selector}: no board was plugged in`);
+  return { port, board: virtual.board };
 }
 
 function firmware(chip: 'esp32s3' | 'esp32c3' = 'esp32s3', version = '2.7.0') {
@@ -55,11 +83,14 @@ function flashFileMd5(name: string, offset: number, length: number): string {
 
 const md5 = (data: Uint8Array) => createHash('md5').update(data).digest('hex');
 
-describe('classifyImage', () => {
+describe('placeImage, as the flash command places images', () => {
   const fw = buildVirtualFirmware({ chip: 'esp32s3', version: '2.7.0', board: 'b' });
+  // `flash` keeps the rule that an app image needs --offset.
+  const place = (file: string, data: Uint8Array, offset: number | undefined) =>
+    placeImage(file, data, offset, { appNeedsOffset: true });
 
   it('puts a merged image at 0x0 and an app image at its offset', () => {
-    expect(classifyImage('m.bin', fw.merged, undefined)).toMatchObject({
+    expect(place('m.bin', fw.merged, undefined)).toMatchObject({
       kind: 'merged',
       offset: 0,
       chip: 'esp32s3',
@@ -67,24 +98,24 @@ describe('classifyImage', () => {
       board: 'b',
       partitionsEnd: 16 * 1024 * 1024,
     });
-    expect(classifyImage('a.bin', fw.app, 0x20000)).toMatchObject({
+    expect(place('a.bin', fw.app, 0x20000)).toMatchObject({
       kind: 'app',
       offset: 0x20000,
       version: '2.7.0',
     });
-    expect(classifyImage('assets.bin', new Uint8Array(64), 0x800000)).toMatchObject({
+    expect(place('assets.bin', new Uint8Array(64), 0x800000)).toMatchObject({
       kind: 'data',
     });
   });
 
   it('refuses an image where it does not belong, saying where it does', () => {
-    expect(() => classifyImage('a.bin', fw.app, undefined)).toThrow(
+    expect(() => place('a.bin', fw.app, undefined)).toThrow(
       /a\.bin is an app image \(xiaozhi 2\.7\.0\), not a merged image: flash it at its app partition with --offset/,
     );
-    expect(() => classifyImage('m.bin', fw.merged, 0x20000)).toThrow(
+    expect(() => place('m.bin', fw.merged, 0x20000)).toThrow(
       /merged image: it belongs at 0x0, not 0x20000/,
     );
-    expect(() => classifyImage('x.bin', new Uint8Array(64), undefined)).toThrow(
+    expect(() => place('x.bin', new Uint8Array(64), undefined)).toThrow(
       /neither a merged image .* nor an app image/,
     );
   });
@@ -120,14 +151,11 @@ describe('flash against a virtual port', () => {
     expect(flashFileMd5('desk', 0, fw.merged.length)).toBe(md5(fw.merged));
 
     // The next process's board boots what this one wrote.
-    const port = await resolvePort('virtual:desk', {
-      virtualDir: join(dir, 'virtual'),
-      timing: FAST,
-    });
+    const { port, board } = await plugIn('virtual:desk');
     try {
-      await port.virtual?.board.waitForLine(/App version:\s+2\.7\.0/, 10_000);
+      await board.waitForLine(/App version:\s+2\.7\.0/, 10_000);
     } finally {
-      port.virtual?.dispose();
+      port.dispose();
     }
   });
 
@@ -180,7 +208,7 @@ describe('flash against a virtual port', () => {
     const { fw, merged } = firmware();
     let corrupted = false;
     const { context, out } = capture({
-      onVirtual: (virtual) => {
+      onBoard: (virtual) => {
         virtual.device.faults = {
           flashBlock: () => {
             if (corrupted) return undefined;
@@ -219,10 +247,9 @@ describe('flash against a virtual port', () => {
   }, async () => {
     const { merged } = firmware();
     const { context, out } = capture();
-    const holder = await resolvePort('virtual:desk', {
-      virtualDir: join(dir, 'virtual'),
-      create: { preset: 'bread-compact-wifi', flashSizeMb: 16 },
-      timing: FAST,
+    const { port: holder } = await plugIn('virtual:desk', {
+      board: 'bread-compact-wifi',
+      flashSize: '16',
     });
     try {
       expect(await flashCommand(context, merged, { port: 'virtual:desk' })).toBe(1);
@@ -230,7 +257,7 @@ describe('flash against a virtual port', () => {
         /^xiaozhi-mcp: flash virtual:desk: virtual:desk is in use by another process \(pid \d+\); close the other program \(a monitor, a flash\) first\n$/,
       );
     } finally {
-      holder.virtual?.dispose();
+      holder.dispose();
     }
     const cases: [Parameters<typeof flashCommand>[2], string, RegExp][] = [
       [{ port: 'virtual:desk' }, join(dir, 'none.bin'), /cannot read .*none\.bin: no such file/],
@@ -271,5 +298,54 @@ describe('hil flash', () => {
       if (previous === undefined) delete process.env.XIAOZHI_VIRTUAL_DIR;
       else process.env.XIAOZHI_VIRTUAL_DIR = previous;
     }
+  });
+});
+
+// The binary needs hil built (`npx turbo run build`; `npm test` builds first).
+const hilBin = resolve(dirname(fileURLToPath(import.meta.url)), '../../bin/hil.js');
+
+/** Runs the built `hil` as a shell would, with its own virtual dir and plain output. */
+function shell(
+  ...args: string[]
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') };
+  delete env.FORCE_COLOR;
+  delete env.NO_COLOR;
+  const child = spawn(process.execPath, [hilBin, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const run = { code: null as number | null, stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => {
+    run.stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    run.stderr += chunk.toString();
+  });
+  return new Promise((done) => {
+    // Every run is bounded: a hung command fails the test instead of hanging it.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 45_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      run.code = code;
+      done(run);
+    });
+  });
+}
+
+describe('hil flash from a shell', () => {
+  // Moved here from apps/cli's shell tests: xiaozhi-mcp no longer depends on hil, so only
+  // hil's own tests are sure to run after hil is built.
+  it('works the same way as xiaozhi-mcp flash', { timeout: 60_000 }, async () => {
+    const { merged } = firmware();
+    const run = await shell('flash', merged, '--port', 'virtual:rig');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/MD5 verified/);
+    const missing = await shell('flash', join(dir, 'none.bin'), '--port', 'virtual:rig');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(
+      /^hil: flash virtual:rig: cannot read .*none\.bin: no such file\n$/,
+    );
   });
 });

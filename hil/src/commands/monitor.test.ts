@@ -1,14 +1,19 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type ResolvedVirtual, VirtualBoardStore } from '@xiaozhi-mcp/device';
 import { TestBackend } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import {
+  ConsolePrinter,
+  flashCommand,
+  monitorCommand,
+  provisionCommand,
+  type SerialCommandContext,
+  useColor,
+} from '@xiaozhi-mcp/serial';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
-import { flashCommand } from './flash.js';
-import { ConsolePrinter, monitorCommand, useColor } from './monitor.js';
-import type { SerialCommandContext } from './port-resolver.js';
-import { provisionCommand } from './provision.js';
 
 const FAST = { bootMs: 20, wifiConnectMs: 50, panicRebootMs: 300 };
 let dir: string;
@@ -16,15 +21,24 @@ let backend: TestBackend;
 /** What the backend's OTA endpoint answers: our WebSocket URL, or a firmware offer that crashes. */
 let otaMode: 'normal' | 'crash' = 'normal';
 
-function capture(extra: Partial<SerialCommandContext> = {}) {
+function capture(
+  extra: Partial<SerialCommandContext> & { onBoard?: (virtual: ResolvedVirtual) => void } = {},
+) {
+  const { onBoard, ...rest } = extra;
   const out = { stdout: '', stderr: '' };
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
     out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
-    env: { XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') },
+    env: {},
     lister: async () => [],
-    timing: FAST,
-    ...extra,
+    providers: [
+      new VirtualBoardStore({
+        dir: join(dir, 'virtual'),
+        timing: FAST,
+        ...(onBoard === undefined ? {} : { onBoard }),
+      }),
+    ],
+    ...rest,
   };
   return { context, out };
 }
@@ -218,7 +232,7 @@ describe('monitor against a virtual port', () => {
   it('follows a board that re-enumerates under a new path', { timeout: 30_000 }, async () => {
     const { context, out } = capture({
       refindMs: 5000,
-      onVirtual: ({ binding, device, board }) => {
+      onBoard: ({ binding, device, board }) => {
         setTimeout(() => {
           binding.unplug(device.path, { powerOff: false });
           setTimeout(() => {
@@ -245,7 +259,7 @@ describe('monitor against a virtual port', () => {
     const { context, out } = capture({
       refindMs: 500,
       portExitCode: 3,
-      onVirtual: ({ binding, device }) => {
+      onBoard: ({ binding, device }) => {
         setTimeout(() => binding.unplug(device.path, { powerOff: false }), 200);
       },
     });

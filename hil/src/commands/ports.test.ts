@@ -1,12 +1,16 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildVirtualFirmware, type PortInfo } from '@xiaozhi-mcp/firmware';
+import { summarizeVirtualFlash, VirtualBoardStore, virtualMac } from '@xiaozhi-mcp/device';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import {
+  flashCommand,
+  type PortInfo,
+  portsCommand,
+  provisionCommand,
+  type SerialCommandContext,
+} from '@xiaozhi-mcp/serial';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { flashCommand } from './flash.js';
-import { resolvePort, type SerialCommandContext, virtualMac } from './port-resolver.js';
-import { portsCommand, summarizeVirtualFlash } from './ports.js';
-import { provisionCommand } from './provision.js';
 
 const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
 let dir: string;
@@ -37,9 +41,9 @@ function capture(lister: () => Promise<PortInfo[]> = async () => []) {
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
     out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
-    env: { XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') },
+    env: {},
     lister,
-    timing: FAST,
+    providers: [new VirtualBoardStore({ dir: join(dir, 'virtual'), timing: FAST })],
   };
   return { context, out };
 }
@@ -64,11 +68,11 @@ describe('ports', () => {
         otaUrl: 'http://127.0.0.1:9/xiaozhi/ota/',
       }),
     ).toBe(0);
-    const blank = await resolvePort('virtual:blank', {
-      virtualDir: join(dir, 'virtual'),
-      create: { preset: 'otto-robot', flashSizeMb: 8 },
-    });
-    blank.virtual?.dispose();
+    const blank = await new VirtualBoardStore({ dir: join(dir, 'virtual') }).resolve(
+      'virtual:blank',
+      { create: { board: 'otto-robot', flashSize: '8' } },
+    );
+    blank.dispose();
 
     const { context, out } = capture(async () => [cp2102, builtIn]);
     expect(await portsCommand(context, {})).toBe(0);

@@ -1,12 +1,16 @@
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type ResolvedVirtual, VirtualBoardStore } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware, readNvsPartition } from '@xiaozhi-mcp/firmware';
+import {
+  flashCommand,
+  provisionCommand,
+  provisionSettings,
+  type SerialCommandContext,
+} from '@xiaozhi-mcp/serial';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
-import { flashCommand } from './flash.js';
-import { resolvePort, type SerialCommandContext } from './port-resolver.js';
-import { provisionCommand, provisionSettings } from './provision.js';
 
 const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
 let dir: string;
@@ -24,9 +28,9 @@ function capture() {
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
     out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
-    env: { XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') },
+    env: {},
     lister: async () => [],
-    timing: FAST,
+    providers: [new VirtualBoardStore({ dir: join(dir, 'virtual'), timing: FAST })],
   };
   return { context, out };
 }
@@ -55,17 +59,23 @@ async function flashedBoard(name: string): Promise<string> {
   const { context, out } = capture();
   expect(await flashCommand(context, file, { port: `virtual:${name}` })).toBe(0);
   expect(out.stderr).toBe('');
-  const port = await resolvePort(`virtual:${name}`, {
-    virtualDir: join(dir, 'virtual'),
+  // The next process plugs the board in: it boots what the flash file holds.
+  let virtual: ResolvedVirtual | undefined;
+  const store = new VirtualBoardStore({
+    dir: join(dir, 'virtual'),
     timing: FAST,
+    onBoard: (v) => {
+      virtual = v;
+    },
   });
+  const port = await store.resolve(`virtual:${name}`);
   try {
-    const line = await port.virtual?.board.waitForLine(/Board: UUID=\S+/, 10_000);
+    const line = await virtual?.board.waitForLine(/Board: UUID=\S+/, 10_000);
     const uuid = /UUID=(\S+)/.exec(line ?? '')?.[1];
     if (uuid === undefined) throw new Error('no uuid');
     return uuid;
   } finally {
-    port.virtual?.dispose();
+    port.dispose();
   }
 }
 

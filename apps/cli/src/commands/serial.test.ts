@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,7 +11,8 @@ import { runCli } from '../test-io.js';
 // The binaries need the workspace built (`npx turbo run build`; `npm test` builds first).
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 const xiaozhiMcp = join(root, 'apps/cli/bin/xiaozhi-mcp.js');
-const hil = join(root, 'hil/bin/hil.js');
+// `hil flash` from a shell is tested in hil (hil/src/commands/flash.test.ts): xiaozhi-mcp no
+// longer depends on hil, so nothing builds hil before these tests run.
 
 let dir: string;
 let firmware: string;
@@ -134,18 +135,6 @@ describe('the serial commands from a shell', () => {
     );
   });
 
-  it('hil flash works the same way', { timeout: 60_000 }, async () => {
-    const run = await shell(hil, 'flash', firmware, '--port', 'virtual:rig');
-    expect(run.stderr).toBe('');
-    expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/MD5 verified/);
-    const missing = await shell(hil, 'flash', join(dir, 'none.bin'), '--port', 'virtual:rig');
-    expect(missing.code).toBe(2);
-    expect(missing.stderr).toMatch(
-      /^hil: flash virtual:rig: cannot read .*none\.bin: no such file\n$/,
-    );
-  });
-
   it('monitor stops on Ctrl-C with exit 0', { timeout: 60_000 }, async () => {
     const { child, done } = start(xiaozhiMcp, ['monitor', '--port', 'virtual:rig']);
     // Ctrl-C once the monitor is following the console.
@@ -165,7 +154,7 @@ describe('the serial commands from a shell', () => {
   });
 
   it('fails with one line and exit 2 when --port is needed', { timeout: 60_000 }, async () => {
-    // Two virtual boards exist now (desk, rig).
+    // Two virtual boards exist now (desk; rig, which monitor created).
     const run = await shell(xiaozhiMcp, 'flash', firmware);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(
@@ -189,5 +178,24 @@ describe('registration in xiaozhi-mcp', () => {
     expect(missing.stderr).toMatch(
       /^xiaozhi-mcp: required option '--password <password>' not specified/,
     );
+  });
+
+  it('takes them from @xiaozhi-mcp/serial: xiaozhi-mcp does not depend on hil', () => {
+    const cli = join(root, 'apps/cli');
+    const manifest = JSON.parse(readFileSync(join(cli, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+      devDependencies?: Record<string, string>;
+    };
+    expect(Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })).not.toContain(
+      '@xiaozhi-mcp/hil',
+    );
+    const importers = readdirSync(join(cli, 'src'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => file.endsWith('.ts'))
+      .filter((file) =>
+        /from '@xiaozhi-mcp\/hil'|import\('@xiaozhi-mcp\/hil'\)/.test(
+          readFileSync(join(cli, 'src', file), 'utf8'),
+        ),
+      );
+    expect(importers).toEqual([]);
   });
 });

@@ -1,40 +1,64 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildVirtualFirmware, type PortInfo } from '@xiaozhi-mcp/firmware';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import {
   chooseSelector,
-  defaultVirtualDir,
-  listVirtualBoards,
+  failureKind,
+  type PortInfo,
+  type ProviderRequest,
   type ResolvedPort,
   resolvePort,
   runReported,
   type SerialCommandContext,
+} from '@xiaozhi-mcp/serial';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  defaultVirtualDir,
+  listVirtualBoards,
+  type ResolvedVirtual,
+  VirtualBoardStore,
   virtualMac,
-} from './port-resolver.js';
+} from './virtual-store.js';
 
 const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
 let dir: string;
+let store: VirtualBoardStore;
+/** Each board the store plugged in, in order (its `onBoard` hook). */
+let plugged: ResolvedVirtual[];
 const opened: ResolvedPort[] = [];
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'hil-virtual-'));
+  plugged = [];
+  store = new VirtualBoardStore({ dir, timing: FAST, onBoard: (virtual) => plugged.push(virtual) });
 });
 
 afterEach(() => {
-  for (const port of opened.splice(0)) port.virtual?.dispose();
+  for (const port of opened.splice(0)) port.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function open(selector: string, create = true): Promise<ResolvedPort> {
+type OpenedPort = ResolvedPort & { readonly virtual: ResolvedVirtual };
+
+/** Resolves through serial's `resolvePort` with the store registered, as the commands do. */
+async function open(
+  selector: string,
+  create: ProviderRequest['create'] | false = { board: 'bread-compact-wifi', flashSize: '4' },
+  notify?: ProviderRequest['notify'],
+): Promise<OpenedPort> {
+  const before = plugged.length;
   const port = await resolvePort(selector, {
-    virtualDir: dir,
-    timing: FAST,
-    ...(create ? { create: { preset: 'bread-compact-wifi', flashSizeMb: 4 } } : {}),
+    providers: [store],
+    request: {
+      ...(create === false ? {} : { create }),
+      ...(notify === undefined ? {} : { notify }),
+    },
   });
   opened.push(port);
-  return port;
+  const virtual = plugged[before];
+  if (virtual === undefined) throw new Error(`${selector}: no board was plugged in`);
+  return Object.assign(port, { virtual });
 }
 
 const usbPort: PortInfo = {
@@ -46,12 +70,19 @@ const usbPort: PortInfo = {
   kind: 'usb-uart',
 };
 
-describe('resolvePort: virtual boards that persist in files', () => {
+describe('VirtualBoardStore: virtual boards that persist in files', () => {
   it('creates the sidecar and the erased flash file on first use, with a MAC from the name', async () => {
-    const port = await open('virtual:desk');
+    const notes: string[] = [];
+    const port = await open('virtual:desk', undefined, (stream, text) =>
+      notes.push(`${stream}: ${text}`),
+    );
     expect(port.path).toBe('virtual:desk');
     expect(port.label).toBe('virtual:desk');
-    expect(port.virtual?.created).toBe(true);
+    expect(port.provider).toBe('virtual:');
+    expect(port.virtual.created).toBe(true);
+    expect(notes).toEqual([
+      `stdout: created virtual board virtual:desk: bread-compact-wifi (esp32s3, 4 MB flash, MAC ${virtualMac('desk')}) in ${dir}\n`,
+    ]);
     const sidecar = JSON.parse(readFileSync(join(dir, 'desk.json'), 'utf8'));
     expect(sidecar).toEqual({
       preset: 'bread-compact-wifi',
@@ -63,24 +94,31 @@ describe('resolvePort: virtual boards that persist in files', () => {
     expect(virtualMac('desk')).toMatch(/^f4:12:fa(:[0-9a-f]{2}){3}$/);
     expect(virtualMac('desk')).toBe(virtualMac('desk'));
     expect(virtualMac('desk')).not.toBe(virtualMac('bench'));
-    expect(port.virtual?.board.mac).toBe(virtualMac('desk'));
-    expect(port.virtual?.board.powered).toBe(true);
+    expect(port.virtual.board.mac).toBe(virtualMac('desk'));
+    expect(port.virtual.board.powered).toBe(true);
     // The port looks like a CP2102 bridge, as real boards do.
     expect(port.info).toMatchObject({ path: 'virtual:desk', vendorId: '10c4', kind: 'usb-uart' });
   });
 
+  it('creates with the defaults (bread-compact-wifi, 16 MB) when nothing is given', async () => {
+    const port = await open('virtual:plain', {});
+    expect(port.virtual.entry).toMatchObject({ preset: 'bread-compact-wifi', flashSizeMb: 16 });
+    expect(statSync(join(dir, 'plain.flash')).size).toBe(16 * 1024 * 1024);
+  });
+
   it('keeps what the sidecar says: create options apply only to a new board', async () => {
     const first = await open('virtual:desk');
-    first.virtual?.dispose();
-    const again = await resolvePort('virtual:desk', {
-      virtualDir: dir,
-      timing: FAST,
-      create: { preset: 'otto-robot', flashSizeMb: 16 },
-    });
-    opened.push(again);
-    expect(again.virtual?.created).toBe(false);
-    expect(again.virtual?.entry).toMatchObject({ preset: 'bread-compact-wifi', flashSizeMb: 4 });
-    expect(again.virtual?.board.preset.name).toBe('bread-compact-wifi');
+    first.dispose();
+    const notes: string[] = [];
+    const again = await open('virtual:desk', { board: 'otto-robot', flashSize: '16' }, (s, t) =>
+      notes.push(`${s}: ${t}`),
+    );
+    expect(again.virtual.created).toBe(false);
+    expect(again.virtual.entry).toMatchObject({ preset: 'bread-compact-wifi', flashSizeMb: 4 });
+    expect(again.virtual.board.preset.name).toBe('bread-compact-wifi');
+    expect(notes).toEqual([
+      `stderr: virtual:desk already exists (bread-compact-wifi, 4 MB flash); --board and --flash-size apply only when creating a virtual board (delete ${join(dir, 'desk.json')} and ${join(dir, 'desk.flash')} to start over)\n`,
+    ]);
   });
 
   it('boots what the flash file holds, in a later process as in this one', async () => {
@@ -90,16 +128,16 @@ describe('resolvePort: virtual boards that persist in files', () => {
       board: 'bread-compact-wifi',
       flashSizeMb: 4,
     });
-    (await open('virtual:desk')).virtual?.dispose();
+    (await open('virtual:desk')).dispose();
     // Write the firmware into the file as a flasher would have.
     const flashPath = join(dir, 'desk.flash');
     const bytes = readFileSync(flashPath);
     bytes.set(fw.merged, 0);
     writeFileSync(flashPath, bytes);
     const port = await open('virtual:desk');
-    const board = port.virtual?.board;
-    await board?.waitForLine(/App version:\s+2\.7\.0/, 10_000);
-    expect(board?.version).toBe('2.7.0');
+    const board = port.virtual.board;
+    await board.waitForLine(/App version:\s+2\.7\.0/, 10_000);
+    expect(board.version).toBe('2.7.0');
   });
 
   it('lets one process at a time use a virtual board, like a serial port', async () => {
@@ -108,10 +146,11 @@ describe('resolvePort: virtual boards that persist in files', () => {
       code: 'PORT_BUSY',
       message: expect.stringMatching(/virtual:desk is in use by another process \(pid \d+\)/),
     });
-    port.virtual?.dispose();
-    port.virtual?.dispose(); // twice is fine
+    port.dispose();
+    port.dispose(); // twice is fine
+    expect(port.virtual.board.powered).toBe(false);
     const again = await open('virtual:desk');
-    expect(again.virtual?.board.powered).toBe(true);
+    expect(again.virtual.board.powered).toBe(true);
   });
 
   it('refuses names that are not file names, and missing boards without create', async () => {
@@ -123,6 +162,16 @@ describe('resolvePort: virtual boards that persist in files', () => {
       message: expect.stringMatching(/no virtual board 'ghost' in .*flash` creates it/),
     });
     expect(existsSync(join(dir, 'ghost.json'))).toBe(false);
+    // Creation options are checked before anything is written.
+    await expect(open('virtual:new', { board: 'toaster' })).rejects.toMatchObject({
+      kind: 'usage',
+      message: expect.stringMatching(/unknown board preset "toaster"; known: .*bread-compact-wifi/),
+    });
+    await expect(open('virtual:new', { flashSize: '32' })).rejects.toMatchObject({
+      kind: 'usage',
+      message: expect.stringMatching(/--flash-size must be 4, 8 or 16/),
+    });
+    expect(existsSync(join(dir, 'new.json'))).toBe(false);
   });
 
   it('says how to recover from a damaged sidecar', async () => {
@@ -136,72 +185,84 @@ describe('resolvePort: virtual boards that persist in files', () => {
 
   it('finds a virtual board again by serial number after it re-enumerates', async () => {
     const port = await open('virtual:desk');
-    const virtual = port.virtual;
-    if (virtual === undefined) throw new Error('not virtual');
-    const binding = port.binding as unknown as {
-      unplug(path: string, o: { powerOff: boolean }): void;
-      plug(d: unknown, o: { powerOn: boolean }): string;
-    };
+    const { binding, device } = port.virtual;
     binding.unplug(port.path, { powerOff: false });
     expect(await port.present(port.path)).toBe(false);
-    const path = binding.plug(virtual.device, { powerOn: false });
+    const path = binding.plug(device, { powerOn: false });
     expect(path).not.toBe('virtual:desk');
     const found = await port.refind(2000);
     expect(found.path).toBe(path);
     expect(await port.present(path)).toBe(true);
   });
+
+  it('lists its boards for `ports` and for choosing the only board', async () => {
+    (await open('virtual:desk')).dispose();
+    const listing = store.listing();
+    expect(listing.boards).toEqual([
+      {
+        port: 'virtual:desk',
+        summary: 'virtual:desk (bread-compact-wifi)',
+        line: expect.stringMatching(
+          new RegExp(
+            `^virtual:desk +virtual +esp32s3/4MB +${virtualMac('desk')} +bread-compact-wifi: flash erased \\(no firmware\\)$`,
+          ),
+        ),
+      },
+    ]);
+    expect(listing.json).toMatchObject({
+      virtual: [{ port: 'virtual:desk', preset: 'bread-compact-wifi', flashSizeMb: 4 }],
+      virtualDir: dir,
+    });
+    expect(listing.none).toBe(`no virtual board in ${dir}`);
+  });
 });
 
-describe('resolvePort: real ports', () => {
-  it('finds a port through the lister and names it by path', async () => {
-    const port = await resolvePort('serial:0001', { lister: async () => [usbPort] });
+describe('resolvePort: real ports beside the store', () => {
+  it('finds a real port through the lister, not the store', async () => {
+    const port = await resolvePort('serial:0001', {
+      providers: [store],
+      lister: async () => [usbPort],
+    });
     expect(port).toMatchObject({ path: '/dev/ttyUSB0', label: '/dev/ttyUSB0', info: usbPort });
-    expect(port.virtual).toBeUndefined();
-  });
-
-  it('uses an existing tty no listing knows (a pty), and fails clearly for a missing one', async () => {
-    const pty = join(dir, 'ttyFAKE');
-    writeFileSync(pty, '');
-    const port = await resolvePort(pty, { lister: async () => [], findTimeoutMs: 0 });
-    expect(port.info).toEqual({ path: pty, kind: 'unknown' });
-    await expect(
-      resolvePort('/dev/ttyUSB9', { lister: async () => [usbPort], findTimeoutMs: 0 }),
-    ).rejects.toMatchObject({
-      code: 'PORT_NOT_FOUND',
-      message: expect.stringMatching(/no serial port matches \/dev\/ttyUSB9.*run `ports`/),
-    });
-    await expect(resolvePort('ttyUSB0', { lister: async () => [] })).rejects.toMatchObject({
-      code: 'OPTION_INVALID',
-    });
+    expect(port.provider).toBeUndefined();
+    expect(plugged).toEqual([]);
   });
 });
 
 describe('chooseSelector: --port may be left out when there is one board', () => {
   it('picks the only board, real or virtual', async () => {
     expect(
-      await chooseSelector(undefined, { virtualDir: dir, lister: async () => [usbPort] }),
+      await chooseSelector(undefined, { providers: [store], lister: async () => [usbPort] }),
     ).toBe('/dev/ttyUSB0');
-    (await open('virtual:desk')).virtual?.dispose();
-    expect(await chooseSelector(undefined, { virtualDir: dir, lister: async () => [] })).toBe(
+    (await open('virtual:desk')).dispose();
+    expect(await chooseSelector(undefined, { providers: [store], lister: async () => [] })).toBe(
       'virtual:desk',
     );
-    expect(await chooseSelector('virtual:x', { virtualDir: dir })).toBe('virtual:x');
+    expect(await chooseSelector('virtual:x', { providers: [store] })).toBe('virtual:x');
   });
 
   it('lists the boards when there are several, and says what to do when there is none', async () => {
-    (await open('virtual:desk')).virtual?.dispose();
-    await expect(
-      chooseSelector(undefined, { virtualDir: dir, lister: async () => [usbPort] }),
-    ).rejects.toMatchObject({
-      kind: 'usage',
+    (await open('virtual:desk')).dispose();
+    const several = await chooseSelector(undefined, {
+      providers: [store],
+      lister: async () => [usbPort],
+    }).catch((error: unknown) => error);
+    expect(failureKind(several)).toBe('usage');
+    expect(several).toMatchObject({
       message: expect.stringMatching(
         /^2 boards attached: \/dev\/ttyUSB0 \(10c4:ea60.*\); virtual:desk \(bread-compact-wifi\); choose one with --port$/,
       ),
     });
     const builtIn: PortInfo = { path: '/dev/ttyS0', kind: 'unknown' };
-    await expect(
-      chooseSelector(undefined, { virtualDir: join(dir, 'none'), lister: async () => [builtIn] }),
-    ).rejects.toMatchObject({ kind: 'port', message: expect.stringMatching(/^no board attached/) });
+    const elsewhere = new VirtualBoardStore({ dir: join(dir, 'none') });
+    const none = await chooseSelector(undefined, {
+      providers: [elsewhere],
+      lister: async () => [builtIn],
+    }).catch((error: unknown) => error);
+    expect(failureKind(none)).toBe('port');
+    expect(none).toMatchObject({
+      message: `no board attached and no virtual board in ${join(dir, 'none')}; plug a board in, or name one with --port (a path, serial:<sn>, or virtual:<name> for a virtual board)`,
+    });
   });
 });
 
@@ -227,10 +288,12 @@ describe('failures', () => {
     expect(await fail(new Error('two\nlines'))).toBe(1);
     expect(stderr.endsWith('hil: flash virtual:desk: two lines\n')).toBe(true);
     expect(await fail(await open('virtual:..').catch((e: unknown) => e))).toBe(2);
+    expect(await fail(await open('virtual:ghost', false).catch((e: unknown) => e))).toBe(3);
   });
 
   it('default virtual dir: $XIAOZHI_VIRTUAL_DIR, else ~/.cache/xiaozhi-mcp/virtual', () => {
     expect(defaultVirtualDir({ XIAOZHI_VIRTUAL_DIR: '/x' })).toBe('/x');
     expect(defaultVirtualDir({})).toMatch(/\.cache\/xiaozhi-mcp\/virtual$/);
+    expect(new VirtualBoardStore({ dir: '/y' }).dir).toBe('/y');
   });
 });

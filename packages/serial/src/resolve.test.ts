@@ -1,0 +1,206 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { failureKind } from './commands/context.js';
+import type { PortInfo } from './ports.js';
+import {
+  chooseSelector,
+  isBoardPort,
+  type PortProvider,
+  type ProvidedBoard,
+  type ProviderRequest,
+  providerFor,
+  type ResolvedPort,
+  resolvePort,
+} from './resolve.js';
+
+let dir: string;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'serial-resolve-'));
+});
+
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const usbPort: PortInfo = {
+  path: '/dev/ttyUSB0',
+  vendorId: '10c4',
+  productId: 'ea60',
+  serialNumber: '0001',
+  manufacturer: 'Silicon Labs',
+  kind: 'usb-uart',
+};
+const builtIn: PortInfo = { path: '/dev/ttyS0', kind: 'unknown' };
+
+/** A provider of made-up boards (`fake:<name>`): what the device SDK's store is to serial. */
+class FakeProvider implements PortProvider {
+  readonly prefix = 'fake:';
+  readonly requests: { selector: string; request: ProviderRequest }[] = [];
+  constructor(readonly names: string[] = []) {}
+
+  listing() {
+    return {
+      boards: this.names.map(
+        (name): ProvidedBoard => ({
+          port: `fake:${name}`,
+          summary: `fake:${name} (test)`,
+          line: `fake:${name}`,
+        }),
+      ),
+      json: { fake: this.names },
+      none: 'no fake board',
+      selectorHint: 'fake:<name> for a fake board',
+      createHint: 'nothing makes one',
+    };
+  }
+
+  async resolve(selector: string, request: ProviderRequest): Promise<ResolvedPort> {
+    this.requests.push({ selector, request });
+    return {
+      binding: {} as ResolvedPort['binding'],
+      path: selector,
+      info: { path: selector, kind: 'usb-uart' },
+      label: selector,
+      provider: this.prefix,
+      present: async () => true,
+      refind: async () => ({ path: selector, info: { path: selector, kind: 'usb-uart' } }),
+      dispose: () => {},
+    };
+  }
+}
+
+describe('resolvePort: real ports', () => {
+  it('finds a port through the lister and names it by path', async () => {
+    const port = await resolvePort('serial:0001', { lister: async () => [usbPort] });
+    expect(port).toMatchObject({ path: '/dev/ttyUSB0', label: '/dev/ttyUSB0', info: usbPort });
+    expect(port.provider).toBeUndefined();
+    port.dispose();
+    port.dispose(); // nothing to release; twice is fine
+  });
+
+  it('uses an existing tty no listing knows (a pty), and fails clearly for a missing one', async () => {
+    const pty = join(dir, 'ttyFAKE');
+    writeFileSync(pty, '');
+    const port = await resolvePort(pty, { lister: async () => [], findTimeoutMs: 0 });
+    expect(port.info).toEqual({ path: pty, kind: 'unknown' });
+    expect(await port.present(pty)).toBe(true);
+    expect(await port.present(join(dir, 'gone'))).toBe(false);
+    await expect(port.refind(0)).rejects.toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message: `${pty} went away and has no USB serial number to find it again by`,
+    });
+    await expect(
+      resolvePort('/dev/ttyUSB9', { lister: async () => [usbPort], findTimeoutMs: 0 }),
+    ).rejects.toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message: expect.stringMatching(/no serial port matches \/dev\/ttyUSB9.*run `ports`/),
+    });
+    await expect(resolvePort('ttyUSB0', { lister: async () => [] })).rejects.toMatchObject({
+      code: 'OPTION_INVALID',
+      message: expect.stringMatching(/port selector 'ttyUSB0'/),
+    });
+  });
+
+  it('finds the same device again by serial number after it re-enumerates', async () => {
+    let ports = [usbPort];
+    const port = await resolvePort('serial:0001', { lister: async () => ports });
+    ports = [{ ...usbPort, path: '/dev/ttyUSB1' }];
+    expect(await port.refind(0)).toMatchObject({ path: '/dev/ttyUSB1' });
+  });
+});
+
+describe('resolvePort: providers', () => {
+  it('hands a selector with a provider prefix to that provider, with the request', async () => {
+    const fake = new FakeProvider();
+    const request: ProviderRequest = { create: { board: 'b', flashSize: '4' } };
+    const port = await resolvePort('  FAKE:desk ', {
+      providers: [fake],
+      request,
+      lister: async () => {
+        throw new Error('the real ports are not listed for a provided board');
+      },
+    });
+    expect(port).toMatchObject({ path: 'FAKE:desk', provider: 'fake:' });
+    expect(fake.requests).toEqual([{ selector: 'FAKE:desk', request }]);
+    expect(providerFor('fake:x', [fake])).toBe(fake);
+    expect(providerFor('serial:x', [fake])).toBeUndefined();
+    expect(providerFor('fake:x')).toBeUndefined();
+  });
+
+  it('treats an unregistered prefix as a real selector (an error)', async () => {
+    await expect(resolvePort('fake:desk', { lister: async () => [] })).rejects.toMatchObject({
+      code: 'OPTION_INVALID',
+      message: expect.stringMatching(/unknown prefix 'fake:'/),
+    });
+  });
+});
+
+describe('chooseSelector: --port may be left out when there is one board', () => {
+  it('takes --port when given, refusing an empty one', async () => {
+    expect(await chooseSelector('fake:x', { providers: [new FakeProvider()] })).toBe('fake:x');
+    expect(await chooseSelector('/dev/ttyUSB3', { lister: async () => [] })).toBe('/dev/ttyUSB3');
+    const empty = await chooseSelector(' ', {}).catch((error: unknown) => error);
+    expect(empty).toMatchObject({ code: 'OPTION_INVALID', message: '--port is empty' });
+    expect(failureKind(empty)).toBe('usage');
+  });
+
+  it('picks the only board, real or provided; ports without a USB id do not count', async () => {
+    expect(await chooseSelector(undefined, { lister: async () => [usbPort, builtIn] })).toBe(
+      '/dev/ttyUSB0',
+    );
+    expect(
+      await chooseSelector(undefined, {
+        providers: [new FakeProvider(['desk'])],
+        lister: async () => [builtIn],
+      }),
+    ).toBe('fake:desk');
+    // A failing listing is no board, not a failure.
+    expect(
+      await chooseSelector(undefined, {
+        providers: [new FakeProvider(['desk'])],
+        lister: async () => {
+          throw new Error('udevadm: not found');
+        },
+      }),
+    ).toBe('fake:desk');
+    expect(isBoardPort(builtIn)).toBe(false);
+    expect(isBoardPort({ path: '/dev/ttyACM0', kind: 'unknown', vendorId: '1234' })).toBe(true);
+  });
+
+  it('lists the boards when there are several (exit 2)', async () => {
+    const several = await chooseSelector(undefined, {
+      providers: [new FakeProvider(['a', 'b'])],
+      lister: async () => [usbPort],
+    }).catch((error: unknown) => error);
+    expect(failureKind(several)).toBe('usage');
+    expect(several).toMatchObject({
+      code: 'OPTION_INVALID',
+      message: expect.stringMatching(
+        /^3 boards attached: \/dev\/ttyUSB0 \(10c4:ea60.*\); fake:a \(test\); fake:b \(test\); choose one with --port$/,
+      ),
+    });
+  });
+
+  it('says what to do when there is none, naming each provider (a port failure)', async () => {
+    const none = await chooseSelector(undefined, {
+      providers: [new FakeProvider()],
+      lister: async () => [builtIn],
+    }).catch((error: unknown) => error);
+    expect(failureKind(none)).toBe('port');
+    expect(none).toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message:
+        'no board attached and no fake board; plug a board in, or name one with --port (a path, serial:<sn>, or fake:<name> for a fake board)',
+    });
+    const bare = await chooseSelector(undefined, { lister: async () => [] }).catch(
+      (error: unknown) => error,
+    );
+    expect(bare).toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message: 'no board attached; plug a board in, or name one with --port (a path, serial:<sn>)',
+    });
+  });
+});
