@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ChipModel } from '@xiaozhi-mcp/device';
+import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import { Ajv, type ErrorObject } from 'ajv';
 import type { SuiteName } from './model.js';
 
@@ -27,7 +27,7 @@ export interface BoardConfig {
   readonly name: string;
   /** A path, `serial:<sn>`, `usb:<vid>:<pid>`, `by-id:<name>`, or `virtual:<name>`. */
   readonly port: string;
-  readonly chip?: ChipModel;
+  readonly chip?: XiaozhiChipName;
   readonly variant?: string;
   readonly baud?: number;
   readonly flashBaud?: number;

@@ -295,6 +295,14 @@ export interface ChipInfo extends ChipFacts {
 /** Every chip name, in table order. */
 export const CHIP_NAMES: readonly ChipName[] = Object.freeze(CHIPS.map((chip) => chip.name));
 
+/** A chip xiaozhi-esp32 has builds for (docs/protocol.md §9a): what a rig's boards can be. */
+export type XiaozhiChipName = Extract<(typeof CHIPS)[number], { readonly xiaozhi: true }>['name'];
+
+/** The chips xiaozhi-esp32 has builds for, in table order. */
+export const XIAOZHI_CHIP_NAMES: readonly XiaozhiChipName[] = Object.freeze(
+  CHIPS.flatMap((chip) => (chip.xiaozhi ? [chip.name] : [])),
+);
+
 /** 0xFFFF is ESP-IDF's ESP_CHIP_ID_INVALID: never a real chip. */
 export const INVALID_CHIP_ID = 0xffff;
 

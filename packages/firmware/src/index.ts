@@ -32,6 +32,8 @@ export {
   chipByName,
   INVALID_CHIP_ID,
   isChipName,
+  XIAOZHI_CHIP_NAMES,
+  type XiaozhiChipName,
 } from './chips.js';
 export type { FirmwareErrorCode } from './errors.js';
 export { FIRMWARE_ERROR_CODES, FirmwareError } from './errors.js';
