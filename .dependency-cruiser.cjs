@@ -1,4 +1,4 @@
-// Dependency boundaries of ARCHITECTURE.md ("who may import whom"), checked by `npm test`
+// The dependency rules of docs/architecture.md#who-may-import-whom, checked by `npm test`
 // (the root task `deps:check`: depcruise packages apps hil --config .dependency-cruiser.cjs).
 //
 // Each workspace is named by its folder; the config checks that the folder's package.json
@@ -65,7 +65,7 @@ for (const dir of workspaces()) {
   const key = byDir.get(dir);
   const name = manifest(dir).name;
   if (key === undefined) {
-    // Not in the table yet: the strictest place, until ARCHITECTURE.md and LAYERS say otherwise.
+    // Not in the table yet: the strictest place, until docs/architecture.md and LAYERS say otherwise.
     const guess = String(name).replace(`${SCOPE}/`, '');
     LAYERS[guess in LAYERS ? dir : guess] = { dir, may: ['protocol'] };
   } else if (name !== named(key)) {
@@ -103,7 +103,7 @@ for (const [key, layer] of Object.entries(LAYERS)) {
     dirs.length === 0 ? 'nothing of ours' : dirs.map((d) => named(byDir.get(d) ?? d)).join(', ');
   forbidden.push({
     name: `${key}-imports`,
-    comment: `${named(key)} (${layer.dir}) may import ${list(allowed)}${extra.length ? `, and ${list(extra)} in its tests and bench` : ''} (ARCHITECTURE.md, who may import whom)`,
+    comment: `${named(key)} (${layer.dir}) may import ${list(allowed)}${extra.length ? `, and ${list(extra)} in its tests and bench` : ''} (docs/architecture.md#who-may-import-whom)`,
     severity: 'error',
     from: { path: under(layer.dir) },
     to: { path: OURS, pathNot: [layer.dir, ...allowed, ...extra].map(under) },
@@ -111,7 +111,7 @@ for (const [key, layer] of Object.entries(LAYERS)) {
   if (extra.length > 0) {
     forbidden.push({
       name: `${key}-imports-outside-tests`,
-      comment: `${named(key)} may import ${list(extra)} only in its tests and bench (ARCHITECTURE.md)`,
+      comment: `${named(key)} may import ${list(extra)} only in its tests and bench (docs/architecture.md#who-may-import-whom)`,
       severity: 'error',
       from: { path: under(layer.dir), pathNot: TESTS_AND_BENCH },
       to: { path: extra.map(under) },
@@ -133,6 +133,20 @@ forbidden.push(
     severity: 'error',
     from: {},
     to: { couldNotResolve: true, path: `^${escapeRegExp(SCOPE)}/` },
+  },
+  {
+    name: 'firmware-no-serial-io',
+    comment: `${named('firmware')} knows formats only: no serialport, no esptool-js (docs/architecture.md#who-may-import-whom)`,
+    severity: 'error',
+    from: { path: under(LAYERS.firmware.dir) },
+    to: { path: '(^|/)node_modules/(serialport|@serialport/[^/]+|esptool-js)/' },
+  },
+  {
+    name: 'server-no-esptool',
+    comment: `${named('server')} never loads esptool-js, not even lazily (docs/architecture.md#who-may-import-whom)`,
+    severity: 'error',
+    from: { path: under(LAYERS.server.dir) },
+    to: { path: '(^|/)node_modules/esptool-js/' },
   },
   {
     name: 'protocol-no-node',
