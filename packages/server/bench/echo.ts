@@ -4,19 +4,28 @@
 // echoed; after that the server is the one sending: `roundTrip(i)` sends a frame shaped like a
 // real `tools/call` envelope down connection i and resolves when the device process echoes it.
 import { once } from 'node:events';
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { encodeEnvelope, encodeRequest } from '@xiaozhi-mcp/protocol';
-import { WebSocketServer } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
+
+interface Connection {
+  ws: WebSocket;
+  sessionId: string;
+  nextId: number;
+  /** Round trips in flight by request id: called with nothing on the echo, or with an error. */
+  pending: Map<number, (error?: Error) => void>;
+}
 
 export class EchoServer {
   /** Connections whose hello has been echoed, in that order. */
-  conns = [];
+  conns: Connection[] = [];
   hellos = 0;
-  #http;
-  #wss;
-  #onHello;
+  #http!: Server;
+  #wss!: WebSocketServer;
+  #onHello: (hellos: number) => void = () => {};
 
-  static async start(onHello = () => {}) {
+  static async start(onHello: (hellos: number) => void = () => {}): Promise<EchoServer> {
     const server = new EchoServer();
     server.#onHello = onHello;
     server.#http = createServer((_req, res) => res.writeHead(404).end());
@@ -34,12 +43,12 @@ export class EchoServer {
   }
 
   get url() {
-    return `ws://127.0.0.1:${this.#http.address().port}/echo`;
+    return `ws://127.0.0.1:${(this.#http.address() as AddressInfo).port}/echo`;
   }
 
-  #onConnection(ws) {
+  #onConnection(ws: WebSocket) {
     ws.on('error', () => {});
-    const conn = { ws, sessionId: crypto.randomUUID(), nextId: 1, pending: new Map() };
+    const conn: Connection = { ws, sessionId: crypto.randomUUID(), nextId: 1, pending: new Map() };
     ws.once('message', (data, isBinary) => {
       ws.send(data, { binary: isBinary });
       this.hellos++;
@@ -62,8 +71,8 @@ export class EchoServer {
   }
 
   /** One round trip of a tools/call-sized frame over connection `i % conns`. */
-  roundTrip(i, tool, args) {
-    const conn = this.conns[i % this.conns.length];
+  roundTrip(i: number, tool: string, args: Record<string, unknown>): Promise<void> {
+    const conn = this.conns[i % this.conns.length] as Connection;
     const id = conn.nextId++;
     return new Promise((resolve, reject) => {
       conn.pending.set(id, (error) => (error ? reject(error) : resolve()));
@@ -77,8 +86,8 @@ export class EchoServer {
   }
 
   /** WebSocket ping round trip on connection `i`, in milliseconds (the `ws` client answers pings). */
-  ping(i, timeoutMs = 5000) {
-    const { ws } = this.conns[i % this.conns.length];
+  ping(i: number, timeoutMs = 5000): Promise<number> {
+    const { ws } = this.conns[i % this.conns.length] as Connection;
     return new Promise((resolve, reject) => {
       const started = performance.now();
       const timer = setTimeout(() => {
@@ -102,7 +111,7 @@ export class EchoServer {
     for (const ws of this.#wss.clients) ws.terminate();
     this.#wss.close();
     this.#http.closeAllConnections();
-    await new Promise((resolve) => this.#http.close(() => resolve()));
+    await new Promise<void>((resolve) => this.#http.close(() => resolve()));
     this.conns = [];
   }
 }

@@ -1,12 +1,15 @@
 // Benchmark of @xiaozhi-mcp/server against a raw `ws` echo baseline, both measured in this run.
 //
-//   node --expose-gc bench/run.mjs [--devices N] [--calls M] [--concurrency C] [--preset NAME] ...
+//   npm run bench -- [--devices N] [--calls M] [--concurrency C] [--preset NAME] ...
+//   node --expose-gc bench/dist/run.js [options]      (once `npm run bench` has compiled it)
 //
 // This process is the server side: it starts the echo server, then the xiaozhi server, and for
-// each forks bench/devices.mjs, the device side, as a separate process. See bench/README.md for
+// each forks bench/devices.ts, the device side, as a separate process. The bench is compiled to
+// bench/dist (git-ignored) and run as plain JavaScript, so no TypeScript loader adds to the
+// device process's start-up, which the storm times include. See bench/README.md for
 // what each figure means. Exit codes: 0 done, 1 error, 2 the connect storm did not complete,
 // 3 the global timeout, 130 interrupted.
-import { fork, spawn } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import os from 'node:os';
@@ -14,25 +17,55 @@ import { dirname, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import type { AuthMode, XiaozhiServer } from '@xiaozhi-mcp/server';
+import type { EchoServer as EchoServerClass } from './echo.js';
+import type {
+  DeviceCommand,
+  DeviceCounts,
+  DeviceMessage,
+  ErrorKinds,
+  LoopDelay,
+  Mode,
+  ReportMessage,
+} from './messages.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 
 // --- options --------------------------------------------------------------------------------------
-function parseOptions(argv) {
+interface Options {
+  devices: number;
+  calls: number;
+  concurrency: number;
+  preset: string;
+  tool: string;
+  auth: AuthMode;
+  timeout: number;
+  stormTimeout: number;
+  warmup: number;
+  serialCalls: number;
+  pings: number;
+  retries: number;
+  settleMs: number;
+  childHeapMb: number;
+  json: string;
+}
+type OptionParser = (name: string, value: string) => number | string;
+
+function parseOptions(argv: string[]): Options {
   const env = process.env;
-  const int = (name, value) => {
+  const int = (name: string, value: string | number): number => {
     const n = Number(value);
     if (!Number.isInteger(n) || n < 0)
       throw new Error(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
     return n;
   };
-  const options = {
+  const options: Options = {
     devices: int('devices', env.BENCH_DEVICES ?? 1000),
     calls: int('calls', env.BENCH_CALLS ?? 20_000),
     concurrency: int('concurrency', env.BENCH_CONCURRENCY ?? 64),
     preset: env.BENCH_PRESET ?? 'bread-compact-wifi',
     tool: 'self.audio_speaker.set_volume',
-    auth: 'token',
+    auth: 'token' as AuthMode,
     timeout: int('timeout', env.BENCH_TIMEOUT ?? 600),
     stormTimeout: int('storm-timeout', env.BENCH_STORM_TIMEOUT ?? 300),
     warmup: 2000,
@@ -43,13 +76,14 @@ function parseOptions(argv) {
     childHeapMb: 12_288,
     json: resolve(HERE, 'last-run.json'),
   };
-  const names = {
+  const text: OptionParser = (_n, v) => v;
+  const names: Record<string, [keyof Options, OptionParser]> = {
     '--devices': ['devices', int],
     '--calls': ['calls', int],
     '--concurrency': ['concurrency', int],
-    '--preset': ['preset', (_n, v) => v],
-    '--tool': ['tool', (_n, v) => v],
-    '--auth': ['auth', (_n, v) => v],
+    '--preset': ['preset', text],
+    '--tool': ['tool', text],
+    '--auth': ['auth', text],
     '--timeout': ['timeout', int],
     '--storm-timeout': ['stormTimeout', int],
     '--warmup': ['warmup', int],
@@ -61,9 +95,9 @@ function parseOptions(argv) {
     '--json': ['json', (_n, v) => resolve(v)],
   };
   for (let i = 0; i < argv.length; i++) {
-    let arg = argv[i];
+    let arg = argv[i] as string;
     if (arg === '--help' || arg === '-h') {
-      console.log(`usage: node --expose-gc bench/run.mjs [options]
+      console.log(`usage: node --expose-gc bench/dist/run.js [options]
   --devices N         virtual boards (default 1000, env BENCH_DEVICES)
   --calls M           tools/call in the load (default 20000, env BENCH_CALLS)
   --concurrency C     calls in flight (default 64, env BENCH_CONCURRENCY)
@@ -81,14 +115,14 @@ function parseOptions(argv) {
   --json PATH         where to write the figures (default bench/last-run.json)`);
       process.exit(0);
     }
-    let value;
+    let value: string | undefined;
     if (arg.includes('='))
       [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
     const spec = names[arg];
     if (spec === undefined) throw new Error(`unknown option ${arg} (try --help)`);
     value ??= argv[++i];
     if (value === undefined) throw new Error(`${arg} needs a value`);
-    options[spec[0]] = spec[1](spec[0], value);
+    Object.assign(options, { [spec[0]]: spec[1](spec[0], value) });
   }
   if (options.devices < 1) throw new Error('--devices must be at least 1');
   if (options.concurrency < 1) throw new Error('--concurrency must be at least 1');
@@ -102,29 +136,32 @@ function parseOptions(argv) {
 // --- small helpers --------------------------------------------------------------------------------
 class StormError extends Error {}
 
-const log = (text) => process.stderr.write(`${text}\n`);
+const log = (text: string) => process.stderr.write(`${text}\n`);
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+const stackOf = (error: unknown) =>
+  error instanceof Error ? (error.stack ?? error.message) : String(error);
 
-async function measureMemory() {
+async function measureMemory(): Promise<NodeJS.MemoryUsage> {
   for (let i = 0; i < 3; i++) {
-    globalThis.gc();
+    globalThis.gc?.();
     await sleep(20);
   }
   return process.memoryUsage();
 }
 
-function perDevice(before, after, n) {
-  const kib = (key) => (after[key] - before[key]) / n / 1024;
+function perDevice(before: NodeJS.MemoryUsage, after: NodeJS.MemoryUsage, n: number) {
+  const kib = (key: 'heapUsed' | 'rss' | 'external') => (after[key] - before[key]) / n / 1024;
   return { heapUsedKiB: kib('heapUsed'), rssKiB: kib('rss'), externalKiB: kib('external') };
 }
 
 /** TcpExt ListenOverflows and ListenDrops (Linux): SYNs dropped because an accept queue was full. */
-function listenCounters() {
+function listenCounters(): { overflows: number; drops: number } {
   try {
     const lines = readFileSync('/proc/net/netstat', 'utf8')
       .split('\n')
       .filter((l) => l.startsWith('TcpExt:'));
-    const keys = lines[0].split(/\s+/);
-    const values = lines[1].split(/\s+/);
+    const keys = (lines[0] as string).split(/\s+/);
+    const values = (lines[1] as string).split(/\s+/);
     return {
       overflows: Number(values[keys.indexOf('ListenOverflows')]),
       drops: Number(values[keys.indexOf('ListenDrops')]),
@@ -134,7 +171,7 @@ function listenCounters() {
   }
 }
 
-function fdLimit() {
+function fdLimit(): string {
   try {
     return /Max open files\s+(\S+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? '?';
   } catch {
@@ -149,11 +186,11 @@ function fdLimit() {
 class FdSampler {
   peak = { server: 0, devices: 0 };
   last = { server: Number.NaN, devices: Number.NaN };
-  #timer;
+  #timer: NodeJS.Timeout;
   #busy = false;
-  #pid;
+  #pid: number | undefined;
 
-  constructor(pid) {
+  constructor(pid: number | undefined) {
     this.#pid = pid;
     this.#timer = setInterval(() => this.#sample(), 500);
     this.#sample();
@@ -162,7 +199,7 @@ class FdSampler {
   async #sample(force = false) {
     if (this.#busy && !force) return;
     this.#busy = true;
-    const count = (pid) =>
+    const count = (pid: number | undefined) =>
       readdir(`/proc/${pid}/fd`).then(
         (names) => names.length,
         () => Number.NaN,
@@ -183,13 +220,31 @@ class FdSampler {
   }
 }
 
-function summarize(latencies, elapsedMs, errors, firstError) {
+interface Summary {
+  count: number;
+  errors: number;
+  firstError: string | undefined;
+  elapsedMs: number;
+  perSecond: number;
+  meanMs: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+function summarize(
+  latencies: ArrayLike<number>,
+  elapsedMs: number,
+  errors: number,
+  firstError: string | undefined,
+): Summary {
   const sorted = Float64Array.from(latencies).sort();
   const count = sorted.length;
-  const at = (p) =>
+  const at = (p: number) =>
     count === 0
       ? Number.NaN
-      : sorted[Math.min(count - 1, Math.max(0, Math.ceil((p / 100) * count) - 1))];
+      : (sorted[Math.min(count - 1, Math.max(0, Math.ceil((p / 100) * count) - 1))] as number);
   let sum = 0;
   for (const v of sorted) sum += v;
   return {
@@ -202,16 +257,20 @@ function summarize(latencies, elapsedMs, errors, firstError) {
     p50Ms: at(50),
     p90Ms: at(90),
     p99Ms: at(99),
-    maxMs: count === 0 ? Number.NaN : sorted[count - 1],
+    maxMs: count === 0 ? Number.NaN : (sorted[count - 1] as number),
   };
 }
 
 /** Runs `total` calls of `call(i)` with `concurrency` in flight; latency of each from this side. */
-async function load(total, concurrency, call) {
+async function load(
+  total: number,
+  concurrency: number,
+  call: (i: number) => Promise<unknown>,
+): Promise<Summary & { serverCpuUs: number }> {
   const latencies = new Float64Array(total);
   let next = 0;
   let errors = 0;
-  let firstError;
+  let firstError: string | undefined;
   const worker = async () => {
     for (let i = next++; i < total; i = next++) {
       const started = performance.now();
@@ -219,7 +278,7 @@ async function load(total, concurrency, call) {
         await call(i);
       } catch (error) {
         errors++;
-        firstError ??= error.message;
+        firstError ??= messageOf(error);
       }
       latencies[i] = performance.now() - started;
     }
@@ -230,43 +289,55 @@ async function load(total, concurrency, call) {
   const elapsedMs = performance.now() - started;
   const summary = summarize(latencies, elapsedMs, errors, firstError);
   const used = process.cpuUsage(cpu);
-  summary.serverCpuUs = used.user + used.system;
-  return summary;
+  return Object.assign(summary, { serverCpuUs: used.user + used.system });
 }
 
-async function pings(count, ping) {
-  const latencies = [];
+async function pings(count: number, ping: (i: number) => Promise<number>): Promise<Summary> {
+  const latencies: number[] = [];
   let errors = 0;
-  let firstError;
+  let firstError: string | undefined;
   for (let i = 0; i < count; i++) {
     try {
       latencies.push(await ping(i));
     } catch (error) {
       errors++;
-      firstError ??= error.message;
+      firstError ??= messageOf(error);
     }
   }
   return summarize(latencies, 0, errors, firstError);
 }
 
 // --- the device process -----------------------------------------------------------------------
-class DeviceProcess {
-  last = undefined;
-  startedMs = undefined;
-  doneMs = undefined;
-  #child;
-  #forkedAt;
-  #expectedExit = false;
-  #waiters = new Map();
-  #nextId = 1;
-  #onDone = [];
-  #onStuck = [];
-  #onFatal;
+/** What the device process last said about its storm. */
+interface DeviceStatus {
+  mode?: Mode | undefined;
+  counts: DeviceCounts;
+  firstError?: string | undefined;
+  errorKinds?: ErrorKinds;
+}
 
-  constructor(options, onFatal) {
+interface Waiter {
+  resolve: (message: ReportMessage) => void;
+  reject: (error: Error) => void;
+}
+
+class DeviceProcess {
+  last: DeviceStatus | undefined = undefined;
+  startedMs: number | undefined = undefined;
+  doneMs: number | undefined = undefined;
+  #child: ChildProcess;
+  #forkedAt: number;
+  #expectedExit = false;
+  #waiters = new Map<number, Waiter>();
+  #nextId = 1;
+  #onDone: ((ms: number) => void)[] = [];
+  #onStuck: ((message: DeviceMessage) => void)[] = [];
+  #onFatal: (message: string) => void;
+
+  constructor(options: Options, onFatal: (message: string) => void) {
     this.#onFatal = onFatal;
     this.#forkedAt = performance.now();
-    this.#child = fork(resolve(HERE, 'devices.mjs'), [], {
+    this.#child = fork(resolve(HERE, 'devices.js'), [], {
       // BENCH_CHILD_EXEC_ARGV: extra node flags for the device process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
       execArgv: [
         '--expose-gc',
@@ -275,7 +346,7 @@ class DeviceProcess {
       ],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    this.#child.on('message', (message) => this.#onMessage(message));
+    this.#child.on('message', (message) => this.#onMessage(message as DeviceMessage));
     this.#child.on('error', (error) => onFatal(`device process: ${error.message}`));
     this.#child.on('exit', (code, signal) => {
       for (const { reject } of this.#waiters.values())
@@ -294,12 +365,12 @@ class DeviceProcess {
     return this.#child.pid;
   }
 
-  send(message) {
+  send(message: DeviceCommand) {
     this.#child.send(message);
   }
 
   /** Memory, CPU and counters of the device process (`gc` first, for memory). */
-  report(gc = true, timeoutMs = 60_000) {
+  report(gc = true, timeoutMs = 60_000): Promise<ReportMessage> {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -321,12 +392,12 @@ class DeviceProcess {
   }
 
   /** Calls `fn` if the device process says every device is connected or has given up, some having given up. */
-  onStuck(fn) {
+  onStuck(fn: (message: DeviceMessage) => void) {
     this.#onStuck.push(fn);
   }
 
   /** Resolves when the device process says every device is connected from its side. */
-  done(timeoutMs) {
+  done(timeoutMs: number): Promise<number> {
     if (this.doneMs !== undefined) return Promise.resolve(this.doneMs);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(
@@ -340,7 +411,7 @@ class DeviceProcess {
     });
   }
 
-  #onMessage(message) {
+  #onMessage(message: DeviceMessage) {
     switch (message.type) {
       case 'started':
         this.startedMs = performance.now() - this.#forkedAt;
@@ -403,7 +474,13 @@ class DeviceProcess {
  * every 2 s; rejects with a StormError carrying `describe()` after timeoutMs, or as soon as the
  * device process says the storm cannot complete.
  */
-function storm(label, devices, timeoutMs, arm, describe) {
+function storm(
+  label: string,
+  devices: DeviceProcess,
+  timeoutMs: number,
+  arm: (done: () => void) => void,
+  describe: () => string,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = devices.forkedAt;
     let finished = false;
@@ -443,28 +520,62 @@ function storm(label, devices, timeoutMs, arm, describe) {
   });
 }
 
-function childCounts(devices) {
-  const c = devices.last?.counts;
-  if (c === undefined) return 'device process: not started yet';
-  const kinds = Object.entries(devices.last.errorKinds ?? {});
-  const error = devices.last.firstError
-    ? ` · first error: ${devices.last.firstError} · errors by kind: ${kinds.map(([k, v]) => `${v}× ${k}`).join('; ')}`
+function childCounts(devices: DeviceProcess): string {
+  const last = devices.last;
+  const c = last?.counts;
+  if (last === undefined || c === undefined) return 'device process: not started yet';
+  const kinds = Object.entries(last.errorKinds ?? {});
+  const error = last.firstError
+    ? ` · first error: ${last.firstError} · errors by kind: ${kinds.map(([k, v]) => `${v}× ${k}`).join('; ')}`
     : '';
-  return devices.last.mode === 'boards'
+  return last.mode === 'boards'
     ? `device process: created ${c.created} · idle ${c.idle} · connecting ${c.connecting} · listening ${c.listening} · ota failed ${c.otaFailed} · session retries ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`
     : `device process: created ${c.created} · opened ${c.opened} · echoed ${c.echoed} · retries ${c.echoRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
 }
 
-function cpuOf(report) {
+function cpuOf(report: ReportMessage): number {
   return report.cpu.user + report.cpu.system;
 }
 
 // --- the two phases ---------------------------------------------------------------------------
-async function echoPhase(options, state) {
+/** What is running, so that a failure anywhere can stop it. */
+interface State {
+  server: XiaozhiServer | undefined;
+  echo: EchoServerClass | undefined;
+  devices: DeviceProcess | undefined;
+  fatal: (message: string) => void;
+}
+
+interface PhaseResult {
+  stormMs: number;
+  childStartupMs: number | undefined;
+  otaChecksDoneMs?: number | undefined;
+  wsConnectedDoneMs?: number | undefined;
+  devicesPerSecond: number;
+  stormEventLoopDelayP99Ms: number;
+  deviceStormEventLoopDelay: LoopDelay | undefined;
+  deviceCpuAtReadyUs: NodeJS.CpuUsage;
+  listenOverflows: number;
+  listenDrops: number;
+  peakFds: { server: number; devices: number };
+  serverMemory: {
+    before: NodeJS.MemoryUsage;
+    after: NodeJS.MemoryUsage;
+    perDevice: ReturnType<typeof perDevice>;
+  };
+  deviceMemory: { after: NodeJS.MemoryUsage; perDevice: { heapUsedKiB: number; rssKiB: number } };
+  load: Summary & { serverCpuUs: number; serverCpuPerCallUs: number; deviceCpuPerCallUs: number };
+  serial: Summary;
+  ping: Summary;
+  deviceCounts: DeviceCounts;
+  boardConsole?: ReportMessage['boards'];
+}
+
+async function echoPhase(options: Options, state: State): Promise<PhaseResult> {
   const { devices: n } = options;
   const { buildDeviceHello } = await import('@xiaozhi-mcp/protocol');
   const hello = JSON.stringify(buildDeviceHello({ transport: 'websocket', version: 1 }));
-  let onAll;
+  let onAll: (() => void) | undefined;
   const echo = await EchoServer.start((count) => count === n && onAll?.());
   state.echo = echo;
   const before = await measureMemory();
@@ -495,7 +606,7 @@ async function echoPhase(options, state) {
   log(`[ws echo] ${n} connections in ${(stormMs / 1000).toFixed(2)} s; call load...`);
 
   const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
-  const call = (i) => echo.roundTrip(i, options.tool, args);
+  const call = (i: number) => echo.roundTrip(i, options.tool, args);
   await load(Math.min(options.warmup, options.calls), options.concurrency, call);
   const cpu0 = await devices.report(false);
   const loaded = await load(options.calls, options.concurrency, call);
@@ -537,7 +648,7 @@ async function echoPhase(options, state) {
   };
 }
 
-async function xiaozhiPhase(options, state) {
+async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult> {
   const { devices: n } = options;
   const { XiaozhiServer } = await import('@xiaozhi-mcp/server');
   const server = await XiaozhiServer.start({
@@ -550,13 +661,13 @@ async function xiaozhiPhase(options, state) {
     callTimeoutMs: 60_000,
   });
   state.server = server;
-  const otaChecked = new Set();
-  const connected = new Set();
-  const ready = new Set();
-  const readyOrder = [];
-  let otaDoneMs;
-  let connectedDoneMs;
-  let onAll;
+  const otaChecked = new Set<string>();
+  const connected = new Set<string>();
+  const ready = new Set<string>();
+  const readyOrder: string[] = [];
+  let otaDoneMs: number | undefined;
+  let connectedDoneMs: number | undefined;
+  let onAll: (() => void) | undefined;
   let forkedAt = 0;
   server.registry.on('ota-check', (check) => {
     otaChecked.add(check.deviceId);
@@ -601,7 +712,7 @@ async function xiaozhiPhase(options, state) {
   const describe = () => {
     const errors = server.registry.list().filter((r) => r.lastError !== undefined);
     const error =
-      errors.length > 0 ? ` · ${errors.length} with lastError, e.g. ${errors[0].lastError}` : '';
+      errors.length > 0 ? ` · ${errors.length} with lastError, e.g. ${errors[0]?.lastError}` : '';
     return `server: ota checks ${otaChecked.size}/${n} · ws connected ${connected.size} · open ${server.connections} · ready ${ready.size}${error} · fds ${fds.last.server} | ${childCounts(devices)} · fds ${fds.last.devices}`;
   };
   const stormMs = await storm(
@@ -623,12 +734,9 @@ async function xiaozhiPhase(options, state) {
   log(`[xiaozhi] ${n} devices ready in ${(stormMs / 1000).toFixed(2)} s; call load...`);
 
   const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
-  const call = async (i) => {
-    const result = await server.registry.callTool(
-      readyOrder[i % readyOrder.length],
-      options.tool,
-      args,
-    );
+  const deviceAt = (i: number) => readyOrder[i % readyOrder.length] as string;
+  const call = async (i: number) => {
+    const result = await server.registry.callTool(deviceAt(i), options.tool, args);
     if (result.isError)
       throw new Error(`${options.tool} answered isError: ${JSON.stringify(result.content)}`);
   };
@@ -638,7 +746,7 @@ async function xiaozhiPhase(options, state) {
   const cpu1 = await devices.report(false);
   const serial = await load(options.serialCalls, 1, call);
   const ping = await pings(Math.min(options.pings, n), (i) =>
-    server.registry.session(readyOrder[i % readyOrder.length]).ping(),
+    server.registry.session(deviceAt(i)).ping(),
   );
   await server.stop();
   state.server = undefined;
@@ -677,7 +785,7 @@ async function xiaozhiPhase(options, state) {
 }
 
 // --- output -----------------------------------------------------------------------------------
-function fmt(value) {
+function fmt(value: number | undefined): string {
   if (value === undefined || Number.isNaN(value)) return '—';
   const a = Math.abs(value);
   if (a >= 100) return String(Math.round(value));
@@ -685,14 +793,19 @@ function fmt(value) {
   return value.toFixed(2);
 }
 
-function ratio(a, b) {
+/** Milliseconds as seconds; NaN (printed as —) when the moment never came. */
+function seconds(ms: number | undefined): number {
+  return (ms ?? Number.NaN) / 1000;
+}
+
+function ratio(a: number | undefined, b: number | undefined): string {
   if (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0)
     return '—';
   return `${(a / b).toFixed(2)}×`;
 }
 
-function table(options, x, e) {
-  const rows = [
+function table(options: Options, x: PhaseResult, e: PhaseResult): string {
+  const rows: [name: string, a: number | undefined, b: number | undefined, integer?: boolean][] = [
     ['connect storm (s)', x.stormMs / 1000, e.stormMs / 1000],
     ['devices/s', x.devicesPerSecond, e.devicesPerSecond],
     [
@@ -732,8 +845,10 @@ function table(options, x, e) {
     ['storm peak open fds, devices', x.peakFds.devices, e.peakFds.devices, true],
   ];
   const w = [33, 13, 13, 10];
-  const line = (cells) =>
-    cells.map((c, i) => (i === 0 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join('');
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === 0 ? String(c).padEnd(w[i] ?? 0) : String(c).padStart(w[i] ?? 0)))
+      .join('');
   const out = [line(['metric', 'xiaozhi-mcp', 'ws echo', 'ratio'])];
   for (const [name, a, b, integer] of rows) {
     out.push(
@@ -747,7 +862,7 @@ function table(options, x, e) {
   }
   out.push('');
   out.push(
-    `storm breakdown (xiaozhi, from fork): device process up ${fmt(x.childStartupMs / 1000)} s · all OTA checks ${fmt(x.otaChecksDoneMs / 1000)} s · all WS sessions ${fmt(x.wsConnectedDoneMs / 1000)} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
+    `storm breakdown (xiaozhi, from fork): device process up ${fmt(seconds(x.childStartupMs))} s · all OTA checks ${fmt(seconds(x.otaChecksDoneMs))} s · all WS sessions ${fmt(seconds(x.wsConnectedDoneMs))} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
   );
   const errs = [
     x.load.errors && `xiaozhi call errors ${x.load.errors} (${x.load.firstError})`,
@@ -767,20 +882,25 @@ function table(options, x, e) {
 }
 
 // --- main -------------------------------------------------------------------------------------
-let EchoServer;
+let EchoServer: typeof EchoServerClass;
 
 async function main() {
-  let options;
+  let options: Options;
   try {
     options = parseOptions(process.argv.slice(2));
   } catch (error) {
-    log(`bench: ${error.message}`);
+    log(`bench: ${messageOf(error)}`);
     process.exit(1);
   }
-  ({ EchoServer } = await import('./echo.mjs'));
-  const state = { server: undefined, echo: undefined, devices: undefined, fatal: undefined };
+  ({ EchoServer } = await import('./echo.js'));
+  const state: State = {
+    server: undefined,
+    echo: undefined,
+    devices: undefined,
+    fatal: () => {},
+  };
   let exiting = false;
-  const shutdown = async (reason, code) => {
+  const shutdown = async (reason: string | undefined, code: number) => {
     if (exiting) return;
     exiting = true;
     if (reason) log(`bench: FAILED: ${reason}`);
@@ -796,7 +916,10 @@ async function main() {
     shutdown(`uncaught: ${error.stack ?? error.message}`, 1),
   );
   process.on('unhandledRejection', (error) =>
-    shutdown(`unhandled rejection: ${error?.stack ?? error}`, 1),
+    shutdown(
+      `unhandled rejection: ${(error as { stack?: string } | undefined)?.stack ?? error}`,
+      1,
+    ),
   );
   const global = setTimeout(
     () => shutdown(`global timeout: the run took more than ${options.timeout} s (--timeout)`, 3),
@@ -851,7 +974,7 @@ async function main() {
     await shutdown(undefined, 0);
   } catch (error) {
     await shutdown(
-      error instanceof StormError ? error.message : (error.stack ?? error.message),
+      error instanceof StormError ? error.message : stackOf(error),
       error instanceof StormError ? 2 : 1,
     );
   }
@@ -871,7 +994,7 @@ if (typeof globalThis.gc !== 'function') {
     { stdio: 'inherit' },
   );
   // Ctrl-C reaches both processes (same process group); the inner one cleans up and exits.
-  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
   child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGINT' ? 130 : 1)));
 } else {
   await main();

@@ -1,4 +1,4 @@
-// The device side of the benchmark, run by bench/run.mjs as a separate process
+// The device side of the benchmark, run by bench/run.ts as a separate process
 // (child_process.fork). It is told what to do over IPC:
 //
 //   { cmd: 'boards', otaUrl, n, preset, timing, retries }  power on n VirtualBoards at once against
@@ -18,12 +18,20 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { VirtualBoard } from '@xiaozhi-mcp/device';
 import WebSocket from 'ws';
+import type {
+  BoardStats,
+  DeviceCommand,
+  DeviceCounts,
+  DeviceMessage,
+  LoopDelay,
+  Mode,
+} from './messages.js';
 
 const startedAt = performance.now();
 /** This process's event-loop delay from the command to the end of its storm. */
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
-let stormLoopDelay;
-const counts = {
+let stormLoopDelay: LoopDelay | undefined;
+const counts: DeviceCounts = {
   created: 0,
   // boards
   idle: 0,
@@ -39,24 +47,24 @@ const counts = {
   echoRetries: 0,
   framesEchoed: 0,
 };
-const boards = [];
-const sockets = [];
-let mode;
+const boards: VirtualBoard[] = [];
+const sockets: WebSocket[] = [];
+let mode: Mode | undefined;
 let n = 0;
-let progressTimer;
+let progressTimer: NodeJS.Timeout | undefined;
 let doneSent = false;
 let stuckSent = false;
-let firstError;
+let firstError: string | undefined;
 /** Failure reasons with addresses and numbers blanked, and how often each happened. */
-const errorKinds = new Map();
+const errorKinds = new Map<string, number>();
 /** A failed session or connection is retried after this many ms times the attempt number. */
 const RETRY_BACKOFF_MS = 1000;
 
-function send(message) {
-  if (process.connected) process.send(message);
+function send(message: DeviceMessage) {
+  if (process.connected) process.send?.(message);
 }
 
-function noteError(error) {
+function noteError(error: unknown) {
   const message = error instanceof Error ? error.message : String(error);
   firstError ??= message;
   const kind = message
@@ -100,14 +108,14 @@ function progress() {
   }
 }
 
-function macOf(i) {
+function macOf(i: number): string {
   // Espressif OUI, then the index: unique and stable for up to 16.7 M boards.
   return ['f4', '12', 'fa', (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff]
     .map((b) => (typeof b === 'string' ? b : b.toString(16).padStart(2, '0')))
     .join(':');
 }
 
-function runBoards({ otaUrl, preset, timing, retries }) {
+function runBoards({ otaUrl, preset, timing, retries }: Extract<DeviceCommand, { cmd: 'boards' }>) {
   for (let i = 0; i < n; i++) {
     const board = new VirtualBoard({
       preset,
@@ -160,19 +168,21 @@ function runBoards({ otaUrl, preset, timing, retries }) {
   }
 }
 
-function lastError(board) {
+function lastError(board: VirtualBoard): string {
   const history = board.console.history;
-  for (let i = history.length - 1; i >= 0; i--)
-    if (history[i].level === 'E') return history[i].text;
+  for (let i = history.length - 1; i >= 0; i--) {
+    const line = history[i];
+    if (line?.level === 'E') return line.text;
+  }
   return 'no error line';
 }
 
-function runEcho({ url, hello, retries }) {
-  const open = (attempt) => {
+function runEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'echo' }>) {
+  const open = (attempt: number) => {
     const ws = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: 60_000 });
     let echoed = false;
     let retried = false;
-    const retry = (reason) => {
+    const retry = (reason: string) => {
       if (echoed || retried) return;
       retried = true;
       noteError(reason);
@@ -209,7 +219,7 @@ function runEcho({ url, hello, retries }) {
   }
 }
 
-function boardStats() {
+function boardStats(): BoardStats {
   let lines = 0;
   let errors = 0;
   let otaRetries = 0;
@@ -225,7 +235,7 @@ function boardStats() {
   return { consoleLines: lines, consoleErrorLines: errors, otaRetries };
 }
 
-async function report(id, gc) {
+async function report(id: number, gc: boolean) {
   for (let i = 0; gc && i < 3; i++) {
     globalThis.gc?.();
     await sleep(20);
@@ -254,7 +264,8 @@ function stop() {
   setTimeout(() => process.exit(0), 50).unref();
 }
 
-process.on('message', (message) => {
+process.on('message', (received) => {
+  const message = received as DeviceCommand;
   switch (message.cmd) {
     case 'boards':
     case 'echo':
@@ -263,7 +274,7 @@ process.on('message', (message) => {
       send({ type: 'started', mode, uptimeMs: performance.now() - startedAt });
       progressTimer = setInterval(progress, 250);
       loopDelay.enable();
-      if (mode === 'boards') runBoards(message);
+      if (message.cmd === 'boards') runBoards(message);
       else runEcho(message);
       return;
     case 'report':
@@ -275,7 +286,10 @@ process.on('message', (message) => {
       stop();
       return;
     default:
-      send({ type: 'fatal', message: `unknown command ${JSON.stringify(message.cmd)}` });
+      send({
+        type: 'fatal',
+        message: `unknown command ${JSON.stringify((message as { cmd?: unknown }).cmd)}`,
+      });
   }
 });
 
@@ -288,7 +302,7 @@ process.on('uncaughtException', (error) => {
 process.on('unhandledRejection', (error) => {
   send({
     type: 'fatal',
-    message: `device process: unhandled rejection: ${error?.stack ?? String(error)}`,
+    message: `device process: unhandled rejection: ${(error as { stack?: string } | undefined)?.stack ?? String(error)}`,
   });
   process.exit(1);
 });
