@@ -95,7 +95,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
   try {
     const wifi = rig.wifi ?? { ssid: 'hil-virtual', password: 'virtual-rig' };
     await Promise.all(
-      boards.map(async (config: BoardConfig, index) => {
+      boards.map(async (config: BoardConfig) => {
         const isVirtual = config.port.startsWith('virtual:');
         // The virtual rig flashes a virtual firmware image built for each board unless told what to flash.
         const boardFirmware: (FirmwareUnderTest & { app?: Uint8Array }) | undefined =
