@@ -13,7 +13,7 @@ import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import os from 'node:os';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +30,8 @@ import type {
 } from './messages.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
+/** bench/, where last-run.json goes: this file runs compiled, from bench/dist/. */
+const BENCH_DIR = basename(HERE) === 'dist' ? dirname(HERE) : HERE;
 
 // --- options --------------------------------------------------------------------------------------
 interface Options {
@@ -74,7 +76,7 @@ function parseOptions(argv: string[]): Options {
     retries: 3,
     settleMs: 5500,
     childHeapMb: 12_288,
-    json: resolve(HERE, 'last-run.json'),
+    json: resolve(BENCH_DIR, 'last-run.json'),
   };
   const text: OptionParser = (_n, v) => v;
   const names: Record<string, [keyof Options, OptionParser]> = {

@@ -4,22 +4,32 @@
 // an echo baseline measured in this run: the same writes, replayed through the same throttled
 // port to the ROM emulator, with no esptool in the way.
 //
-//   node bench/flash.mjs [--bauds 115200,460800,921600] [--images merged-padded,merged-app,app-1m] ...
+//   npm run bench -- [--bauds 115200,460800,921600] [--images merged-padded,merged-app,app-1m] ...
+//   node bench/dist/flash.js [options]      (once `npm run bench` has compiled it)
 //
-// See bench/README.md for what each figure means. It imports the BUILT packages (dist/): run
-// `npx turbo run build` first. Exit codes: 0 done (whatever the figures), 1 error, 3 the global
+// See bench/README.md for what each figure means. `npm run bench` compiles bench/ with tsc into
+// bench/dist (git-ignored) and runs it as plain JavaScript. It imports the BUILT packages (dist/):
+// run `npx turbo run build` first (`npm run bench` from the root does). Exit codes: 0 done (whatever the figures), 1 error, 3 the global
 // timeout, 130 interrupted.
 import { createCipheriv, createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deflateSync } from 'node:zlib';
-import { FlashStorage, VirtualBoard, VirtualSerialBinding } from '@xiaozhi-mcp/device';
-import { buildVirtualFirmware, Flasher, NodeWebSerialPort } from '@xiaozhi-mcp/firmware';
+import {
+  FlashStorage,
+  VirtualBoard,
+  VirtualSerialBinding,
+  type VirtualSerialDevice,
+} from '@xiaozhi-mcp/device';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import { Flasher, NodeWebSerialPort } from '@xiaozhi-mcp/serial';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
+/** bench/, where last-run.json goes: this file runs compiled, from bench/dist/. */
+const BENCH_DIR = basename(HERE) === 'dist' ? dirname(HERE) : HERE;
 const MiB = 1024 * 1024;
 const FLASH_SIZE = 4 * MiB;
 const TIMING = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
@@ -27,8 +37,20 @@ const TARGET = 1.1;
 const IMAGE_NAMES = ['merged-padded', 'merged-app', 'app-1m'];
 
 // --- options --------------------------------------------------------------------------------------
-function parseOptions(argv) {
-  const list = (name, value, parse) => {
+interface Options {
+  bauds: number[];
+  images: string[];
+  appMb: number;
+  appRatio: number;
+  baseline: boolean;
+  warmup: boolean;
+  timeout: number;
+  json: string;
+}
+type Parse<T> = (name: string, value: string) => T;
+
+function parseOptions(argv: string[]): Options {
+  const list = <T>(name: string, value: string, parse: Parse<T>): T[] => {
     const items = String(value)
       .split(',')
       .map((s) => s.trim())
@@ -36,24 +58,26 @@ function parseOptions(argv) {
     if (items.length === 0) throw new Error(`--${name} needs at least one value`);
     return items.map((item) => parse(name, item));
   };
-  const baud = (name, value) => {
+  const baud: Parse<number> = (name, value) => {
     const n = Number(value);
     if (!Number.isInteger(n) || n < 9600 || n > 5_000_000)
       throw new Error(`--${name}: ${JSON.stringify(value)} is not a baud rate`);
     return n;
   };
-  const image = (name, value) => {
+  const image: Parse<string> = (name, value) => {
     if (!IMAGE_NAMES.includes(value))
       throw new Error(`--${name}: unknown image ${value} (one of ${IMAGE_NAMES.join(', ')})`);
     return value;
   };
-  const number = (min, max) => (name, value) => {
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < min || n > max)
-      throw new Error(`--${name} must be a number from ${min} to ${max}, got ${value}`);
-    return n;
-  };
-  const options = {
+  const number =
+    (min: number, max: number): Parse<number> =>
+    (name, value) => {
+      const n = Number(value);
+      if (!Number.isFinite(n) || n < min || n > max)
+        throw new Error(`--${name} must be a number from ${min} to ${max}, got ${value}`);
+      return n;
+    };
+  const options: Options = {
     bauds: [115_200, 460_800, 921_600],
     images: [...IMAGE_NAMES],
     appMb: 2.5,
@@ -61,9 +85,9 @@ function parseOptions(argv) {
     baseline: true,
     warmup: true,
     timeout: 1800,
-    json: resolve(HERE, 'last-run.json'),
+    json: resolve(BENCH_DIR, 'last-run.json'),
   };
-  const names = {
+  const names: Record<string, [keyof Options, Parse<unknown>]> = {
     '--bauds': ['bauds', (n, v) => list(n, v, baud)],
     '--images': ['images', (n, v) => list(n, v, image)],
     '--app-mb': ['appMb', number(0.0625, 2.9)],
@@ -72,9 +96,9 @@ function parseOptions(argv) {
     '--json': ['json', (_n, v) => resolve(v)],
   };
   for (let i = 0; i < argv.length; i++) {
-    let arg = argv[i];
+    let arg = argv[i] as string;
     if (arg === '--help' || arg === '-h') {
-      console.log(`usage: node bench/flash.mjs [options]
+      console.log(`usage: node bench/dist/flash.js [options]
   --bauds LIST        flash baud rates (default 115200,460800,921600)
   --images LIST       merged-padded, merged-app, app-1m (default: all three)
   --app-mb MB         app size in the merged-app image, from 0x10000 (default 2.5)
@@ -94,26 +118,37 @@ function parseOptions(argv) {
       options.warmup = false;
       continue;
     }
-    let value;
+    let value: string | undefined;
     if (arg.includes('='))
       [arg, value] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
     const spec = names[arg];
     if (spec === undefined) throw new Error(`unknown option ${arg} (try --help)`);
     value ??= argv[++i];
     if (value === undefined) throw new Error(`${arg} needs a value`);
-    options[spec[0]] = spec[1](
-      spec[0].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`),
-      value,
-    );
+    Object.assign(options, {
+      [spec[0]]: spec[1](
+        spec[0].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`),
+        value,
+      ),
+    });
   }
   return options;
 }
 
 // --- images ---------------------------------------------------------------------------------------
-const md5 = (data) => createHash('md5').update(data).digest('hex');
+interface Image {
+  name: string;
+  description?: string;
+  /** Shaped like what a real build flashes (the verdict is about these). */
+  realistic: boolean;
+  offset: number;
+  data: Uint8Array;
+}
+
+const md5 = (data: Uint8Array) => createHash('md5').update(data).digest('hex');
 
 /** Deterministic pseudo-random bytes (AES-128-CTR of zeros), so every run flashes the same images. */
-function randomBytesSeeded(length, seed) {
+function randomBytesSeeded(length: number, seed: string): Uint8Array {
   const key = createHash('sha256').update(`flash-bench/${seed}`).digest().subarray(0, 16);
   const cipher = createCipheriv('aes-128-ctr', key, Buffer.alloc(16));
   return new Uint8Array(cipher.update(Buffer.alloc(length)));
@@ -123,7 +158,7 @@ function randomBytesSeeded(length, seed) {
  * `length` bytes of app-like filler: incompressible when `ratio` is 1; otherwise each 4 KiB holds
  * 4096/ratio random bytes and a repeated pattern, so zlib compresses it about `ratio` times.
  */
-function appFiller(length, ratio, seed) {
+function appFiller(length: number, ratio: number, seed: string): Uint8Array {
   const random = randomBytesSeeded(length, seed);
   if (ratio <= 1) return random;
   const out = new Uint8Array(length);
@@ -136,7 +171,7 @@ function appFiller(length, ratio, seed) {
   return out;
 }
 
-function buildImages(options) {
+function buildImages(options: Options): Image[] {
   const fw = buildVirtualFirmware({
     chip: 'esp32s3',
     version: '2.6.0',
@@ -144,7 +179,7 @@ function buildImages(options) {
     flashSizeMb: 4,
     padToFlashSize: true,
   });
-  const images = {};
+  const images: Record<string, Image> = {};
   images['merged-padded'] = {
     name: 'merged-padded',
     description: `4 MB merged image (bootloader, table, ${fw.app.length} B app, 0xFF to the flash size) at 0x0`,
@@ -174,13 +209,22 @@ function buildImages(options) {
     offset: 0x20000,
     data: app,
   };
-  return options.images.map((name) => images[name]);
+  return options.images.map((name) => images[name] as Image);
 }
 
 // --- a rig: a board with an empty 4 MB flash on a CP2102, as flash.test.ts builds it --------------
 let nextMac = 1;
 
-async function rig() {
+interface Rig {
+  flash: FlashStorage;
+  board: VirtualBoard;
+  binding: VirtualSerialBinding;
+  device: VirtualSerialDevice;
+  port: NodeWebSerialPort;
+  close: () => void;
+}
+
+async function rig(): Promise<Rig> {
   const flash = new FlashStorage({ size: FLASH_SIZE });
   const mac = `f4:12:fa:5e:01:${(nextMac++ & 0xff).toString(16).padStart(2, '0')}`;
   const board = new VirtualBoard({ flash, timing: TIMING, mac });
@@ -197,7 +241,16 @@ async function rig() {
 }
 
 /** Wire counters and clocks at one instant. */
-function snapshot(device) {
+interface Snapshot {
+  at: number;
+  cpu: NodeJS.CpuUsage;
+  boardBytes: number;
+  boardMs: number;
+  hostBytes: number;
+  hostMs: number;
+}
+
+function snapshot(device: VirtualSerialDevice): Snapshot {
   const { toBoard, toHost } = device.stats;
   return {
     at: performance.now(),
@@ -210,7 +263,17 @@ function snapshot(device) {
 }
 
 /** From snapshot `a` to snapshot `b`: wall, CPU and wire in each direction. */
-function span(a, b) {
+interface Span {
+  wallMs: number;
+  cpuMs: number;
+  toBoardBytes: number;
+  toHostBytes: number;
+  toBoardMs: number;
+  toHostMs: number;
+  wireMs: number;
+}
+
+function span(a: Snapshot, b: Snapshot): Span {
   const cpuUs = b.cpu.user - a.cpu.user + (b.cpu.system - a.cpu.system);
   const toBoardMs = b.boardMs - a.boardMs;
   const toHostMs = b.hostMs - a.hostMs;
@@ -226,12 +289,50 @@ function span(a, b) {
 }
 
 // --- one flash ------------------------------------------------------------------------------------
-async function flashCase(image, baudRate) {
+/** A host write of the flash: its size and the rate it went at. */
+interface Write {
+  bytes: number;
+  baud: number;
+}
+
+interface Echo extends Span {
+  roundTrips: number;
+}
+
+interface Row {
+  image: string;
+  realistic: boolean;
+  baudRate: number;
+  imageBytes: number;
+  compressedBytes: number | undefined;
+  chip: string;
+  connect: Span;
+  flash: Span;
+  phases: { prepare: Span; blocks: Span; verify: Span; resetClose: Span };
+  blockCount: number;
+  blockOverheadMs: { mean: number; p50: number; max: number };
+  md5Ok: boolean;
+  writes: Write[];
+  echo?: Echo;
+  error?: undefined;
+}
+
+/** A case that threw. */
+interface FailedRow {
+  image: string;
+  realistic: boolean;
+  baudRate: number;
+  error: string;
+}
+
+type Mark = 'blocksStart' | 'blocksEnd' | 'verified';
+
+async function flashCase(image: Image, baudRate: number): Promise<Row> {
   const { flash, board, device, port, close } = await rig();
-  const marks = {};
-  const blockMarks = [];
-  let writes;
-  let compressedBytes;
+  const marks: Partial<Record<Mark, Snapshot>> = {};
+  const blockMarks: Snapshot[] = [];
+  let writes: Write[];
+  let compressedBytes: number | undefined;
   const flasher = new Flasher({
     port,
     log: (line) => {
@@ -268,16 +369,25 @@ async function flashCase(image, baudRate) {
     device.hostSend = hostSend;
     const md5Ok = flash.md5(image.offset, image.data.length) === md5(image.data);
     if (result.flaky) throw new Error(`the flash was retried: ${result.firstError}`);
-    for (const mark of ['blocksStart', 'blocksEnd', 'verified'])
-      if (marks[mark] === undefined)
+    const need = (mark: Mark): Snapshot => {
+      const at = marks[mark];
+      if (at === undefined)
         throw new Error(`esptool-js did not print the line that marks ${mark}: its log changed?`);
+      return at;
+    };
+    const blocksStart = need('blocksStart');
+    const blocksEnd = need('blocksEnd');
+    const verified = need('verified');
     const blocks = blockMarks.length;
-    const blockSpan = span(marks.blocksStart, marks.blocksEnd);
+    const blockSpan = span(blocksStart, blocksEnd);
     // Per block: from one "Writing at" to the next (the last one to "Wrote", which includes FLASH_DEFL_END).
-    const gaps = [];
-    const ends = [...blockMarks.slice(1), marks.blocksEnd];
-    for (let i = 0; i < blocks && ends[i] !== undefined; i++) {
-      const s = span(blockMarks[i], ends[i]);
+    const gaps: number[] = [];
+    const ends = [...blockMarks.slice(1), blocksEnd];
+    for (let i = 0; i < blocks; i++) {
+      const from = blockMarks[i];
+      const to = ends[i];
+      if (from === undefined || to === undefined) break;
+      const s = span(from, to);
       gaps.push(s.wallMs - s.wireMs);
     }
     gaps.sort((a, b) => a - b);
@@ -291,10 +401,10 @@ async function flashCase(image, baudRate) {
       connect: span(c0, c1),
       flash: span(f0, f1),
       phases: {
-        prepare: span(f0, marks.blocksStart),
+        prepare: span(f0, blocksStart),
         blocks: blockSpan,
-        verify: span(marks.blocksEnd, marks.verified),
-        resetClose: span(marks.verified, f1),
+        verify: span(blocksEnd, verified),
+        resetClose: span(verified, f1),
       },
       blockCount: blocks,
       blockOverheadMs: {
@@ -321,7 +431,7 @@ const READ_REG = 0x0a;
  * 12-byte status reply, the size of the stub's FLASH_DEFL_DATA acknowledgement. The filler
  * (0x55) needs no SLIP escaping.
  */
-function echoFrame(n) {
+function echoFrame(n: number): Uint8Array {
   if (n < 10) throw new Error(`cannot replay a ${n}-byte write`);
   const frame = new Uint8Array(n).fill(0x55);
   frame.set([SLIP_END, 0x00, READ_REG, 0xff, 0xff, 0, 0, 0, 0]);
@@ -335,24 +445,25 @@ function echoFrame(n) {
  * write resolves when its last byte has reached the board), then read until the ROM's reply frame
  * is in. No esptool, no compression, no flash writes, no sleeps.
  */
-async function echoBaseline(writes) {
+async function echoBaseline(writes: Write[]): Promise<Echo> {
   const { board, device, port, close } = await rig();
-  let reader;
-  let writer;
+  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  let writer: WritableStreamDefaultWriter<Uint8Array> | undefined;
   try {
     board.reset('EXT_SYS_RST', { download: true });
     await board.waitForState('download', 5000);
     // Opened after the reset, so the ROM's banner (sent only to an open port) is not in the way.
-    await port.open({ baudRate: writes[0].baud });
-    reader = port.readable.getReader();
-    writer = port.writable.getWriter();
+    await port.open({ baudRate: (writes[0] as Write).baud });
+    reader = (port.readable as ReadableStream<Uint8Array>).getReader();
+    writer = (port.writable as WritableStream<Uint8Array>).getWriter();
     const frames = writes.map((w) => echoFrame(w.bytes));
     let ends = 0;
     let needed = 0;
     const s0 = snapshot(device);
     for (let i = 0; i < writes.length; i++) {
-      if (port.baudRate !== writes[i].baud) await port.setBaudRate(writes[i].baud);
-      await writer.write(frames[i]);
+      const { baud } = writes[i] as Write;
+      if (port.baudRate !== baud) await port.setBaudRate(baud);
+      await writer.write(frames[i] as Uint8Array);
       needed += 2;
       while (ends < needed) {
         const { value, done } = await reader.read();
@@ -371,16 +482,16 @@ async function echoBaseline(writes) {
 }
 
 // --- printing -------------------------------------------------------------------------------------
-const s = (ms) => (ms / 1000).toFixed(2);
-const size = (bytes) =>
+const s = (ms: number) => (ms / 1000).toFixed(2);
+const size = (bytes: number) =>
   bytes >= MiB ? `${(bytes / MiB).toFixed(2)}M` : `${(bytes / 1024).toFixed(1)}K`;
-const ratio = (x) => (Number.isFinite(x) ? `${x.toFixed(3)}×` : '-');
-const pad = (cells, widths) =>
+const ratio = (x: number) => (Number.isFinite(x) ? `${x.toFixed(3)}×` : '-');
+const pad = (cells: (string | number)[], widths: number[]) =>
   cells
-    .map((c, i) => (i < 2 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
+    .map((c, i) => (i < 2 ? String(c).padEnd(widths[i] ?? 0) : String(c).padStart(widths[i] ?? 0)))
     .join(' ');
 
-function tables(rows) {
+function tables(rows: (Row | FailedRow)[]): string {
   const head1 = [
     'image',
     'baud',
@@ -402,7 +513,7 @@ function tables(rows) {
   const w1 = [14, 7, 6, 7, 9, 9, 8, 9, 8, 7, 9, 7, 9, 10, 6, 4];
   const out = [pad(head1, w1)];
   for (const r of rows) {
-    if (r.error) {
+    if (r.error !== undefined) {
       out.push(`${pad([r.image, r.baudRate], w1.slice(0, 2))} FAILED: ${r.error}`);
       continue;
     }
@@ -451,7 +562,7 @@ function tables(rows) {
   const w2 = [14, 7, 10, 6, 6, 8, 7, 11, 6, 7, 10, 9, 8, 15];
   out.push('', 'where the flash time goes', pad(head2, w2));
   for (const r of rows) {
-    if (r.error) continue;
+    if (r.error !== undefined) continue;
     const p = r.phases;
     const e = r.echo;
     out.push(
@@ -479,8 +590,8 @@ function tables(rows) {
   return out.join('\n');
 }
 
-function verdict(rows) {
-  const realistic = rows.filter((r) => r.realistic && !r.error);
+function verdict(rows: (Row | FailedRow)[]): string {
+  const realistic = rows.filter((r): r is Row => r.realistic && !r.error);
   if (realistic.length === 0) return 'verdict: no realistic case (merged-app, app-1m) was run';
   const worst = realistic.reduce((a, b) =>
     a.flash.wallMs / a.flash.wireMs >= b.flash.wallMs / b.flash.wireMs ? a : b,
@@ -492,14 +603,17 @@ function verdict(rows) {
 }
 
 // --- main -----------------------------------------------------------------------------------------
-const log = (text) => process.stderr.write(`${text}\n`);
+const log = (text: string) => process.stderr.write(`${text}\n`);
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+const stackOf = (error: unknown) =>
+  error instanceof Error ? (error.stack ?? error.message) : String(error);
 
 async function main() {
   const options = parseOptions(process.argv.slice(2));
-  const rows = [];
+  const rows: (Row | FailedRow)[] = [];
   const started = performance.now();
   const header = `xiaozhi-mcp flash benchmark — esptool-js ${esptoolVersion()} → Flasher → NodeWebSerialPort → virtual binding (throttled, 10 bits/byte) → ROM/stub emulator (node ${process.version}, ${os.availableParallelism()} cpus)`;
-  const finish = (code, reason) => {
+  const finish = (code: number, reason?: string) => {
     console.log(`${header}\n${tables(rows)}\n${verdict(rows)}${reason ? `\n${reason}` : ''}`);
     const result = {
       at: new Date().toISOString(),
@@ -508,16 +622,18 @@ async function main() {
       options,
       target: TARGET,
       elapsedMs: performance.now() - started,
-      rows: rows.map(({ writes: _writes, ...r }) => ({
-        ...r,
-        ratios: r.error
-          ? undefined
-          : {
-              wallOverWire: r.flash.wallMs / r.flash.wireMs,
-              echoOverWire: r.echo ? r.echo.wallMs / r.echo.wireMs : undefined,
-              flashOverEcho: r.echo ? r.flash.wallMs / r.echo.wallMs : undefined,
-            },
-      })),
+      rows: rows.map((row) => {
+        if (row.error !== undefined) return { ...row, ratios: undefined };
+        const { writes: _writes, ...r } = row;
+        return {
+          ...r,
+          ratios: {
+            wallOverWire: r.flash.wallMs / r.flash.wireMs,
+            echoOverWire: r.echo ? r.echo.wallMs / r.echo.wireMs : undefined,
+            flashOverEcho: r.echo ? r.flash.wallMs / r.echo.wallMs : undefined,
+          },
+        };
+      }),
       verdict: verdict(rows),
       incomplete: reason,
     };
@@ -541,10 +657,10 @@ async function main() {
         name: 'warmup',
         realistic: false,
         offset: 0x20000,
-        data: images.at(-1).data.subarray(0, 64 * 1024),
+        data: (images.at(-1) as Image).data.subarray(0, 64 * 1024),
       },
       921_600,
-    ).catch((error) => log(`warm-up failed: ${error.message}`));
+    ).catch((error) => log(`warm-up failed: ${messageOf(error)}`));
   }
   for (const image of images) {
     log(`${image.name}: ${image.description}`);
@@ -568,12 +684,12 @@ async function main() {
         }
         rows.push(row);
       } catch (error) {
-        log(`    FAILED: ${error.stack ?? error.message}`);
+        log(`    FAILED: ${stackOf(error)}`);
         rows.push({
           image: image.name,
           realistic: image.realistic,
           baudRate,
-          error: error.message,
+          error: messageOf(error),
         });
       }
     }
@@ -582,12 +698,12 @@ async function main() {
   finish(0);
 }
 
-/** The esptool-js the firmware package resolves (it has no exports map, so package.json resolves). */
-function esptoolVersion() {
+/** The esptool-js the serial package (the Flasher's) resolves (it has no exports map, so package.json resolves). */
+function esptoolVersion(): string {
   try {
     const require = createRequire(import.meta.url);
-    const firmware = require.resolve('@xiaozhi-mcp/firmware');
-    const path = createRequire(firmware).resolve('esptool-js/package.json');
+    const serial = require.resolve('@xiaozhi-mcp/serial');
+    const path = createRequire(serial).resolve('esptool-js/package.json');
     return JSON.parse(readFileSync(path, 'utf8')).version;
   } catch {
     return '?';
@@ -597,6 +713,6 @@ function esptoolVersion() {
 try {
   await main();
 } catch (error) {
-  log(error.stack ?? error.message);
+  log(stackOf(error));
   process.exit(1);
 }
