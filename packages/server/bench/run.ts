@@ -17,6 +17,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { percentile } from '@xiaozhi-mcp/protocol';
 import type { AuthMode, XiaozhiServer } from '@xiaozhi-mcp/server';
 import type { EchoServer as EchoServerClass } from './echo.js';
 import type {
@@ -241,12 +242,9 @@ function summarize(
   errors: number,
   firstError: string | undefined,
 ): Summary {
-  const sorted = Float64Array.from(latencies).sort();
+  const sorted = Array.from(latencies).sort((a, b) => a - b);
   const count = sorted.length;
-  const at = (p: number) =>
-    count === 0
-      ? Number.NaN
-      : (sorted[Math.min(count - 1, Math.max(0, Math.ceil((p / 100) * count) - 1))] as number);
+  const at = (p: number) => percentile(sorted, p / 100);
   let sum = 0;
   for (const v of sorted) sum += v;
   return {
