@@ -96,9 +96,9 @@ export interface BoardReport {
   chip?: string;
   mac?: string;
   /** The board variant (`BOARD_NAME`). */
-  variant?: string;
+  variant?: string | undefined;
   /** The version the board reported in `initialize`. */
-  firmwareVersion?: string;
+  firmwareVersion?: string | undefined;
   /** The version inside the flashed image, when the run flashed one. */
   expectedVersion?: string;
   status: BoardStatus;

@@ -236,7 +236,7 @@ function identity(board: BoardReport): string {
     board.firmwareVersion !== undefined &&
     board.expectedVersion !== undefined &&
     board.firmwareVersion !== board.expectedVersion;
-  const rows: [string, string | undefined, string?][] = [
+  const rows: [string, string | undefined, (string | undefined)?][] = [
     ['Name', board.name],
     ['Kind', board.kind],
     ['Variant', board.variant],

@@ -310,7 +310,7 @@ export interface BuildAppImageOptions {
   /** Default `xiaozhi`. */
   projectName?: string;
   /** Default `v5.5`. */
-  idfVersion?: string;
+  idfVersion?: string | undefined;
   /** `__TIME__` format; default `00:00:00` so builds are reproducible. */
   time?: string;
   /** `__DATE__` format; default `Jan  1 2025`. */

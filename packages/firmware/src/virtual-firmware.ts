@@ -52,7 +52,7 @@ export interface VirtualFirmwareOptions {
   /** Board name, e.g. `bread-compact-wifi`: 1 to 64 printable ASCII characters, no spaces. */
   board: string;
   /** Selects the xiaozhi v2 partition table; default 16. */
-  flashSizeMb?: 4 | 8 | 16;
+  flashSizeMb?: 4 | 8 | 16 | undefined;
   /** Default `v5.5` (buildAppImage's default). */
   idfVersion?: string;
   /** Default false: the merged image ends after the app; true: padded with 0xFF to the flash size. */

@@ -54,9 +54,9 @@ export interface DispatchContext<H> {
   readonly tools: ToolRegistry<H>;
   readonly board: BoardIdentity;
   /** Called when `initialize` carries a vision capability. */
-  readonly onVision?: (vision: VisionCapability) => void;
+  readonly onVision?: ((vision: VisionCapability) => void) | undefined;
   /** Page budget; the firmware's 8000 unless a fault knob says otherwise. */
-  readonly pageBudgetBytes?: number;
+  readonly pageBudgetBytes?: number | undefined;
 }
 
 /** `initialize`'s result: it never negotiates. */
@@ -215,7 +215,7 @@ export interface McpRequestLoopOptions<H> extends DispatchContext<H> {
   /** The firmware's `ESP_LOGE` lines (`MCP:` tag) for dropped and failed requests. */
   readonly log?: (line: string) => void;
   /** Called on the main loop as a valid call starts, before its tool runs. */
-  readonly onToolCall?: (tool: Tool) => void;
+  readonly onToolCall?: ((tool: Tool) => void) | undefined;
   /** The board's main loop, when other work shares it; else the loop gets its own. */
   readonly loop?: MainLoop;
 }

@@ -78,16 +78,16 @@ export interface DeviceAudioParams {
 export interface DeviceHello {
   readonly type: 'hello';
   readonly version: ProtocolVersion;
-  readonly features?: DeviceFeatures;
+  readonly features?: DeviceFeatures | undefined;
   readonly transport: HelloTransport;
   readonly audio_params: DeviceAudioParams;
 }
 
 export interface ServerAudioParams {
-  readonly format?: string;
-  readonly sample_rate?: number;
-  readonly channels?: number;
-  readonly frame_duration?: number;
+  readonly format?: string | undefined;
+  readonly sample_rate?: number | undefined;
+  readonly channels?: number | undefined;
+  readonly frame_duration?: number | undefined;
 }
 
 /** Where the device sends UDP audio; `key` and `nonce` are 16 bytes as 32 hex chars. */
@@ -101,15 +101,15 @@ export interface UdpChannel {
 export interface WebsocketServerHello {
   readonly type: 'hello';
   readonly transport: 'websocket';
-  readonly session_id?: string;
-  readonly audio_params?: ServerAudioParams;
+  readonly session_id?: string | undefined;
+  readonly audio_params?: ServerAudioParams | undefined;
 }
 
 export interface UdpServerHello {
   readonly type: 'hello';
   readonly transport: 'udp';
   readonly session_id: string;
-  readonly audio_params?: ServerAudioParams;
+  readonly audio_params?: ServerAudioParams | undefined;
   readonly udp: UdpChannel;
 }
 
@@ -126,7 +126,7 @@ export interface ListenMessage {
   readonly session_id: string;
   readonly type: 'listen';
   readonly state: ListenState;
-  readonly mode?: ListenMode;
+  readonly mode?: ListenMode | undefined;
   /** The wake word, with state `detect`. */
   readonly text?: string;
 }

@@ -23,7 +23,7 @@ export interface ToolsPageRequest {
   /** Counts only when it is exactly `true`. */
   readonly withUserTools?: unknown;
   /** The firmware's 8000; another value models a board that pages wrong (tests, fault knobs). */
-  readonly budgetBytes?: number;
+  readonly budgetBytes?: number | undefined;
 }
 
 export type ToolsPage =

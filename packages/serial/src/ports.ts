@@ -169,8 +169,19 @@ export function parseByIdName(name: string): ByIdDescriptor {
   return result;
 }
 
+/** {@link PortInfo}'s fields as the listers gather them: any but `path` may be undefined. */
+interface PortFields {
+  path: string;
+  byIdPath?: string | undefined;
+  serialNumber?: string | undefined;
+  vendorId?: string | undefined;
+  productId?: string | undefined;
+  manufacturer?: string | undefined;
+  product?: string | undefined;
+}
+
 /** Builds a PortInfo without `undefined`-valued keys. */
-function portInfo(fields: Omit<PortInfo, 'kind'>): PortInfo {
+function portInfo(fields: PortFields): PortInfo {
   const info: PortInfo = { path: fields.path, kind: portKind(fields.vendorId, fields.productId) };
   for (const key of [
     'byIdPath',

@@ -10,6 +10,7 @@ import {
   assertSafeOtaReply,
   buildOtaReply,
   type OtaReply,
+  type OtaReplyWebSocket,
   ProtocolError,
   parseOtaRequest,
 } from '@xiaozhi-mcp/protocol';
@@ -81,7 +82,7 @@ export class OtaEndpoint {
       if (Object.keys(this.config.websocketExtra).length > 0) {
         reply = {
           ...reply,
-          websocket: { ...reply.websocket, ...this.config.websocketExtra } as OtaReply['websocket'],
+          websocket: { ...reply.websocket, ...this.config.websocketExtra } as OtaReplyWebSocket,
         };
       }
       assertSafeOtaReply(reply, { currentVersion: request.version });
