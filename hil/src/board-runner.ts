@@ -39,9 +39,15 @@ export interface FirmwareUnderTest {
   readonly chip: string;
 }
 
+/**
+ * A board's port in the rig. `pressBoot` is a hand on the board's BOOT button: the virtual
+ * rig's stand-in for the person a `manual` session start prompts.
+ */
+export type RigPort = ResolvedPort & { readonly pressBoot?: () => void };
+
 export interface BoardRunOptions {
   readonly config: BoardConfig;
-  readonly port: () => Promise<ResolvedPort>;
+  readonly port: () => Promise<RigPort>;
   readonly server: XiaozhiServer;
   readonly outDir: string;
   readonly firmware: FirmwareUnderTest | undefined;
@@ -60,6 +66,10 @@ export interface RunnerTimeouts {
   readonly otaMs: number;
   readonly sessionMs: number;
   readonly suiteMs: number;
+  /** How long a vanished console port may take to come back (USB re-enumeration: 1–3 s). */
+  readonly refindMs: number;
+  /** How long closing the console port may take. */
+  readonly closeMs: number;
 }
 
 const DEFAULT_TIMEOUTS: RunnerTimeouts = {
@@ -67,6 +77,8 @@ const DEFAULT_TIMEOUTS: RunnerTimeouts = {
   otaMs: 60_000,
   sessionMs: 30_000,
   suiteMs: 300_000,
+  refindMs: 10_000,
+  closeMs: 5_000,
 };
 
 /** The firmware crashed: the board fails (exit 1), the rig did not. */
@@ -99,6 +111,10 @@ export class BoardRunner {
   readonly #abort = new AbortController();
   #console: ConsoleExpect | undefined;
   #stream: SerialPortStream | undefined;
+  /** Set while the console port is being looked for again (a board on native USB re-enumerates). */
+  #refinding: Promise<void> | undefined;
+  #port: RigPort | undefined;
+  #closing = false;
   #deviceId: string | undefined;
   #log: ConsoleLog;
   #transcript: Transcript | undefined;
@@ -150,13 +166,12 @@ export class BoardRunner {
           note: opened.info.serialNumber ? `serial ${opened.info.serialNumber}` : opened.path,
         };
       });
+      this.#port = port;
       await this.#flashAndProvision(port);
       await this.#openConsole(port);
       await this.#step('reset', async () => {
         // A hard reset through the console port, so the whole boot log is captured.
-        await runLineSteps(lineSetterFor(this.#requireStream()), RESET_SEQUENCES.hard, {
-          signal: this.#signal,
-        });
+        await runLineSteps(await this.#lines(), RESET_SEQUENCES.hard, { signal: this.#signal });
         return { note: 'EN pulsed through RTS' };
       });
       const clientId = await this.#step('boot', async () => {
@@ -183,7 +198,7 @@ export class BoardRunner {
         };
       });
       const record = await this.#step('session', async () => ({
-        result: await this.#startSession(ota.deviceId),
+        result: await this.#startSession(ota.deviceId, this.#timeouts.sessionMs),
         note: 'initialized, tools listed',
       }));
       this.report.firmwareVersion = record.initialize?.serverInfo.version ?? record.version;
@@ -226,6 +241,9 @@ export class BoardRunner {
     try {
       if (this.#signal.aborted) throw this.#signal.reason;
       const outcome = await raced(body(), this.#signal);
+      // A step is not done while its board's port is still being looked for: if the board
+      // never comes back, the step fails as the rig's (port lost), not as the board's checks.
+      if (this.#refinding !== undefined) await raced(this.#refinding, this.#signal);
       step.durationMs = performance.now() - started;
       if (outcome.note !== undefined) step.message = outcome.note;
       if (outcome.flaky) step.flaky = true;
@@ -321,9 +339,6 @@ export class BoardRunner {
   }
 
   async #openConsole(port: ResolvedPort): Promise<void> {
-    const baudRate = this.#options.config.baud ?? 115_200;
-    const stream = await openSafely(port.path, { baudRate, binding: port.binding });
-    this.#stream = stream;
     const console = new ConsoleExpect({ logPath: this.#log.path });
     this.#console = console;
     // A panic at any moment fails the board, naming the step it happened in and the crash.
@@ -335,20 +350,64 @@ export class BoardRunner {
         this.#abort.abort(new BoardCrash(`expected no panic, got one: ${panic.reason}${where}`));
       },
     });
-    stream.on('data', (chunk: Buffer) => {
+    const feed = (chunk: Buffer) => {
       this.#log.append(chunk);
       console.feed(chunk);
       for (const line of splitter.feed(chunk)) panics.feed(parseConsoleLine(line));
-    });
-    stream.on('error', (error: Error) => this.fail(`port ${port.path} failed: ${error.message}`));
-    stream.on('close', () => {
-      if (this.#stream === stream) this.fail(`port ${port.path} vanished`);
-    });
+    };
+    await this.#attachConsole(port, port.path, feed);
   }
 
-  #requireStream(): SerialPortStream {
+  /**
+   * Opens the console at `path`. When the port goes away (a reset re-enumerates a board on
+   * native USB under a new path; a cable glitch), the board is looked for again by its identity
+   * for a bounded time and the console reopened, so resets, reboots and upgrades are followed;
+   * only a board that does not come back fails the run.
+   */
+  async #attachConsole(port: ResolvedPort, path: string, feed: (chunk: Buffer) => void) {
+    const baudRate = this.#options.config.baud ?? 115_200;
+    const stream = await openSafely(path, { baudRate, binding: port.binding });
+    this.#stream = stream;
+    stream.on('data', feed);
+    const lost = (why: string) => {
+      if (this.#stream !== stream || this.#closing) return;
+      this.#stream = undefined;
+      this.#refinding = this.#refindConsole(port, path, why, feed);
+    };
+    stream.on('error', (error: Error) => lost(`failed: ${error.message}`));
+    stream.on('close', () => lost('closed'));
+  }
+
+  async #refindConsole(
+    port: ResolvedPort,
+    path: string,
+    why: string,
+    feed: (chunk: Buffer) => void,
+  ): Promise<void> {
+    const refindMs = this.#timeouts.refindMs;
+    this.#log.append(
+      `\n--- ${path} ${why}; looking for the board again (${refindMs / 1000} s) ---\n`,
+    );
+    try {
+      const found = await port.refind(refindMs, this.#signal);
+      await this.#attachConsole(port, found.path, feed);
+      this.#log.append(`--- reconnected on ${found.path} ---\n`);
+      if (found.path !== path) this.report.port = `${port.label} (${found.path})`;
+    } catch (error) {
+      if (this.#signal.aborted || this.#closing) return;
+      this.fail(
+        `the board's port ${path} vanished (${why}) and did not come back within ${refindMs / 1000} s (${error instanceof Error ? error.message : String(error)}): check the cable and the board's power`,
+      );
+    } finally {
+      this.#refinding = undefined;
+    }
+  }
+
+  /** The console port's line setter, once the port is (back) open. */
+  async #lines(): Promise<ReturnType<typeof lineSetterFor>> {
+    await this.#refinding;
     if (this.#stream === undefined) throw new Error('the console port is not open');
-    return this.#stream;
+    return lineSetterFor(this.#stream);
   }
 
   #requireConsole(): ConsoleExpect {
@@ -381,24 +440,49 @@ export class BoardRunner {
     });
   }
 
-  /** Starts a session the way the inventory says, and waits until the server has listed the tools. */
-  async #startSession(deviceId: string): Promise<DeviceRecord> {
-    const { config, server, reporter } = this.#options;
-    const style = config.session ?? 'boot-click';
+  /**
+   * How this board's sessions start. A BOOT click needs GPIO0 behind a USB-UART bridge's
+   * auto-reset transistors: on native USB (USB-Serial-JTAG) DTR does not reach GPIO0, so a
+   * click would do nothing and the session wait would run out; such a board is prompted for.
+   */
+  #sessionStart(): { style: 'boot-click' | 'manual' | 'none'; why?: string } {
+    const { config } = this.#options;
+    const native = this.#port?.info.kind === 'usb-serial-jtag' || config.reset === 'usb-jtag';
+    const style = config.session ?? (native ? 'manual' : 'boot-click');
+    if (style === 'boot-click' && native)
+      return {
+        style: 'manual',
+        why: 'this board is on native USB (USB-Serial-JTAG), where DTR cannot press BOOT',
+      };
+    return { style };
+  }
+
+  /**
+   * Starts a session the way the inventory says (the first time, or again after the board
+   * rebooted): waits until the board is idle, clicks BOOT or prompts for it, and waits until
+   * the server has listed the tools.
+   */
+  async #startSession(deviceId: string, timeoutMs: number, again = false): Promise<DeviceRecord> {
+    const { server, reporter } = this.#options;
+    const { style, why } = this.#sessionStart();
     if (style !== 'none') {
       await this.#requireConsole().expect(/StateMachine: State: \S+ -> idle/, {
-        timeoutMs: this.#timeouts.sessionMs,
+        timeoutMs,
         forbidden: ['panic', 'boot-loop'],
       });
     }
     if (style === 'boot-click') {
-      await runLineSteps(lineSetterFor(this.#requireStream()), BOOT_CLICK, {
-        signal: this.#signal,
-      });
+      await runLineSteps(await this.#lines(), BOOT_CLICK, { signal: this.#signal });
     } else if (style === 'manual') {
-      reporter.log(this.report.name, 'press the BOOT button on the board to start a session');
+      const press = this.#port?.pressBoot;
+      const prompt = `${why === undefined ? '' : `${why}: `}press the BOOT button on the board to start a session${again ? ' again' : ''}`;
+      reporter.log(
+        this.report.name,
+        press === undefined ? prompt : `${prompt} (the virtual rig's operator presses it)`,
+      );
+      press?.();
     }
-    return server.registry.waitForReady(deviceId, this.#timeouts.sessionMs);
+    return server.registry.waitForReady(deviceId, timeoutMs);
   }
 
   async #runSuites(deviceId: string): Promise<void> {
@@ -419,7 +503,7 @@ export class BoardRunner {
         if (record === undefined) throw new Error(`device ${deviceId} is not known to the server`);
         return record;
       },
-      reconnect: (timeoutMs) => this.#reconnect(deviceId, timeoutMs),
+      reconnect: (timeoutMs) => this.#startSession(deviceId, timeoutMs, true),
       offerFirmware: (image) => {
         server.firmware.add(image, {
           name: `candidate-${config.name}.bin`,
@@ -448,33 +532,31 @@ export class BoardRunner {
     }
   }
 
-  /** After the board rebooted: wait for it to be idle again, start a session, wait until ready. */
-  async #reconnect(deviceId: string, timeoutMs: number): Promise<DeviceRecord> {
-    const style = this.#options.config.session ?? 'boot-click';
-    const console = this.#requireConsole();
-    if (style !== 'none') {
-      await console.expect(/StateMachine: State: \S+ -> idle/, {
-        timeoutMs,
-        forbidden: ['panic', 'boot-loop'],
-      });
-    }
-    if (style === 'boot-click')
-      await runLineSteps(lineSetterFor(this.#requireStream()), BOOT_CLICK, {
-        signal: this.#signal,
-      });
-    else if (style === 'manual')
-      this.#options.reporter.log(this.report.name, 'press BOOT again to start a session');
-    return this.#options.server.registry.waitForReady(deviceId, timeoutMs);
-  }
-
   async #close(): Promise<void> {
+    this.#closing = true;
     this.#transcript?.close();
     const stream = this.#stream;
     this.#stream = undefined;
     this.#console?.close('run finished');
+    const started = performance.now();
+    let message: string | undefined;
     if (stream?.isOpen) {
-      await new Promise<void>((resolve) => stream.close(() => resolve()));
+      // A port that hangs on close (a wedged driver) must not hold the whole run.
+      const closed = new Promise<boolean>((resolve) => stream.close(() => resolve(true)));
+      const timedOut = new Promise<boolean>((resolve) =>
+        setTimeout(() => resolve(false), this.#timeouts.closeMs).unref(),
+      );
+      if (!(await Promise.race([closed, timedOut]))) {
+        stream.destroy();
+        message = `the port did not close within ${this.#timeouts.closeMs} ms; abandoned`;
+      }
     }
-    this.report.steps.push({ step: 'close', status: 'passed', durationMs: 0 });
+    this.#port?.dispose();
+    this.report.steps.push({
+      step: 'close',
+      status: 'passed',
+      durationMs: performance.now() - started,
+      ...(message === undefined ? {} : { message }),
+    });
   }
 }

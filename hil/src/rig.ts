@@ -10,7 +10,7 @@ import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { lockBoard, placeImage, resolvePort } from '@xiaozhi-mcp/serial';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
-import { BoardRunner, type FirmwareUnderTest } from './board-runner.js';
+import { BoardRunner, type FirmwareUnderTest, type RigPort } from './board-runner.js';
 import type { BoardConfig, RigConfig } from './inventory.js';
 import {
   type BoardReport,
@@ -52,6 +52,24 @@ function readFirmware(path: string): FirmwareUnderTest & { sha256: string } {
     throw new Error(`${path} is neither a merged image with an app nor an app image`);
   }
   return { image, version: image.version, chip: image.chip, sha256 };
+}
+
+/**
+ * Plugs a virtual board into the rig's bus, with a hand on its BOOT button for the session
+ * prompts a board on native USB gets.
+ */
+function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
+  const port = bus.plug(
+    {
+      preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
+      ...(config.virtual?.flashSizeMb === undefined
+        ? {}
+        : { flashSizeMb: config.virtual.flashSizeMb }),
+      ...(config.virtual?.faults === undefined ? {} : { faults: config.virtual.faults }),
+    },
+    `virtual:${config.name}`,
+  );
+  return { ...port, pressBoot: () => port.board.click() };
 }
 
 /** The next patch version: the virtual rig's ota-upgrade candidate. */
@@ -149,18 +167,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
             config,
             port: async () =>
               isVirtual
-                ? bus.plug(
-                    {
-                      preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
-                      ...(config.virtual?.flashSizeMb === undefined
-                        ? {}
-                        : { flashSizeMb: config.virtual.flashSizeMb }),
-                      ...(config.virtual?.faults === undefined
-                        ? {}
-                        : { faults: config.virtual.faults }),
-                    },
-                    `virtual:${config.name}`,
-                  )
+                ? plugVirtual(bus, config)
                 : resolvePort(config.port, { findTimeoutMs: 10_000 }),
             server,
             outDir: options.outDir,
