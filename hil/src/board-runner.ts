@@ -104,6 +104,30 @@ function raced<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+/** What closing needs of a port's stream. */
+export interface ClosableStream {
+  readonly isOpen: boolean;
+  close(callback: (error?: Error | null) => void): void;
+  destroy(): void;
+}
+
+/**
+ * Closes a port, waiting at most `ms`: a port that hangs on close (a wedged driver, a board
+ * gone mid-write) is destroyed and abandoned rather than holding the whole run. Resolves
+ * whether it closed in time.
+ */
+export async function closeWithin(stream: ClosableStream, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const closed = new Promise<boolean>((resolve) => stream.close(() => resolve(true)));
+  const timedOut = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const inTime = await Promise.race([closed, timedOut]);
+  clearTimeout(timer);
+  if (!inTime) stream.destroy();
+  return inTime;
+}
+
 export class BoardRunner {
   readonly report: BoardReport;
   readonly #options: BoardRunOptions;
@@ -540,17 +564,8 @@ export class BoardRunner {
     this.#console?.close('run finished');
     const started = performance.now();
     let message: string | undefined;
-    if (stream?.isOpen) {
-      // A port that hangs on close (a wedged driver) must not hold the whole run.
-      const closed = new Promise<boolean>((resolve) => stream.close(() => resolve(true)));
-      const timedOut = new Promise<boolean>((resolve) =>
-        setTimeout(() => resolve(false), this.#timeouts.closeMs).unref(),
-      );
-      if (!(await Promise.race([closed, timedOut]))) {
-        stream.destroy();
-        message = `the port did not close within ${this.#timeouts.closeMs} ms; abandoned`;
-      }
-    }
+    if (stream?.isOpen && !(await closeWithin(stream, this.#timeouts.closeMs)))
+      message = `the port did not close within ${this.#timeouts.closeMs} ms; abandoned`;
     this.#port?.dispose();
     this.report.steps.push({
       step: 'close',
