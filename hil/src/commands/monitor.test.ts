@@ -1,7 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ResolvedVirtual, VirtualBoardStore } from '@xiaozhi-mcp/device';
+import {
+  type ResolvedVirtual,
+  VirtualBoardStore,
+  type VirtualBoardStoreOptions,
+} from '@xiaozhi-mcp/device';
 import { TestBackend } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import {
@@ -22,19 +26,32 @@ let backend: TestBackend;
 let otaMode: 'normal' | 'crash' = 'normal';
 
 function capture(
-  extra: Partial<SerialCommandContext> & { onBoard?: (virtual: ResolvedVirtual) => void } = {},
+  extra: Partial<SerialCommandContext> & {
+    onBoard?: (virtual: ResolvedVirtual) => void;
+    /** More options for the store of virtual boards (e.g. `usb: 'native'`). */
+    store?: Omit<VirtualBoardStoreOptions, 'dir' | 'timing' | 'onBoard'>;
+    /** Sees each note as it is written (an event to act on, rather than a sleep). */
+    onStderr?: (text: string) => void;
+  } = {},
 ) {
-  const { onBoard, ...rest } = extra;
+  const { onBoard, store, onStderr, ...rest } = extra;
   const out = { stdout: '', stderr: '' };
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
-    out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
+    out: {
+      stdout: (t) => (out.stdout += t),
+      stderr: (t) => {
+        out.stderr += t;
+        onStderr?.(t);
+      },
+    },
     env: {},
     lister: async () => [],
     providers: [
       new VirtualBoardStore({
         dir: join(dir, 'virtual'),
         timing: FAST,
+        ...store,
         ...(onBoard === undefined ? {} : { onBoard }),
       }),
     ],
@@ -252,6 +269,93 @@ describe('monitor against a virtual port', () => {
     expect(code).toBe(0);
     expect(out.stderr).toMatch(
       /^--- virtual:desk: .*; waiting up to 5 s for it to come back ---\n--- reconnected on \/dev\/ttyVIRT\d+ ---$/m,
+    );
+  });
+
+  it('reopens a port that comes back busy (ModemManager probing it) and keeps following', {
+    timeout: 30_000,
+  }, async () => {
+    let board: ResolvedVirtual['board'] | undefined;
+    const { context, out } = capture({
+      refindMs: 5000,
+      onBoard: (virtual) => {
+        board = virtual.board;
+        const { binding, device } = virtual;
+        // Once monitor has the port: the board drops off the bus and comes back elsewhere,
+        // refusing its first opens there as a port being probed does.
+        binding.once('open', () => {
+          setImmediate(() => {
+            binding.unplug(device.path, { powerOff: false });
+            const path = binding.plug(device, { powerOn: false });
+            binding.failOpens(path, 2, 'EBUSY');
+          });
+        });
+      },
+      onStderr: (text) => {
+        if (text.startsWith('--- reconnected on'))
+          board?.console.log('I', 'Test', 'read after the reconnect');
+      },
+    });
+    const code = await monitorCommand(context, {
+      port: 'virtual:desk',
+      until: 'Test: read after the reconnect',
+      timeout: '20',
+    });
+    expect(out.stderr).not.toMatch(/^xiaozhi-mcp:/m);
+    expect(code).toBe(0);
+    expect(out.stderr).toMatch(
+      /^--- virtual:desk: .*; waiting up to 5 s for it to come back ---\n--- reconnected on \/dev\/ttyVIRT\d+ ---$/m,
+    );
+  });
+
+  it('follows a native-USB board that re-enumerates on --reset, through an EBUSY first open', {
+    timeout: 30_000,
+  }, async () => {
+    let board: ResolvedVirtual['board'] | undefined;
+    const { context, out } = capture({
+      refindMs: 5000,
+      store: { usb: 'native', reenumerateMs: 100 },
+      onBoard: (virtual) => {
+        board = virtual.board;
+        virtual.binding.on('plug', (_device, path) => virtual.binding.failOpens(path, 1, 'EBUSY'));
+      },
+      onStderr: (text) => {
+        if (text.startsWith('--- reconnected on'))
+          board?.console.log('I', 'Test', 'read after the reconnect');
+      },
+    });
+    const code = await monitorCommand(context, {
+      port: 'virtual:desk',
+      reset: true,
+      until: 'Test: read after the reconnect',
+      timeout: '20',
+    });
+    expect(out.stderr).not.toMatch(/^xiaozhi-mcp:/m);
+    expect(code).toBe(0);
+    expect(out.stderr).toMatch(
+      /^--- \/dev\/ttyACM0: .*; waiting up to 5 s for it to come back ---\n--- reconnected on \/dev\/ttyACM1 ---$/m,
+    );
+    expect(board?.bootCount).toBe(2);
+  });
+
+  it('says so when the port comes back but stays busy (exit 3 in hil)', {
+    timeout: 30_000,
+  }, async () => {
+    const { context, out } = capture({
+      refindMs: 800,
+      portExitCode: 3,
+      onBoard: ({ binding, device }) => {
+        binding.once('open', () => {
+          setImmediate(() => {
+            binding.unplug(device.path, { powerOff: false });
+            binding.failOpens(binding.plug(device, { powerOn: false }), 10_000, 'EBUSY');
+          });
+        });
+      },
+    });
+    expect(await monitorCommand(context, { port: 'virtual:desk', timeout: '20' })).toBe(3);
+    expect(out.stderr).toMatch(
+      /^xiaozhi-mcp: monitor virtual:desk: the port was lost \(.*\); it came back as \/dev\/ttyVIRT\d+ but could not be opened within 0\.8 s: \/dev\/ttyVIRT\d+ is busy \(still, after retrying for 0\.\d+ s\): .*ModemManager/m,
     );
   });
 

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { type AutoResetBoard, AutoResetCircuit, autoResetPins } from './auto-reset.js';
+import {
+  type AutoResetBoard,
+  AutoResetCircuit,
+  autoResetPins,
+  BUTTON_DEBOUNCE_MS,
+} from './auto-reset.js';
 
 function fakeBoard(initial = 'idle') {
   const calls: string[] = [];
@@ -87,6 +92,21 @@ describe('auto-reset circuit (USB-UART bridge)', () => {
     expect(calls).toEqual(['off', 'reset POWERON']);
   });
 
+  it("ignores a GPIO0 pulse shorter than the button driver's debounce (a line glitch)", () => {
+    const { board, calls } = fakeBoard('idle');
+    const t = clock();
+    const circuit = new AutoResetCircuit(board, { now: t.now, enRiseMs: 0 });
+    expect(BUTTON_DEBOUNCE_MS).toBe(10);
+    circuit.setLines(D(1, 0));
+    expect(circuit.setLines(D(1, 1))).toEqual([
+      { kind: 'ignored', reason: 'a glitch (0 ms, under the 10 ms debounce)' },
+    ]);
+    circuit.setLines(D(1, 0));
+    t.advance(10);
+    expect(circuit.setLines(D(0, 0))).toEqual([{ kind: 'click', pressedMs: 10 }]);
+    expect(calls).toEqual(['click']);
+  });
+
   it('starts the chip after the EN RC delay, sampling GPIO0 then (esptool.py classic: D1 before R0)', async () => {
     const { board, calls } = fakeBoard();
     const events: string[] = [];
@@ -158,5 +178,18 @@ describe('USB-Serial-JTAG (native USB)', () => {
     circuit.setLines(D(0, 1));
     circuit.setLines(D(0, 0));
     expect(calls).toEqual(['off', 'reset EXT_SYS_RST']);
+  });
+
+  it('keeps the download strap through (1, 1) but drops it through (0, 0) on the way to reset', () => {
+    // esptool USBJTAGSerialReset: "Calls inverted to go through (1,1) instead of (0,0)".
+    const through11 = fakeBoard('idle');
+    const circuit = new AutoResetCircuit(through11.board, { usbJtag: true });
+    for (const lines of [D(1, 0), D(1, 1), D(0, 1), D(0, 0)]) circuit.setLines(lines);
+    expect(through11.calls).toEqual(['off', 'reset EXT_SYS_RST download']);
+
+    const through00 = fakeBoard('idle');
+    const other = new AutoResetCircuit(through00.board, { usbJtag: true });
+    for (const lines of [D(1, 0), D(0, 0), D(0, 1), D(0, 0)]) other.setLines(lines);
+    expect(through00.calls).toEqual(['off', 'reset EXT_SYS_RST']);
   });
 });

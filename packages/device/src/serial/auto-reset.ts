@@ -12,7 +12,10 @@
  * Boards on the chip's own USB-Serial-JTAG port have no such circuit: the USB peripheral
  * reads the lines itself (esptool's USBJTAGSerialReset): RTS asserted with DTR released holds
  * the chip in reset, a DTR-asserted-RTS-released state before that reset asks for download
- * mode, and releasing RTS lets the chip run. Such boards cannot be clicked through the lines.
+ * mode, both released outside a reset withdraws that request, both asserted changes nothing
+ * (why esptool goes from (DTR, RTS) = (1, 0) to (0, 1) "through (1,1) instead of (0,0)",
+ * `esptool/reset.py`), and releasing RTS lets the chip run. Such boards cannot be clicked
+ * through the lines.
  */
 
 /** Line states as the host sets them; `true` = asserted. */
@@ -64,11 +67,24 @@ export interface AutoResetOptions {
   readonly onEvent?: (event: AutoResetEvent) => void;
   /** The longest GPIO0-low pulse taken as a click; longer is a long press. Default 2000 ms. */
   readonly clickMaxMs?: number;
+  /**
+   * The shortest GPIO0-low pulse taken as a click; shorter is a glitch the button driver never
+   * sees. Default {@link BUTTON_DEBOUNCE_MS}.
+   */
+  readonly clickMinMs?: number;
   /** Clock, for tests. */
   readonly now?: () => number;
 }
 
 const RELEASED: SerialLineState = { dtr: false, rts: false };
+
+/**
+ * How long BOOT must read low before the firmware's button driver (espressif/button, iot_button)
+ * reports a press: it scans every `CONFIG_BUTTON_PERIOD_TIME_MS` (default 5) and wants
+ * `CONFIG_BUTTON_DEBOUNCE_TICKS` (default 2) scans in a row (esp-iot-solution,
+ * `components/button/Kconfig`). A line glitch of one USB request is far shorter.
+ */
+export const BUTTON_DEBOUNCE_MS = 10;
 
 /**
  * The circuit between a port's lines and a board. Feed it every line change, in order;
@@ -78,6 +94,7 @@ export class AutoResetCircuit {
   readonly usbJtag: boolean;
   readonly #board: AutoResetBoard;
   readonly #clickMaxMs: number;
+  readonly #clickMinMs: number;
   readonly #enRiseMs: number;
   readonly #onEvent: ((event: AutoResetEvent) => void) | undefined;
   readonly #now: () => number;
@@ -96,6 +113,7 @@ export class AutoResetCircuit {
     this.#board = board;
     this.usbJtag = options.usbJtag ?? false;
     this.#clickMaxMs = options.clickMaxMs ?? 2000;
+    this.#clickMinMs = options.clickMinMs ?? BUTTON_DEBOUNCE_MS;
     this.#enRiseMs = options.enRiseMs ?? 5;
     this.#onEvent = options.onEvent;
     this.#now = options.now ?? (() => performance.now());
@@ -180,6 +198,11 @@ export class AutoResetCircuit {
         this.#emit({ kind: 'ignored', reason: `the chip is ${state}` });
       } else if (pressedMs > this.#clickMaxMs) {
         this.#emit({ kind: 'ignored', reason: `a long press (${Math.round(pressedMs)} ms)` });
+      } else if (pressedMs < this.#clickMinMs) {
+        this.#emit({
+          kind: 'ignored',
+          reason: `a glitch (${Math.round(pressedMs)} ms, under the ${this.#clickMinMs} ms debounce)`,
+        });
       } else {
         this.#board.click();
         this.#emit({ kind: 'click', pressedMs });

@@ -1,15 +1,22 @@
+import { once } from 'node:events';
 import { SerialPortStream } from '@serialport/stream';
 import {
   BOOT_CLICK,
+  type LineStep,
   lineSetterFor,
   openSafely,
   RESET_SEQUENCES,
   runLineSteps,
+  SerialError,
 } from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { FlashStorage } from '../flash-storage.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
-import { VirtualSerialBinding, type VirtualSerialDeviceOptions } from './virtual-binding.js';
+import {
+  VirtualSerialBinding,
+  type VirtualSerialBindingOptions,
+  type VirtualSerialDeviceOptions,
+} from './virtual-binding.js';
 
 const TIMING: Partial<BoardTiming> = { bootMs: 5, wifiConnectMs: 5, panicRebootMs: 500 };
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -18,13 +25,17 @@ afterEach(async () => {
 });
 
 /** A board without modelled flash: it boots straight to Wi-Fi configuration (no SSID). */
-function setup(options: VirtualSerialDeviceOptions = {}, flash?: FlashStorage) {
+function setup(
+  options: VirtualSerialDeviceOptions = {},
+  flash?: FlashStorage,
+  host: VirtualSerialBindingOptions = {},
+) {
   const board = new VirtualBoard({
     mac: 'f4:12:fa:00:be:ef',
     timing: TIMING,
     ...(flash === undefined ? {} : { flash }),
   });
-  const binding = new VirtualSerialBinding();
+  const binding = new VirtualSerialBinding(host);
   const device = binding.attach(board, options);
   cleanups.push(() => {
     board.powerOff();
@@ -33,8 +44,13 @@ function setup(options: VirtualSerialDeviceOptions = {}, flash?: FlashStorage) {
   return { board, binding, device };
 }
 
-async function open(binding: VirtualSerialBinding, path: string, baudRate = 115200) {
-  const port = new SerialPortStream({ binding, path, baudRate, autoOpen: false });
+async function open(
+  binding: VirtualSerialBinding,
+  path: string,
+  baudRate = 115200,
+  extra: { hupcl?: boolean } = {},
+) {
+  const port = new SerialPortStream({ binding, path, baudRate, autoOpen: false, ...extra });
   await new Promise<void>((resolve, reject) => port.open((e) => (e ? reject(e) : resolve())));
   cleanups.push(
     () => new Promise<void>((resolve) => (port.isOpen ? port.close(() => resolve()) : resolve())),
@@ -225,5 +241,140 @@ describe('virtual serial binding', () => {
     expect(click).not.toHaveBeenCalled();
     await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.usbJtag);
     expect(board.state).toBe('download');
+  });
+});
+
+const step = (dtr: boolean, rts: boolean): LineStep => ({ set: { dtr, rts } });
+
+/** A running board's port, opened safely (both lines released, what each sequence starts from). */
+async function running(options: VirtualSerialDeviceOptions, host: VirtualSerialBindingOptions) {
+  const { board, binding, device } = setup(options, undefined, host);
+  board.powerOn();
+  await board.waitForState('wifi_configuring', 5000);
+  const stream = await openSafely(device.path, { baudRate: 115200, binding });
+  cleanups.push(() => new Promise<void>((resolve) => stream.close(() => resolve())));
+  return { board, binding, device, stream };
+}
+
+describe('a host that writes RTS before DTR (Windows; issue 10, item 4)', () => {
+  it('puts a USB-Serial-JTAG chip into download mode with the tight reset only when two-line steps are split', async () => {
+    const { board, device, stream } = await running({ usbJtag: true }, { platform: 'win32' });
+    // One set() per step, as the Windows driver plays it: (0,0)->(1,1) passes (0,1), a reset,
+    // and (0,1)->(1,0) passes (0,0), releasing the chip with the strap withdrawn: the app boots.
+    await runLineSteps(lineSetterFor(stream, { platform: 'linux' }), RESET_SEQUENCES.tight);
+    expect(board.state).not.toBe('download');
+    expect(device.lineEvents.filter((e) => e.kind === 'reset')).toEqual([
+      { kind: 'reset', download: false },
+      { kind: 'reset', download: false },
+    ]);
+    await board.waitForState('wifi_configuring', 5000);
+    // Planned for Windows: one line per set(), through (1,0) and (1,1).
+    await runLineSteps(lineSetterFor(stream, { platform: 'win32' }), RESET_SEQUENCES.tight);
+    expect(board.state).toBe('download');
+    expect(device.lineEvents.at(-1)).toEqual({ kind: 'reset', download: true });
+  });
+
+  it('does not pulse EN on a running app between released and both asserted', async () => {
+    const { board, device, stream } = await running({}, { platform: 'win32' });
+    const boots = board.bootCount;
+    const click = vi.spyOn(board, 'click');
+    await runLineSteps(lineSetterFor(stream, { platform: 'win32' }), [
+      step(true, true),
+      step(false, false),
+    ]);
+    expect(device.lineEvents.map((e) => e.kind)).toEqual(['ignored', 'ignored']);
+    expect(click).not.toHaveBeenCalled();
+    expect(board.state).toBe('wifi_configuring');
+    // The same step unplanned holds EN low for a moment: the app stops and restarts.
+    await runLineSteps(lineSetterFor(stream, { platform: 'linux' }), [step(true, true)]);
+    expect(device.lineEvents.at(-1)).toEqual({ kind: 'hold' });
+    await board.waitForState('wifi_configuring', 5000);
+    expect(board.bootCount).toBe(boots + 1);
+  });
+
+  it('still enters download mode with the classic and usbJtag sequences, one line per step', async () => {
+    const bridge = await running({}, { platform: 'win32' });
+    await runLineSteps(lineSetterFor(bridge.stream), RESET_SEQUENCES.classic);
+    await bridge.board.waitForState('download', 1000);
+    const jtag = await running({ usbJtag: true, path: '/dev/ttyACM9' }, { platform: 'win32' });
+    await runLineSteps(lineSetterFor(jtag.stream), RESET_SEQUENCES.usbJtag);
+    expect(jtag.board.state).toBe('download');
+  });
+
+  it('opens as each host does: Windows asserts DTR alone with hupcl, Unix raises both lines', async () => {
+    const windows = setup({}, undefined, { platform: 'win32' });
+    windows.board.powerOn();
+    const withHupcl = await open(windows.binding, windows.device.path, 115200, { hupcl: true });
+    // DTR_CONTROL_ENABLE, RTS_CONTROL_DISABLE: GPIO0 low on a running board, a BOOT press.
+    expect(windows.device.circuit.lines).toEqual({ dtr: true, rts: false });
+    expect(windows.device.circuit.pins).toEqual({ enLow: false, gpio0Low: true });
+    await new Promise<void>((resolve) => withHupcl.close(() => resolve()));
+    await open(windows.binding, windows.device.path, 115200, { hupcl: false });
+    expect(windows.device.circuit.lines).toEqual({ dtr: false, rts: false });
+
+    const linux = setup({}, undefined, { platform: 'linux' });
+    linux.board.powerOn();
+    await open(linux.binding, linux.device.path);
+    expect(linux.device.circuit.lines).toEqual({ dtr: true, rts: true });
+    expect(linux.device.circuit.pins).toEqual({ enLow: false, gpio0Low: false });
+  });
+});
+
+describe('a port that just appeared refuses opens (issue 10, item 10)', () => {
+  it('fails the next opens of a path as the driver words them, then opens', async () => {
+    const { binding, device } = setup();
+    binding.failOpens(device.path, 1, 'EBUSY');
+    binding.failOpens(device.path, 1, 'EACCES');
+    binding.failOpens(device.path, 1, 'ENOENT');
+    await expect(open(binding, device.path)).rejects.toThrow(
+      'Error: Device or resource busy, cannot open /dev/ttyVIRT0',
+    );
+    await expect(open(binding, device.path)).rejects.toThrow(
+      'Error: Permission denied, cannot open /dev/ttyVIRT0',
+    );
+    await expect(open(binding, device.path)).rejects.toThrow(
+      'Error: No such file or directory, cannot open /dev/ttyVIRT0',
+    );
+    await open(binding, device.path);
+
+    const windows = setup({ path: 'COM7' }, undefined, { platform: 'win32' });
+    windows.binding.failOpens('COM7', 1, 'EBUSY');
+    await expect(open(windows.binding, 'COM7')).rejects.toThrow('Opening COM7: Access denied');
+  });
+
+  it('openSafely retries through EBUSY and EACCES, and names them when they persist', async () => {
+    const { binding, device } = setup();
+    binding.failOpens(device.path, 2, 'EBUSY');
+    binding.failOpens(device.path, 1, 'EACCES');
+    const stream = await openSafely(device.path, { baudRate: 115200, binding });
+    cleanups.push(() => new Promise<void>((resolve) => stream.close(() => resolve())));
+    expect(stream.isOpen).toBe(true);
+
+    const other = setup({ path: '/dev/ttyVIRT5' });
+    other.binding.failOpens('/dev/ttyVIRT5', 1000, 'EBUSY');
+    const error = await openSafely('/dev/ttyVIRT5', {
+      baudRate: 115200,
+      binding: other.binding,
+      retryMs: 200,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SerialError);
+    expect(error).toMatchObject({ code: 'PORT_BUSY' });
+    expect((error as Error).message).toMatch(/busy \(still, after retrying for 0\.2 s\)/);
+  });
+
+  it('re-arms the openFaults of a device each time it enumerates under a new path', async () => {
+    const { board, binding, device } = setup({ openFaults: { count: 1, code: 'EACCES' } });
+    board.powerOn();
+    await expect(open(binding, device.path)).rejects.toThrow(/Permission denied/);
+    const port = await open(binding, device.path);
+    collect(port);
+    const closed = once(port, 'close');
+    binding.unplug(device.path, { powerOff: false });
+    await closed;
+    const plugged = once(binding, 'plug');
+    const path = binding.plug(device, { powerOn: false });
+    expect(await plugged).toEqual([device, path]);
+    await expect(open(binding, path)).rejects.toThrow(/Permission denied/);
+    await open(binding, path);
   });
 });

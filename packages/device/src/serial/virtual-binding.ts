@@ -8,7 +8,14 @@
  * RTS drive the auto-reset circuit. Bytes travel no faster than the baud rate (10 bits a
  * byte), delivered in time slices, and a byte sent at one rate and received at another
  * arrives garbled, as on a wire. Devices can be unplugged and plugged back, under a new path.
+ *
+ * What real hosts and boards do that bites, on request: the binding can write the lines the way
+ * one OS does (`platform`: Windows writes RTS, then DTR), refuse the first opens of a path the
+ * way a port that just appeared is refused (EBUSY while ModemManager probes it, EACCES until
+ * udev sets its permissions), and a native-USB device can leave the bus on every chip reset and
+ * come back under a new path (`reenumerateMs`).
  */
+import { EventEmitter } from 'node:events';
 import type { SerialPortStream } from '@serialport/stream';
 import type { ConsoleLine } from '../console.js';
 import type { DeviceState, VirtualBoard } from '../virtual-board.js';
@@ -171,8 +178,17 @@ class PortError extends Error {
   }
 }
 
+/** How an open of a port that just appeared is refused: see {@link VirtualSerialBinding.failOpens}. */
+export type OpenFault = 'EBUSY' | 'EACCES' | 'ENOENT';
+
+/** A host OS whose serial driver the binding writes lines like (see {@link VirtualSerialBindingOptions}). */
+export type HostPlatform = 'linux' | 'darwin' | 'win32';
+
+/** How long a re-enumerating device stays off the bus by default: see {@link VirtualSerialDeviceOptions.reenumerateMs}. */
+export const DEFAULT_REENUMERATE_MS = 250;
+
 export interface VirtualSerialDeviceOptions {
-  /** Default `/dev/ttyVIRT<n>`. */
+  /** Default `/dev/ttyVIRT<n>` (a bridge) or `/dev/ttyACM<n>` (USB-Serial-JTAG). */
   readonly path?: string;
   /** The chip's USB-Serial-JTAG (Espressif 303a:1001) instead of a CP2102 bridge. */
   readonly usbJtag?: boolean;
@@ -186,6 +202,21 @@ export interface VirtualSerialDeviceOptions {
   readonly clickMaxMs?: number;
   /** EN's RC delay on the bridge board (see `AutoResetOptions.enRiseMs`). */
   readonly enRiseMs?: number;
+  /**
+   * Re-enumerate on every chip reset but a power-on (through the lines, a software restart, a
+   * panic, the ROM's reboot after flashing): as the chip starts, the device leaves the bus (an
+   * open port fails as an unplugged one does) and comes back this many milliseconds later under a
+   * new path, its serial number unchanged; the board keeps running meanwhile. What a native-USB
+   * board does on Linux when its port is held open (esptool documents `/dev/ttyACM0` ->
+   * `/dev/ttyACM1` for its watchdog reset); real re-enumeration takes 1–3 s. Default: never.
+   */
+  readonly reenumerateMs?: number;
+  /**
+   * The first `count` opens of the device's path fail with `code`, again each time it
+   * (re-)enumerates under a new path: a port that just appeared (see
+   * {@link VirtualSerialBinding.failOpens}).
+   */
+  readonly openFaults?: { readonly count: number; readonly code?: OpenFault };
 }
 
 export interface WireStats {
@@ -200,6 +231,10 @@ export class VirtualSerialDevice {
   readonly usbJtag: boolean;
   readonly serialNumber: string;
   readonly circuit: AutoResetCircuit;
+  /** See {@link VirtualSerialDeviceOptions.reenumerateMs}; undefined: never. */
+  readonly reenumerateMs: number | undefined;
+  /** See {@link VirtualSerialDeviceOptions.openFaults}. */
+  readonly openFaults: { readonly count: number; readonly code?: OpenFault } | undefined;
   /** Mutable, so a test can inject a fault mid-session. */
   faults: RomFaults;
   readonly #throttle: boolean;
@@ -225,6 +260,13 @@ export class VirtualSerialDevice {
     this.#path = path;
     this.usbJtag = options.usbJtag ?? false;
     this.faults = options.faults ?? {};
+    if (
+      options.reenumerateMs !== undefined &&
+      (!Number.isFinite(options.reenumerateMs) || options.reenumerateMs < 0)
+    )
+      throw new PortError(`reenumerateMs must be >= 0, got ${options.reenumerateMs}`);
+    this.reenumerateMs = options.reenumerateMs;
+    this.openFaults = options.openFaults;
     this.#throttle = options.throttle ?? true;
     const hex = board.mac.replace(/:/g, '').toUpperCase();
     // Espressif's USB-Serial-JTAG reports the MAC as its serial number.
@@ -456,6 +498,7 @@ export class VirtualBindingPort implements BindingPortInterface {
   readonly openOptions: Required<BindingOpenOptions>;
   isOpen = true;
   readonly #device: VirtualSerialDevice;
+  readonly #platform: HostPlatform | undefined;
   #baudRate: number;
   #rx: Uint8Array[] = [];
   #rxBytes = 0;
@@ -471,10 +514,15 @@ export class VirtualBindingPort implements BindingPortInterface {
     | undefined;
   #lost: Error | undefined;
 
-  constructor(device: VirtualSerialDevice, openOptions: Required<BindingOpenOptions>) {
+  constructor(
+    device: VirtualSerialDevice,
+    openOptions: Required<BindingOpenOptions>,
+    platform?: HostPlatform,
+  ) {
     this.#device = device;
     this.openOptions = openOptions;
     this.#baudRate = openOptions.baudRate;
+    this.#platform = platform;
   }
 
   /** Bytes dropped because the host did not read them in time. */
@@ -511,7 +559,13 @@ export class VirtualBindingPort implements BindingPortInterface {
   async set(options: SetOptions): Promise<void> {
     this.#check();
     // Every call sets every line; serialport's defaults assert DTR and RTS.
-    this.#device.setLines(options.dtr ?? true, options.rts ?? true);
+    const dtr = options.dtr ?? true;
+    const rts = options.rts ?? true;
+    // bindings-cpp on Windows: EscapeCommFunction(SETRTS/CLRRTS), then (SETDTR/CLRDTR)
+    // (src/serialport_win.cpp, SetBaton::Execute): the board sees the new RTS with the old DTR
+    // first. On Unix one ioctl(TIOCMSET) changes both (src/serialport_unix.cpp).
+    if (this.#platform === 'win32') this.#device.setLines(this.#device.circuit.lines.dtr, rts);
+    this.#device.setLines(dtr, rts);
   }
 
   async get(): Promise<PortStatus> {
@@ -592,20 +646,96 @@ export class VirtualBindingPort implements BindingPortInterface {
   }
 }
 
+export interface VirtualSerialBindingOptions {
+  /**
+   * Write the lines and open ports as `@serialport/bindings-cpp` does on this OS. `win32`: a
+   * `set()` changes RTS, then DTR, two changes the board sees one after the other; an open
+   * asserts DTR with `hupcl` (DTR_CONTROL_ENABLE) and releases RTS (RTS_CONTROL_DISABLE)
+   * (src/serialport_win.cpp). `linux`, `darwin`: a `set()` changes both lines at once
+   * (ioctl TIOCMSET), and an open asserts both (the tty layer raises DTR and RTS on open,
+   * `tty_port_raise_dtr_rts`). Default: the ideal host, every `set()` at once and an open that
+   * changes no line.
+   */
+  readonly platform?: HostPlatform;
+}
+
+/** What a binding reports as devices come and go. */
+export interface VirtualSerialBindingEvents {
+  /** A device appeared on the bus (plugged back, or re-enumerated) under `path`. */
+  plug: [device: VirtualSerialDevice, path: string];
+  /** A device left the bus (unplugged, or re-enumerating) from `path`. */
+  unplug: [device: VirtualSerialDevice, path: string];
+  /** A host opened the device's port at `path`. */
+  open: [device: VirtualSerialDevice, path: string];
+}
+
+/** What a re-enumerating device is doing. */
+interface Reenumeration {
+  readonly onBoot: (reason: string) => void;
+  /** Leaving: the chip just started; the device leaves once the current host call returns. */
+  leave: NodeJS.Timeout | undefined;
+  /** Away: it comes back when this fires. */
+  back: NodeJS.Timeout | undefined;
+}
+
+function openFaultError(code: OpenFault, path: string, platform: HostPlatform | undefined): Error {
+  // As bindings-cpp words them: `Error: <strerror>, cannot open <path>` on Unix
+  // (src/serialport_unix.cpp), `Opening <path>: <reason>` on Windows (ErrorCodeToString), where
+  // a busy port is "Access denied" too.
+  if (platform === 'win32') {
+    return new PortError(
+      `Opening ${path}: ${code === 'ENOENT' ? 'File not found' : 'Access denied'}`,
+    );
+  }
+  const reason = {
+    EBUSY: 'Device or resource busy',
+    EACCES: 'Permission denied',
+    ENOENT: 'No such file or directory',
+  }[code];
+  return new PortError(`Error: ${reason}, cannot open ${path}`);
+}
+
 /**
  * The binding: a registry of virtual boards by path. Pass it as `binding` wherever a
  * `serialport` binding goes.
  */
-export class VirtualSerialBinding implements BindingInterface {
+export class VirtualSerialBinding
+  extends EventEmitter<VirtualSerialBindingEvents>
+  implements BindingInterface
+{
+  /** The host whose driver this binding behaves like; undefined: the ideal one. */
+  readonly platform: HostPlatform | undefined;
   readonly #devices: VirtualSerialDevice[] = [];
+  readonly #reenumerations = new Map<VirtualSerialDevice, Reenumeration>();
+  /** Opens of a path still to refuse, oldest first. */
+  readonly #openFaults = new Map<string, OpenFault[]>();
   #nextIndex = 0;
+  #nextAcm = 0;
+
+  constructor(options: VirtualSerialBindingOptions = {}) {
+    super();
+    this.platform = options.platform;
+  }
 
   /** Connects a board to the bus; returns its device (path, info, circuit, ROM). */
   attach(board: VirtualBoard, options: VirtualSerialDeviceOptions = {}): VirtualSerialDevice {
-    const path = options.path ?? this.#newPath();
+    const path = options.path ?? this.#newPath(options.usbJtag === true);
     if (this.#find(path) !== undefined) throw new PortError(`path ${path} is taken`);
     const device = new VirtualSerialDevice(board, path, options);
     this.#devices.push(device);
+    this.#armOpenFaults(device);
+    if (device.reenumerateMs !== undefined) {
+      const reenumeration: Reenumeration = {
+        leave: undefined,
+        back: undefined,
+        onBoot: (reason) => {
+          // Power-on is how the device appears in the first place, not a re-enumeration.
+          if (reason !== 'POWERON') this.#chipReset(device);
+        },
+      };
+      this.#reenumerations.set(device, reenumeration);
+      board.on('boot', reenumeration.onBoot);
+    }
     return device;
   }
 
@@ -613,6 +743,13 @@ export class VirtualSerialBinding implements BindingInterface {
   detach(device: VirtualSerialDevice): void {
     const index = this.#devices.indexOf(device);
     if (index < 0) return;
+    const reenumeration = this.#reenumerations.get(device);
+    if (reenumeration !== undefined) {
+      clearTimeout(reenumeration.leave);
+      clearTimeout(reenumeration.back);
+      device.board.off('boot', reenumeration.onBoot);
+      this.#reenumerations.delete(device);
+    }
     device.unplug();
     device.dispose();
     this.#devices.splice(index, 1);
@@ -639,23 +776,52 @@ export class VirtualSerialBinding implements BindingInterface {
     const device = this.#find(options.path);
     if (device === undefined)
       throw new PortError(`Error: No such file or directory, cannot open ${options.path}`);
+    const faults = this.#openFaults.get(options.path);
+    const fault = faults?.shift();
+    if (faults !== undefined && faults.length === 0) this.#openFaults.delete(options.path);
+    if (fault !== undefined) throw openFaultError(fault, options.path, this.platform);
     if (device.isOpen)
       throw new PortError('Error Resource temporarily unavailable Cannot lock port');
-    const port = new VirtualBindingPort(device, {
-      dataBits: 8,
-      lock: true,
-      stopBits: 1,
-      parity: 'none',
-      rtscts: false,
-      xon: false,
-      xoff: false,
-      xany: false,
-      hupcl: true,
-      ...options,
-    } as Required<BindingOpenOptions>);
-    // Opening changes no line: the board keeps running as it was.
+    const port = new VirtualBindingPort(
+      device,
+      {
+        dataBits: 8,
+        lock: true,
+        stopBits: 1,
+        parity: 'none',
+        rtscts: false,
+        xon: false,
+        xoff: false,
+        xany: false,
+        hupcl: true,
+        ...options,
+      } as Required<BindingOpenOptions>,
+      this.platform,
+    );
     device.attachPort(port);
+    if (this.platform === 'win32') {
+      // DCB: fDtrControl ENABLE with hupcl, else DISABLE; fRtsControl DISABLE without rtscts.
+      device.setLines(port.openOptions.hupcl, false);
+    } else if (this.platform !== undefined) {
+      device.setLines(true, true);
+    }
+    // On the ideal host opening changes no line: the board keeps running as it was.
+    this.emit('open', device, options.path);
     return port;
+  }
+
+  /**
+   * The next `count` opens of `path` fail with `code`, worded as the platform's driver words it:
+   * `EBUSY` (another program opened it exclusively, as ModemManager does while it probes a port
+   * that just appeared), `EACCES` (udev has not applied the node's group and mode yet), `ENOENT`
+   * (the device is listed but its node is not there yet). Adds to any still pending.
+   */
+  failOpens(path: string, count: number, code: OpenFault = 'EBUSY'): void {
+    if (!Number.isInteger(count) || count < 0)
+      throw new PortError(`failOpens count must be a whole number >= 0, got ${count}`);
+    const pending = this.#openFaults.get(path) ?? [];
+    for (let i = 0; i < count; i++) pending.push(code);
+    if (pending.length > 0) this.#openFaults.set(path, pending);
   }
 
   /**
@@ -665,7 +831,11 @@ export class VirtualSerialBinding implements BindingInterface {
   unplug(path: string, options: { powerOff?: boolean } = {}): VirtualSerialDevice {
     const device = this.#find(path);
     if (device === undefined) throw new PortError(`no virtual device at ${path}`);
+    const reenumeration = this.#reenumerations.get(device);
+    clearTimeout(reenumeration?.leave);
+    if (reenumeration !== undefined) reenumeration.leave = undefined;
     device.unplug();
+    this.emit('unplug', device, path);
     if (options.powerOff ?? true) device.board.powerOff();
     return device;
   }
@@ -676,24 +846,69 @@ export class VirtualSerialBinding implements BindingInterface {
    */
   plug(device: VirtualSerialDevice, options: { path?: string; powerOn?: boolean } = {}): string {
     if (device.plugged) return device.path;
-    const path = options.path ?? this.#newPath();
+    const reenumeration = this.#reenumerations.get(device);
+    clearTimeout(reenumeration?.back);
+    if (reenumeration !== undefined) reenumeration.back = undefined;
+    const path = options.path ?? this.#newPath(device.usbJtag);
     const holder = this.#find(path);
     if (holder !== undefined && holder !== device) throw new PortError(`path ${path} is taken`);
     device.plug(path);
+    this.#armOpenFaults(device);
+    this.emit('plug', device, path);
     if (options.powerOn ?? true) device.board.powerOn();
     return path;
   }
 
   /** A plugged device by USB serial number (how a rig finds a board again after re-enumeration). */
   bySerialNumber(serialNumber: string): VirtualSerialDevice | undefined {
-    return this.#devices.find((d) => d.serialNumber === serialNumber);
+    return this.#devices.find((d) => d.plugged && d.serialNumber === serialNumber);
+  }
+
+  /**
+   * The chip of a re-enumerating device started after a reset: it leaves the bus once the host
+   * call that caused it has returned (a reset sequence's last line change still reaches the
+   * port), and comes back `reenumerateMs` after the latest such reset.
+   */
+  #chipReset(device: VirtualSerialDevice): void {
+    const reenumeration = this.#reenumerations.get(device);
+    const awayMs = device.reenumerateMs;
+    if (reenumeration === undefined || awayMs === undefined) return;
+    if (!device.plugged) {
+      // Away already (or unplugged by hand): a reset while away delays the return.
+      if (reenumeration.back !== undefined) {
+        clearTimeout(reenumeration.back);
+        reenumeration.back = setTimeout(() => this.#return(device), awayMs);
+      }
+      return;
+    }
+    if (reenumeration.leave !== undefined) return;
+    reenumeration.leave = setTimeout(() => {
+      reenumeration.leave = undefined;
+      if (!device.plugged) return;
+      this.unplug(device.path, { powerOff: false });
+      // A new USB session starts with the CDC lines released.
+      device.circuit.release();
+      reenumeration.back = setTimeout(() => this.#return(device), awayMs);
+    }, 0);
+  }
+
+  #return(device: VirtualSerialDevice): void {
+    const reenumeration = this.#reenumerations.get(device);
+    if (reenumeration !== undefined) reenumeration.back = undefined;
+    if (!device.plugged && this.#devices.includes(device)) this.plug(device, { powerOn: false });
+  }
+
+  #armOpenFaults(device: VirtualSerialDevice): void {
+    const faults = device.openFaults;
+    if (faults !== undefined) this.failOpens(device.path, faults.count, faults.code ?? 'EBUSY');
   }
 
   #find(path: string): VirtualSerialDevice | undefined {
     return this.#devices.find((d) => d.plugged && d.path === path);
   }
 
-  #newPath(): string {
-    return `/dev/ttyVIRT${this.#nextIndex++}`;
+  /** A bridge enumerates as `/dev/ttyVIRT<n>`, the chip's USB-Serial-JTAG as a CDC-ACM `/dev/ttyACM<n>`. */
+  #newPath(usbJtag: boolean): string {
+    return usbJtag ? `/dev/ttyACM${this.#nextAcm++}` : `/dev/ttyVIRT${this.#nextIndex++}`;
   }
 }

@@ -1,13 +1,20 @@
 /**
  * The virtual USB bus of a rig run: virtual boards kept in memory (their flash is not a file),
  * plugged in one after another and powered on as they are plugged, each reached as a
- * `ResolvedPort` of `@xiaozhi-mcp/serial` exactly like a real board's port.
+ * `ResolvedPort` of `@xiaozhi-mcp/serial` exactly like a real board's port. A board is on a
+ * USB-UART bridge with the auto-reset circuit, or on its chip's native USB (USB-Serial-JTAG),
+ * where it re-enumerates under a new path on every reset.
  */
 import { findPort, portInfoFromBinding, type ResolvedPort, SerialError } from '@xiaozhi-mcp/serial';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
 import { type BoardTiming, type FaultKnobs, VirtualBoard } from '../virtual-board.js';
-import { VirtualSerialBinding, type VirtualSerialDevice } from './virtual-binding.js';
+import {
+  DEFAULT_REENUMERATE_MS,
+  VirtualSerialBinding,
+  type VirtualSerialBindingOptions,
+  type VirtualSerialDevice,
+} from './virtual-binding.js';
 
 /** A board to plug in: what it is, and the faults it is built with. */
 export interface VirtualBusBoard {
@@ -15,6 +22,16 @@ export interface VirtualBusBoard {
   readonly preset: string;
   /** Default: the preset's flash size. */
   readonly flashSizeMb?: number;
+  /**
+   * How the board reaches the host. `uart` (default): a CP2102 bridge (10c4:ea60) with the
+   * auto-reset transistors, at `/dev/ttyVIRT<n>`. `native`: the chip's USB-Serial-JTAG
+   * (303a:1001, serial number = the MAC) at `/dev/ttyACM<n>`: no transistors, so DTR clicks
+   * nothing; the usbJtag reset sequence enters download mode and an RTS pulse resets into the
+   * app; and every reset but power-on re-enumerates it under a new path `reenumerateMs` later.
+   */
+  readonly usb?: 'uart' | 'native';
+  /** Native USB: how long the port is gone on each reset. Default {@link DEFAULT_REENUMERATE_MS}. */
+  readonly reenumerateMs?: number;
   readonly faults?: Partial<Omit<FaultKnobs, 'dropReply'>> & {
     /** The board vanishes from the USB bus when this tool is called. */
     readonly unplugOnCall?: string;
@@ -70,15 +87,20 @@ export function virtualPort(
 }
 
 export class VirtualBus {
-  readonly binding = new VirtualSerialBinding();
+  readonly binding: VirtualSerialBinding;
   readonly #timing: Partial<BoardTiming>;
   #plugged = 0;
 
-  constructor(timing: Partial<BoardTiming> = {}) {
+  /** `binding`: how the host's driver behaves (its `platform`); default the ideal host. */
+  constructor(timing: Partial<BoardTiming> = {}, binding: VirtualSerialBindingOptions = {}) {
     this.#timing = timing;
+    this.binding = new VirtualSerialBinding(binding);
   }
 
-  /** Plugs in a new board (MAC and path numbered in plug order) and powers it on. */
+  /**
+   * Plugs in a new board and powers it on: its MAC numbered in plug order, a bridge at
+   * `/dev/ttyVIRT<index>`, a native-USB board at the bus's next `/dev/ttyACM<n>`.
+   */
   plug(spec: VirtualBusBoard, label: string): VirtualBusPort {
     const index = this.#plugged++;
     const preset = boardPreset(spec.preset);
@@ -90,7 +112,13 @@ export class VirtualBus {
       timing: this.#timing,
       ...(spec.faults === undefined ? {} : { faults }),
     });
-    const device = this.binding.attach(board, { path: `/dev/ttyVIRT${index}` });
+    const device =
+      spec.usb === 'native'
+        ? this.binding.attach(board, {
+            usbJtag: true,
+            reenumerateMs: spec.reenumerateMs ?? DEFAULT_REENUMERATE_MS,
+          })
+        : this.binding.attach(board, { path: `/dev/ttyVIRT${index}` });
     if (unplugOnCall !== undefined) {
       board.on('tool-call', (name) => {
         if (name === unplugOnCall && device.plugged) this.binding.unplug(device.path);

@@ -45,7 +45,11 @@ import { DeviceError } from '../errors.js';
 import { FlashStorage } from '../flash-storage.js';
 import { BOARD_PRESETS } from '../presets.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
-import { VirtualSerialBinding, type VirtualSerialDevice } from './virtual-binding.js';
+import {
+  DEFAULT_REENUMERATE_MS,
+  VirtualSerialBinding,
+  type VirtualSerialDevice,
+} from './virtual-binding.js';
 import { virtualPort } from './virtual-bus.js';
 
 export const VIRTUAL_PREFIX = 'virtual:';
@@ -99,6 +103,14 @@ export interface VirtualBoardStoreOptions {
   readonly timing?: Partial<BoardTiming>;
   /** Called with each board once it is plugged in and powered (tests inject faults). */
   readonly onBoard?: (virtual: ResolvedVirtual) => void;
+  /**
+   * How the boards reach the host: `uart` (default, a CP2102 bridge at the path `virtual:<name>`)
+   * or `native` (the chip's USB-Serial-JTAG at `/dev/ttyACM<n>`, re-enumerating under a new path
+   * on every reset, `reenumerateMs` later; see `VirtualBusBoard.usb`).
+   */
+  readonly usb?: 'uart' | 'native';
+  /** Native USB: how long the port is gone on each reset. Default `DEFAULT_REENUMERATE_MS`. */
+  readonly reenumerateMs?: number;
 }
 
 /** `$XIAOZHI_VIRTUAL_DIR`, else `~/.cache/xiaozhi-mcp/virtual`. */
@@ -290,11 +302,15 @@ export class VirtualBoardStore implements PortProvider {
   readonly dir: string;
   readonly #timing: Partial<BoardTiming> | undefined;
   readonly #onBoard: ((virtual: ResolvedVirtual) => void) | undefined;
+  readonly #usb: 'uart' | 'native';
+  readonly #reenumerateMs: number;
 
   constructor(options: VirtualBoardStoreOptions = {}) {
     this.dir = options.dir ?? defaultVirtualDir();
     this.#timing = options.timing;
     this.#onBoard = options.onBoard;
+    this.#usb = options.usb ?? 'uart';
+    this.#reenumerateMs = options.reenumerateMs ?? DEFAULT_REENUMERATE_MS;
   }
 
   /** The boards with what their flash holds. */
@@ -361,7 +377,10 @@ export class VirtualBoardStore implements PortProvider {
       throw error;
     }
     const binding = new VirtualSerialBinding();
-    const device = binding.attach(board, { path: entry.port });
+    const device =
+      this.#usb === 'native'
+        ? binding.attach(board, { usbJtag: true, reenumerateMs: this.#reenumerateMs })
+        : binding.attach(board, { path: entry.port });
     // USB power: the board runs whatever its flash holds (an erased flash boot-loops).
     board.powerOn();
     this.#onBoard?.({ board, device, binding, entry, created });

@@ -5,7 +5,8 @@
  * log shows, and a BOOT click once the board reports idle. Runs until Ctrl-C, `--timeout`, or
  * a line matching `--until` (exit 1 when the timeout comes first), so scripts can wait on
  * the board. A port that goes away (unplugged, or a USB-Serial-JTAG board re-enumerating on
- * reset) is looked for again by serial number, for a bounded time.
+ * reset) is looked for again by serial number, for a bounded time, and reopened with retries:
+ * a port that just came back may be busy (ModemManager probing it) or not yet permitted (udev).
  *
  * For `virtual:<name>` the virtual board runs inside this process: it boots from its flash
  * file (what `flash` and `provision` wrote) and makes its OTA check at the provisioned URL.
@@ -20,6 +21,7 @@ import {
   parseConsoleLine,
   stripAnsi,
 } from '../console-log.js';
+import { SerialError } from '../errors.js';
 import { BOOT_CLICK, lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '../lines.js';
 import type { ResolvedPort } from '../resolve.js';
 import {
@@ -245,11 +247,18 @@ class MonitorSession {
     }
   }
 
-  async #open(): Promise<void> {
+  /** Opens the current path; `reopen`: it was just found again, bounded by `retryMs`. */
+  async #open(reopen?: { retryMs: number }): Promise<void> {
     const stream = await openSafely(this.#path, {
       baudRate: this.#baud,
       binding: this.#port.binding,
+      signal: this.#abort.signal,
+      ...(reopen === undefined ? {} : { retryMs: reopen.retryMs, justFound: true }),
     });
+    if (this.#outcome !== undefined) {
+      await closeStream(stream);
+      return;
+    }
     this.#stream = stream;
     stream.on('data', (chunk: Buffer) => {
       for (const line of this.#splitter.feed(chunk)) this.#onLine(line);
@@ -307,22 +316,49 @@ class MonitorSession {
     this.#context.out.stderr(
       `--- ${this.#path}: ${why}; waiting up to ${refindMs / 1000} s for it to come back ---\n`,
     );
+    // One budget for finding the port and opening it: a port that came back may refuse opens
+    // for a moment (EBUSY, EACCES), or vanish again (a native-USB board resetting twice).
+    let expired = false;
+    const deadline = setTimeout(() => (expired = true), refindMs);
+    const started = performance.now();
+    const remaining = () => Math.max(0, refindMs - (performance.now() - started));
     try {
-      const found = await this.#port.refind(refindMs, this.#abort.signal);
-      if (this.#outcome !== undefined) return;
-      this.#path = found.path;
-      await this.#open();
-      this.#context.out.stderr(`--- reconnected on ${found.path} ---\n`);
+      for (;;) {
+        const found = await this.#port.refind(remaining(), this.#abort.signal);
+        if (this.#outcome !== undefined) return;
+        this.#path = found.path;
+        try {
+          await this.#open({ retryMs: remaining() });
+        } catch (error) {
+          if (
+            expired ||
+            this.#abort.signal.aborted ||
+            !(error instanceof SerialError) ||
+            error.code !== 'PORT_NOT_FOUND'
+          )
+            throw error;
+          continue; // gone again before it opened: look for it again
+        }
+        if (this.#outcome === undefined)
+          this.#context.out.stderr(`--- reconnected on ${found.path} ---\n`);
+        return;
+      }
     } catch (error) {
       if (this.#abort.signal.aborted) return;
+      const reason = error instanceof Error ? error.message : String(error);
+      const cameBack = error instanceof SerialError && error.code === 'PORT_BUSY';
       this.#settle({
         kind: 'failed',
         error: new SerialCommandError(
-          `the port was lost (${why}) and did not come back within ${refindMs / 1000} s: ${error instanceof Error ? error.message : String(error)}; check the cable, then run monitor again`,
+          cameBack
+            ? `the port was lost (${why}); it came back as ${this.#path} but could not be opened within ${refindMs / 1000} s: ${reason}`
+            : `the port was lost (${why}) and did not come back within ${refindMs / 1000} s: ${reason}; check the cable, then run monitor again`,
           'port',
+          { cause: error },
         ),
       });
     } finally {
+      clearTimeout(deadline);
       this.#recovering = false;
     }
   }

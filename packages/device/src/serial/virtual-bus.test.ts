@@ -1,0 +1,251 @@
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import {
+  BOOT_CLICK,
+  findPort,
+  lineSetterFor,
+  NodeWebSerialPort,
+  openSafely,
+  portInfoFromBinding,
+  RESET_SEQUENCES,
+  runLineSteps,
+} from '@xiaozhi-mcp/serial';
+import { ESPLoader, Transport } from 'esptool-js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { BoardTiming } from '../virtual-board.js';
+import { DEFAULT_REENUMERATE_MS } from './virtual-binding.js';
+import { VirtualBus, type VirtualBusBoard } from './virtual-bus.js';
+
+// A long panic pause: an erased board fails its first boot and then waits, rather than
+// boot-looping (and re-enumerating) through a test.
+const TIMING: Partial<BoardTiming> = { bootMs: 5, wifiConnectMs: 5, panicRebootMs: 60_000 };
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  vi.useRealTimers();
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const md5 = (data: Uint8Array) => createHash('md5').update(data).digest('hex');
+
+function newBus(): VirtualBus {
+  const bus = new VirtualBus(TIMING);
+  cleanups.push(() => bus.close());
+  return bus;
+}
+
+/** A board on native USB; with `firmware`, its flash holds an app and it runs it. */
+function nativeBoard(
+  bus: VirtualBus,
+  options: { firmware?: string } & Partial<VirtualBusBoard> = {},
+) {
+  const { firmware, ...spec } = options;
+  const port = bus.plug(
+    { preset: 'bread-compact-wifi', flashSizeMb: 4, usb: 'native', ...spec },
+    'virtual:native',
+  );
+  if (firmware !== undefined) {
+    const image = buildVirtualFirmware({
+      chip: 'esp32s3',
+      version: firmware,
+      board: 'bread-compact-wifi',
+      flashSizeMb: 4,
+    });
+    port.board.flash?.program(0, image.merged);
+    // As if it had been plugged in with that flash: a power cycle, not a reset.
+    port.board.powerOff();
+    port.board.powerOn();
+  }
+  return port;
+}
+
+async function openPort(binding: VirtualBus['binding'], path: string) {
+  const stream = await openSafely(path, { baudRate: 115200, binding });
+  const text: string[] = [];
+  stream.on('data', (chunk: Buffer) => text.push(chunk.toString('latin1')));
+  const closed = once(stream, 'close') as Promise<[Error | null]>;
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => (stream.isOpen ? stream.close(() => resolve()) : resolve())),
+  );
+  return { stream, closed, text: () => text.join('') };
+}
+
+const lister = (bus: VirtualBus) => ({
+  list: async () => (await bus.binding.list()).map((p) => portInfoFromBinding(p)),
+});
+
+describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
+  it('is listed as the chip’s USB-Serial-JTAG, 303a:1001 at /dev/ttyACM<n>, its serial number the MAC', async () => {
+    const bus = newBus();
+    const uart = bus.plug({ preset: 'bread-compact-wifi' }, 'virtual:uart');
+    const native = nativeBoard(bus);
+    expect(uart.path).toBe('/dev/ttyVIRT0');
+    expect(uart.info).toMatchObject({ kind: 'usb-uart', vendorId: '10c4', productId: 'ea60' });
+    expect(native.path).toBe('/dev/ttyACM0');
+    expect(native.info).toMatchObject({
+      kind: 'usb-serial-jtag',
+      vendorId: '303a',
+      productId: '1001',
+      serialNumber: 'F4:12:FA:7E:00:02',
+    });
+    expect(native.board.mac).toBe('f4:12:fa:7e:00:02');
+    expect(native.device.usbJtag).toBe(true);
+    expect(native.device.reenumerateMs).toBe(DEFAULT_REENUMERATE_MS);
+    expect(uart.device.reenumerateMs).toBeUndefined();
+  });
+
+  it('enters download mode on the usbJtag sequence, then comes back at a new path found by serial number', async () => {
+    const bus = newBus();
+    const port = nativeBoard(bus);
+    const first = await openPort(bus.binding, port.path);
+    const left = once(bus.binding, 'unplug');
+    const back = once(bus.binding, 'plug');
+    // The whole sequence reaches the port: the chip starts only as it ends.
+    await runLineSteps(lineSetterFor(first.stream), RESET_SEQUENCES.usbJtag);
+    expect(port.board.state).toBe('download');
+    expect(port.device.lineEvents.at(-1)).toEqual({ kind: 'reset', download: true });
+    // The open port closes as a CDC-ACM port does when its device leaves.
+    expect(await left).toEqual([port.device, '/dev/ttyACM0']);
+    const [closeError] = await first.closed;
+    expect(closeError).toMatchObject({ disconnected: true });
+    expect(await port.present('/dev/ttyACM0')).toBe(false);
+    expect(await bus.binding.list()).toEqual([]);
+
+    const [, path] = await back;
+    expect(path).toBe('/dev/ttyACM1');
+    const found = await port.refind(5000);
+    expect(found.path).toBe('/dev/ttyACM1');
+    expect(found.info).toMatchObject({
+      kind: 'usb-serial-jtag',
+      serialNumber: 'F4:12:FA:7E:00:01',
+    });
+    const bySerial = await findPort(
+      { serialNumber: port.board.mac },
+      { lister: lister(bus), timeoutMs: 0 },
+    );
+    expect(bySerial.path).toBe('/dev/ttyACM1');
+    // Still in the ROM, waiting for a flasher on its new port.
+    expect(port.board.state).toBe('download');
+    expect(port.device.emulator?.stage).toBe('rom');
+    await openPort(bus.binding, found.path);
+  });
+
+  it('ignores a BOOT click (DTR pulse); a plain RTS pulse resets it into the app, at a new path', async () => {
+    const bus = newBus();
+    const port = nativeBoard(bus, { firmware: '2.8.0' });
+    await port.board.waitForState('wifi_configuring', 5000);
+    const { stream } = await openPort(bus.binding, port.path);
+    const click = vi.spyOn(port.board, 'click');
+    const boots = port.board.bootCount;
+    await runLineSteps(lineSetterFor(stream), BOOT_CLICK);
+    expect(click).not.toHaveBeenCalled();
+    expect(port.device.lineEvents).toEqual([]);
+    expect(port.board.state).toBe('wifi_configuring');
+    expect(port.device.plugged).toBe(true);
+
+    const back = once(bus.binding, 'plug');
+    const booted = port.board.waitForLine(/app_init: App version:\s+2\.8\.0$/, 5000);
+    await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.hard);
+    expect(port.device.lineEvents).toEqual([{ kind: 'hold' }, { kind: 'reset', download: false }]);
+    expect(port.board.bootCount).toBe(boots + 1);
+    await booted;
+    const [, path] = await back;
+    expect(path).toBe('/dev/ttyACM1');
+    await port.board.waitForState('wifi_configuring', 5000);
+    // The app's console reaches the new port.
+    const again = await openPort(bus.binding, (await port.refind(5000)).path);
+    port.board.console.log('I', 'Test', 'on the new port');
+    await vi.waitFor(() => expect(again.text()).toContain('Test: on the new port'));
+  });
+
+  it('re-enumerates on every reset but power-on, away for reenumerateMs after the latest', async () => {
+    const bus = newBus();
+    const port = nativeBoard(bus, { reenumerateMs: 400 });
+    vi.useFakeTimers();
+    const seen: string[] = [];
+    bus.binding.on('unplug', (_device, path) => seen.push(`- ${path}`));
+    bus.binding.on('plug', (_device, path) => seen.push(`+ ${path}`));
+
+    port.board.reset('RTC_SW_CPU_RST'); // esp_restart, a panic, the ROM's reboot after flashing
+    expect(port.device.plugged).toBe(true); // it leaves once the current host call returns
+    vi.advanceTimersByTime(0);
+    expect(port.device.plugged).toBe(false);
+    vi.advanceTimersByTime(300);
+    port.board.reset('RTC_WDT_RTC_RST'); // another reset while away: back 400 ms after it
+    vi.advanceTimersByTime(399);
+    expect(port.device.plugged).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(seen).toEqual(['- /dev/ttyACM0', '+ /dev/ttyACM1']);
+
+    port.board.powerOff();
+    port.board.powerOn(); // power-on is the first enumeration, not a re-enumeration
+    vi.advanceTimersByTime(1000);
+    expect(seen).toEqual(['- /dev/ttyACM0', '+ /dev/ttyACM1']);
+    expect(port.device.path).toBe('/dev/ttyACM1');
+
+    // Unplugged by hand, it stays away until plugged.
+    bus.binding.unplug(port.device.path, { powerOff: false });
+    port.board.reset('EXT_SYS_RST');
+    vi.advanceTimersByTime(1000);
+    expect(port.device.plugged).toBe(false);
+    expect(bus.binding.plug(port.device, { powerOn: false })).toBe('/dev/ttyACM2');
+  });
+
+  it('can be flashed by esptool-js through NodeWebSerialPort once reset into download and found again', {
+    timeout: 60_000,
+  }, async () => {
+    const bus = newBus();
+    const port = nativeBoard(bus);
+    const fw = buildVirtualFirmware({
+      chip: 'esp32s3',
+      version: '2.9.0',
+      board: 'bread-compact-wifi',
+      flashSizeMb: 4,
+    });
+    // Our reset into download mode; esptool-js does not reopen a port that re-enumerates.
+    const { stream } = await openPort(bus.binding, port.path);
+    const back = once(bus.binding, 'plug');
+    await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.usbJtag);
+    await back;
+    const found = await port.refind(5000);
+    const info = (await bus.binding.list()).find((p) => p.path === found.path);
+    if (info === undefined) throw new Error('the board is not listed');
+    const web = NodeWebSerialPort.fromPortInfo(bus.binding, info);
+    const transport = new (class extends Transport {
+      override trace(): void {}
+    })(web, false);
+    const quiet = { clean() {}, writeLine() {}, write() {} };
+    const loader = new ESPLoader({
+      transport,
+      baudrate: 115200,
+      debugLogging: false,
+      terminal: quiet,
+    });
+    try {
+      await loader.main('no_reset');
+      expect(loader.chip.CHIP_NAME).toBe('ESP32-S3');
+      await loader.writeFlash({
+        fileArray: [{ data: fw.merged, address: 0 }],
+        flashMode: 'keep',
+        flashFreq: 'keep',
+        flashSize: 'keep',
+        eraseAll: false,
+        compress: true,
+        calculateMD5Hash: md5,
+      });
+    } finally {
+      await transport.disconnect();
+    }
+    expect(port.board.flash?.md5(0, fw.merged.length)).toBe(md5(fw.merged));
+
+    // An RTS pulse boots the new app, which re-enumerates once more.
+    const { stream: again } = await openPort(bus.binding, found.path);
+    const booted = port.board.waitForLine(/app_init: App version:\s+2\.9\.0$/, 10_000);
+    const returned = once(bus.binding, 'plug');
+    await runLineSteps(lineSetterFor(again), RESET_SEQUENCES.hard);
+    await booted;
+    const [, path] = await returned;
+    expect(path).toBe('/dev/ttyACM2');
+  });
+});
