@@ -39,6 +39,11 @@ export interface BoardConfig {
   readonly virtual?: {
     readonly preset?: 'bread-compact-wifi' | 'otto-robot';
     readonly flashSizeMb?: 4 | 8 | 16;
+    /**
+     * `uart` (default): a USB-UART bridge with the auto-reset circuit. `native`: the chip's
+     * USB-Serial-JTAG (303a:1001), re-enumerating under a new path on every reset.
+     */
+    readonly usb?: 'uart' | 'native';
     readonly faults?: {
       readonly replyLatencyMs?: number;
       readonly disconnectOnCall?: string;

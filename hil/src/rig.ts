@@ -66,6 +66,7 @@ function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
         ? {}
         : { flashSizeMb: config.virtual.flashSizeMb }),
       ...(config.virtual?.faults === undefined ? {} : { faults: config.virtual.faults }),
+      ...(config.virtual?.usb === undefined ? {} : { usb: config.virtual.usb }),
     },
     `virtual:${config.name}`,
   );

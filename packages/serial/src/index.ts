@@ -93,18 +93,26 @@ export {
 } from './flasher.js';
 export {
   BOOT_CLICK,
+  defaultResetSequence,
+  type LinePlatform,
   type LineSetter,
   type LineState,
   type LineStep,
   lineSetterFor,
+  lineWriteOrder,
   MAX_LINE_WAIT_MS,
+  OPEN_RETRY_MS,
+  type OpenSafelyOptions,
   openSafely,
   parseResetSequence,
   pinEffect,
+  planLineChange,
+  planLineSteps,
   RESET_SEQUENCES,
   type ResetSequenceName,
   runLineSteps,
   SAFE_LINES,
+  safeIntermediate,
 } from './lines.js';
 export { BoardLockError, lockBoard, lockPath } from './lock.js';
 export {
