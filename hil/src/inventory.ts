@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
+import { formatPortSelector, type PortInfo, portIdentity } from '@xiaozhi-mcp/serial';
 import { Ajv, type ErrorObject } from 'ajv';
 import type { SuiteName } from './model.js';
 
@@ -198,22 +199,31 @@ export const DEFAULT_VIRTUAL_RIG: RigConfig = {
   ],
 };
 
-/** An inventory entry for an attached port, as `hil boards` prints it. */
+/**
+ * An inventory entry for an attached port, as `hil boards` prints it. Its selector is the
+ * board's identity among the `listed` ports (`serial:<sn>`, or `by-path:<USB location>` where
+ * the serial number is missing, generic or shared), else `usb:<vid>:<pid>` when no other listed
+ * port has those, else the path.
+ */
 export function boardEntryFor(
-  port: {
-    path: string;
-    serialNumber?: string;
-    vendorId?: string;
-    productId?: string;
-    kind: string;
-  },
+  port: PortInfo,
   index: number,
+  listed: readonly PortInfo[] = [port],
 ): BoardConfig {
-  const selector = port.serialNumber
-    ? `serial:${port.serialNumber}`
-    : port.vendorId && port.productId
-      ? `usb:${port.vendorId}:${port.productId}`
-      : port.path;
+  const identity = portIdentity(port, listed);
+  const vidPid =
+    port.vendorId && port.productId ? `usb:${port.vendorId}:${port.productId}` : undefined;
+  const selector =
+    !('path' in identity) ||
+    vidPid === undefined ||
+    listed.some(
+      (other) =>
+        other.path !== port.path &&
+        other.vendorId === port.vendorId &&
+        other.productId === port.productId,
+    )
+      ? formatPortSelector(identity)
+      : vidPid;
   return {
     name: `board-${index + 1}`,
     port: selector,

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { VirtualBus } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
-import { lockBoard, placeImage, resolvePort } from '@xiaozhi-mcp/serial';
+import { placeImage, resolvePort } from '@xiaozhi-mcp/serial';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
 import { BoardRunner, type FirmwareUnderTest, type RigPort } from './board-runner.js';
@@ -143,51 +143,32 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
                 board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
               }).app
             : undefined);
-        let release: (() => void) | undefined;
-        try {
-          if (!isVirtual)
-            release = await lockBoard(config.port, { waitMs: options.lockWaitMs ?? 0, signal });
-        } catch (error) {
-          reports.push({
-            name: config.name,
-            kind: 'serial',
-            status: 'rig-failed',
-            failure: { step: 'open', reason: (error as Error).message },
-            steps: [
-              { step: 'open', status: 'failed', durationMs: 0, message: (error as Error).message },
-            ],
-            checks: [],
-            latency: [],
-            startedAt: new Date().toISOString(),
-            durationMs: 0,
-          });
-          return;
-        }
-        try {
-          const runner = new BoardRunner({
-            config,
-            port: async () =>
-              isVirtual
-                ? plugVirtual(bus, config)
-                : resolvePort(config.port, { findTimeoutMs: 10_000 }),
-            server,
-            outDir: options.outDir,
-            firmware: boardFirmware,
-            provision:
-              options.provision || isVirtual
-                ? { ssid: wifi.ssid, password: wifi.password ?? '' }
-                : undefined,
-            candidateImage: candidate,
-            suites,
-            latency: { ...rig.latency, ...config.latency },
-            baseline,
-            reporter,
-            signal,
-          });
-          reports.push(await runner.run());
-        } finally {
-          release?.();
-        }
+        const runner = new BoardRunner({
+          config,
+          port: async () =>
+            isVirtual
+              ? plugVirtual(bus, config)
+              : // Locked by the board's identity, not by the selector's text, until disposed.
+                resolvePort(config.port, {
+                  findTimeoutMs: 10_000,
+                  lockWaitMs: options.lockWaitMs ?? 0,
+                  signal,
+                }),
+          server,
+          outDir: options.outDir,
+          firmware: boardFirmware,
+          provision:
+            options.provision || isVirtual
+              ? { ssid: wifi.ssid, password: wifi.password ?? '' }
+              : undefined,
+          candidateImage: candidate,
+          suites,
+          latency: { ...rig.latency, ...config.latency },
+          baseline,
+          reporter,
+          signal,
+        });
+        reports.push(await runner.run());
       }),
     );
   } finally {

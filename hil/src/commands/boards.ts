@@ -16,7 +16,8 @@ export async function boardsCommand(
     ports = [];
   }
   const usb = ports.filter(isBoardPort);
-  const entries = usb.map((port, index) => boardEntryFor(port, index));
+  // Each board's selector is what tells it apart from the others attached with it.
+  const entries = usb.map((port, index) => boardEntryFor(port, index, ports));
   if (options.json) {
     out.stdout(`${JSON.stringify({ ports: usb, boards: entries }, null, 2)}\n`);
     return 0;
@@ -30,10 +31,10 @@ export async function boardsCommand(
     return 0;
   }
   out.stdout('attached ports:\n');
-  for (const port of usb) {
+  for (const [index, port] of usb.entries()) {
     const id = port.vendorId && port.productId ? `${port.vendorId}:${port.productId}` : '????:????';
     out.stdout(
-      `  ${port.path.padEnd(16)} ${id}  ${port.kind.padEnd(15)} ${port.serialNumber ?? '-'}  ${port.manufacturer ?? ''} ${port.product ?? ''}\n`,
+      `  ${port.path.padEnd(16)} ${id}  ${port.kind.padEnd(15)} ${entries[index]?.port ?? '-'}  ${port.manufacturer ?? ''} ${port.product ?? ''}\n`,
     );
   }
   out.stdout('\ninventory entries (hil.config.json "boards"):\n');

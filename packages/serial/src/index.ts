@@ -122,6 +122,7 @@ export {
   type FindPortOptions,
   findPort,
   formatPortSelector,
+  isGenericSerialNumber,
   type ListPortsOptions,
   listPorts,
   matchPorts,
@@ -132,9 +133,11 @@ export {
   type PortSelector,
   parseByIdName,
   parsePortSelector,
+  portIdentity,
   portInfoFromBinding,
   portKind,
   USB_SERIAL_JTAG_PID,
+  usbLocationOf,
 } from './ports.js';
 export {
   buildProvisionImage,

@@ -1,20 +1,23 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from './errors.js';
-import type { PortInfo, PortLister, PortSelector } from './ports.js';
+import type { ListPortsOptions, PortInfo, PortLister, PortSelector } from './ports.js';
 import {
   describePorts,
   findPort,
   formatPortSelector,
+  isGenericSerialNumber,
   listPorts,
   matchPorts,
   normalizeUsbId,
   parseByIdName,
   parsePortSelector,
+  portIdentity,
   portKind,
   udevSanitize,
+  usbLocationOf,
 } from './ports.js';
 
 const CP2102N = 'usb-Silicon_Labs_CP2102N_USB_to_UART_Bridge_Controller_0001-if00-port0';
@@ -22,6 +25,8 @@ const JTAG = 'usb-Espressif_USB_JTAG_serial_debug_unit_F4:12:FA:01:02:03-if00';
 const CH9102 = 'usb-1a86_USB_Single_Serial_54D2012345-if00';
 const CH340 = 'usb-1a86_USB2.0-Serial-if00-port0';
 const FTDI = 'usb-FTDI_FT232R_USB_UART_A50285BI-if00-port0';
+/** A CH340 in socket 1 of a hub in socket 2 of the host's xHCI controller. */
+const CH340_AT = 'pci-0000:00:14.0-usb-0:2.1:1.0-port0';
 
 async function rejection(promise: Promise<unknown>): Promise<SerialError> {
   try {
@@ -145,6 +150,7 @@ describe('listPorts', () => {
   let root: string;
   let dev: string;
   let byId: string;
+  let byPath: string;
   let sys: string;
 
   const failingBinding = {
@@ -153,35 +159,55 @@ describe('listPorts', () => {
     },
   };
 
-  /** A USB device in the fake sysfs, with a tty below `<device>/<interface>[/<tty>]`. */
+  /**
+   * A USB device in the fake sysfs, with a tty below `<device>/<interface>[/<tty>]`. Its bus
+   * path nests as in sysfs: `1-2.1` (socket 1 of the hub in socket 2) sits in `1-2`. A
+   * usb-serial port (the tty under the interface) has its `port_number`.
+   */
   async function usbDevice(
     busPath: string,
     files: Record<string, string>,
     tty: string,
     ttyUnderInterface: boolean,
-  ): Promise<void> {
-    const device = join(sys, 'devices', 'pci0000:00', '0000:00:14.0', 'usb1', busPath);
+    controller = join(sys, 'devices', 'pci0000:00', '0000:00:14.0', 'usb1'),
+  ): Promise<string> {
+    const [bus, ports = ''] = busPath.split('-');
+    const hops = ports.split('.').map((_, i, all) => `${bus}-${all.slice(0, i + 1).join('.')}`);
+    const device = join(controller, ...hops);
     const iface = join(device, `${busPath}:1.0`);
     const ttyDevice = ttyUnderInterface ? join(iface, tty) : iface;
     await mkdir(ttyDevice, { recursive: true });
+    if (ttyUnderInterface) await writeFile(join(ttyDevice, 'port_number'), '0\n');
     for (const [name, text] of Object.entries(files)) {
       await writeFile(join(device, name), `${text}\n`);
     }
     await mkdir(join(sys, 'class', 'tty', tty), { recursive: true });
     await symlink(ttyDevice, join(sys, 'class', 'tty', tty, 'device'));
+    return device;
   }
 
-  async function byIdLink(name: string, tty: string): Promise<void> {
+  async function byIdLink(name: string, tty: string, dir = byId): Promise<void> {
     // udev makes relative links: ../../ttyUSB0
-    await symlink(join('..', '..', tty), join(byId, name));
+    await symlink(join('..', '..', tty), join(dir, name));
   }
+
+  const lister = (extra: Partial<ListPortsOptions> = {}): ListPortsOptions => ({
+    binding: failingBinding,
+    byIdDir: byId,
+    byPathDir: byPath,
+    sysfsRoot: sys,
+    devDir: dev,
+    ...extra,
+  });
 
   beforeEach(async () => {
     root = await mkdtemp(join(tmpdir(), 'ports-test-'));
     dev = join(root, 'dev');
     byId = join(dev, 'serial', 'by-id');
+    byPath = join(dev, 'serial', 'by-path');
     sys = join(root, 'sys');
     await mkdir(byId, { recursive: true });
+    await mkdir(byPath, { recursive: true });
     for (const tty of ['ttyUSB0', 'ttyACM0', 'ttyACM1', 'ttyUSB1', 'ttyUSB2', 'ttyS0']) {
       await writeFile(join(dev, tty), '');
     }
@@ -213,9 +239,13 @@ describe('listPorts', () => {
       false,
     );
     await byIdLink(JTAG, 'ttyACM0');
-    // CH9102 on ttyACM1 and FTDI on ttyUSB1: by-id links only, no sysfs.
+    // udev's by-path links for it, with the newer twin that names the USB revision.
+    await byIdLink('pci-0000:00:14.0-usbv2-0:2:1.0', 'ttyACM0', byPath);
+    await byIdLink('pci-0000:00:14.0-usb-0:2:1.0', 'ttyACM0', byPath);
+    // CH9102 on ttyACM1 and FTDI on ttyUSB1: udev links only, no sysfs.
     await byIdLink(CH9102, 'ttyACM1');
     await byIdLink(FTDI, 'ttyUSB1');
+    await byIdLink('pci-0000:00:14.0-usb-0:4:1.0-port0', 'ttyUSB1', byPath);
     // A device that went away: its link dangles.
     await byIdLink('usb-Gone_Device_123-if00-port0', 'ttyUSB9');
     // A USB device with no by-id link (no udev), found through sysfs alone.
@@ -247,6 +277,7 @@ describe('listPorts', () => {
     {
       path: join(dev, 'ttyACM0'),
       byIdPath: join(byId, JTAG),
+      byPathPath: join(byPath, 'pci-0000:00:14.0-usb-0:2:1.0'),
       serialNumber: 'F4:12:FA:01:02:03',
       vendorId: '303a',
       productId: '1001',
@@ -267,6 +298,8 @@ describe('listPorts', () => {
     {
       path: join(dev, 'ttyUSB0'),
       byIdPath: join(byId, CP2102N),
+      // No link: the name udev would give it, from sysfs.
+      byPathPath: join(byPath, 'pci-0000:00:14.0-usb-0:1:1.0-port0'),
       serialNumber: '0001',
       vendorId: '10c4',
       productId: 'ea60',
@@ -277,6 +310,7 @@ describe('listPorts', () => {
     {
       path: join(dev, 'ttyUSB1'),
       byIdPath: join(byId, FTDI),
+      byPathPath: join(byPath, 'pci-0000:00:14.0-usb-0:4:1.0-port0'),
       serialNumber: 'A50285BI',
       vendorId: '0403',
       productId: '6001',
@@ -286,6 +320,7 @@ describe('listPorts', () => {
     },
     {
       path: join(dev, 'ttyUSB2'),
+      byPathPath: join(byPath, 'pci-0000:00:14.0-usb-0:3:1.0-port0'),
       vendorId: '1a86',
       productId: '7523',
       product: 'USB Serial',
@@ -294,32 +329,21 @@ describe('listPorts', () => {
   ];
 
   it('falls back to /dev/serial/by-id and sysfs when the binding fails (no udevadm)', async () => {
-    const ports = await listPorts({
-      binding: failingBinding,
-      byIdDir: byId,
-      sysfsRoot: sys,
-      devDir: dev,
-    });
-    expect(ports).toEqual(expected());
+    expect(await listPorts(lister())).toEqual(expected());
   });
 
   it('falls back as well when the binding lists nothing', async () => {
-    const ports = await listPorts({
-      binding: { list: async () => [] },
-      byIdDir: byId,
-      sysfsRoot: sys,
-      devDir: dev,
-    });
-    expect(ports).toEqual(expected());
+    expect(await listPorts(lister({ binding: { list: async () => [] } }))).toEqual(expected());
   });
 
   it('returns nothing when neither directory exists', async () => {
-    const ports = await listPorts({
-      binding: failingBinding,
-      byIdDir: join(root, 'missing'),
-      sysfsRoot: join(root, 'missing-sys'),
-      devDir: dev,
-    });
+    const ports = await listPorts(
+      lister({
+        byIdDir: join(root, 'missing'),
+        byPathDir: join(root, 'missing-by-path'),
+        sysfsRoot: join(root, 'missing-sys'),
+      }),
+    );
     expect(ports).toEqual([]);
   });
 
@@ -352,12 +376,15 @@ describe('listPorts', () => {
         ],
       },
       byIdDir: byId,
+      byPathDir: byPath,
       sysfsRoot: sys,
     });
     expect(ports).toEqual([
       {
         path: '/dev/ttyUSB0',
         byIdPath: join(byId, CP2102N),
+        // udevadm gives no by-path; sysfs does.
+        byPathPath: join(byPath, 'pci-0000:00:14.0-usb-0:1:1.0-port0'),
         serialNumber: '0001',
         vendorId: '10c4',
         productId: 'ea60',
@@ -374,6 +401,102 @@ describe('listPorts', () => {
       },
       { path: '/dev/ttyS0', kind: 'unknown' },
     ]);
+  });
+
+  it('tells apart boards whose serial numbers are missing or shared by their USB location', async () => {
+    // Two CH340s without a serial number, in sockets 1 and 2 of a hub in socket 5, and a
+    // second CP2102 clone reporting 0001 like the one on ttyUSB0.
+    for (const tty of ['ttyUSB3', 'ttyUSB4', 'ttyUSB5']) await writeFile(join(dev, tty), '');
+    const ch340 = { idVendor: '1a86', idProduct: '7523', product: 'USB Serial' };
+    await usbDevice('1-5.1', ch340, 'ttyUSB3', true);
+    await usbDevice('1-5.2', ch340, 'ttyUSB4', true);
+    await usbDevice(
+      '1-6',
+      { idVendor: '10c4', idProduct: 'ea60', serial: '0001' },
+      'ttyUSB5',
+      true,
+    );
+    const ports = await listPorts(lister());
+    const identities = Object.fromEntries(
+      ports.map((port) => [basename(port.path), formatPortSelector(portIdentity(port, ports))]),
+    );
+    expect(identities).toEqual({
+      ttyACM0: 'serial:F4:12:FA:01:02:03',
+      ttyACM1: 'serial:54D2012345',
+      ttyUSB0: 'by-path:pci-0000:00:14.0-usb-0:1:1.0-port0',
+      ttyUSB1: 'by-path:pci-0000:00:14.0-usb-0:4:1.0-port0', // A50285BI: a counterfeit FTDI's
+      ttyUSB2: 'by-path:pci-0000:00:14.0-usb-0:3:1.0-port0',
+      ttyUSB3: 'by-path:pci-0000:00:14.0-usb-0:5.1:1.0-port0',
+      ttyUSB4: 'by-path:pci-0000:00:14.0-usb-0:5.2:1.0-port0',
+      ttyUSB5: 'by-path:pci-0000:00:14.0-usb-0:6:1.0-port0',
+    });
+    // Each identity finds its board, and only it.
+    for (const port of ports) {
+      const found = await findPort(portIdentity(port, ports), {
+        lister: { list: () => listPorts(lister()) },
+        timeoutMs: 0,
+      });
+      expect(found.path).toBe(port.path);
+    }
+    // serial:0001 is two boards: the error names the selectors that tell them apart.
+    const shared = await rejection(
+      findPort(parsePortSelector('serial:0001'), {
+        lister: { list: () => listPorts(lister()) },
+        timeoutMs: 0,
+      }),
+    );
+    expect(shared.message).toContain(
+      'one of by-path:pci-0000:00:14.0-usb-0:1:1.0-port0, by-path:pci-0000:00:14.0-usb-0:6:1.0-port0',
+    );
+  });
+
+  it('finds a CH340 board again by its USB location after it re-enumerated', async () => {
+    await writeFile(join(dev, 'ttyUSB3'), '');
+    const ch340 = { idVendor: '1a86', idProduct: '7523', product: 'USB Serial' };
+    const device = await usbDevice('1-5.1', ch340, 'ttyUSB3', true);
+    const before = await listPorts(lister());
+    const board = before.find((port) => port.path === join(dev, 'ttyUSB3')) as PortInfo;
+    const identity = portIdentity(board, before);
+    expect(identity).toEqual({ byPath: 'pci-0000:00:14.0-usb-0:5.1:1.0-port0' });
+    // A reset: the board leaves and comes back in the same socket as ttyUSB8.
+    await rm(device, { recursive: true });
+    await rm(join(sys, 'class', 'tty', 'ttyUSB3'), { recursive: true });
+    await rm(join(dev, 'ttyUSB3'));
+    await writeFile(join(dev, 'ttyUSB8'), '');
+    await usbDevice('1-5.1', ch340, 'ttyUSB8', true);
+    const found = await findPort(identity, {
+      lister: { list: () => listPorts(lister()) },
+      timeoutMs: 0,
+    });
+    expect(found).toMatchObject({ path: join(dev, 'ttyUSB8'), vendorId: '1a86' });
+  });
+
+  it('names USB locations as udev does, on PCI and platform controllers', async () => {
+    // Raspberry Pi 4: the USB controller is a PCIe device behind a platform bridge.
+    const pi4 = join(sys, 'devices', 'platform', 'scb', 'fd500000.pcie', 'pci0000:00');
+    await usbDevice(
+      '1-1.3',
+      { idVendor: '1a86', idProduct: '7523' },
+      'ttyUSB10',
+      true,
+      join(pi4, '0000:00:00.0', '0000:01:00.0', 'usb1'),
+    );
+    // Raspberry Pi 3: the controller is on the SoC; a native-USB board (ttyACM: no port).
+    await usbDevice(
+      '1-1.2',
+      { idVendor: '303a', idProduct: '1001', serial: 'F4:12:FA:01:02:04' },
+      'ttyACM10',
+      false,
+      join(sys, 'devices', 'platform', 'soc', '3f980000.usb', 'usb1'),
+    );
+    expect(await usbLocationOf(sys, 'ttyUSB10')).toBe(
+      'platform-fd500000.pcie-pci-0000:01:00.0-usb-0:1.3:1.0-port0',
+    );
+    expect(await usbLocationOf(sys, 'ttyACM10')).toBe('platform-3f980000.usb-usb-0:1.2:1.0');
+    expect(await usbLocationOf(sys, 'ttyUSB0')).toBe('pci-0000:00:14.0-usb-0:1:1.0-port0');
+    // Not on USB, or not known to sysfs.
+    expect(await usbLocationOf(sys, 'ttyS0')).toBeUndefined();
+    expect(await usbLocationOf(sys, 'ttyUSB99')).toBeUndefined();
   });
 
   it('with the default binding on this host, resolves (udevadm or not)', async () => {
@@ -395,6 +518,8 @@ describe('parsePortSelector', () => {
     ['usb:303a:1001:F4:12:FA:01:02:03', { vidPid: '303a:1001:F4:12:FA:01:02:03' }],
     [`by-id:${CP2102N}`, { byId: CP2102N }],
     [`/dev/serial/by-id/${CP2102N}`, { path: `/dev/serial/by-id/${CP2102N}` }],
+    [`by-path:${CH340_AT}`, { byPath: CH340_AT }],
+    [`/dev/serial/by-path/${CH340_AT}`, { path: `/dev/serial/by-path/${CH340_AT}` }],
     [CH340, { byId: CH340 }],
   ])('%j', (text, selector) => {
     expect(parsePortSelector(text)).toEqual(selector);
@@ -408,6 +533,7 @@ describe('parsePortSelector', () => {
     ['usb:10c4:ea6', '4-digit hex'],
     ['usb:10c4:ea60:', 'empty serial number'],
     ['by-id:', 'empty by-id name'],
+    ['by-path:', 'empty by-path name'],
     ['foo:bar', "unknown prefix 'foo:'"],
     ['ttyUSB0', 'not a path'],
   ])('rejects %j', (text, fragment) => {
@@ -431,6 +557,7 @@ describe('parsePortSelector', () => {
       'usb:10c4:ea60',
       'usb:303a:1001:F4:12',
       `by-id:${JTAG}`,
+      `by-path:${CH340_AT}`,
     ]) {
       expect(formatPortSelector(parsePortSelector(text))).toBe(text);
     }
@@ -467,6 +594,13 @@ const PORTS: PortInfo[] = [
     kind: 'usb-serial-jtag',
   }),
   board({ path: '/dev/ttyS0' }),
+  board({
+    path: '/dev/ttyUSB2',
+    byPathPath: `/dev/serial/by-path/${CH340_AT}`,
+    vendorId: '1a86',
+    productId: '7523',
+    kind: 'usb-uart',
+  }),
 ];
 
 describe('matchPorts', () => {
@@ -496,8 +630,58 @@ describe('matchPorts', () => {
     expect(paths({ byId: FTDI })).toEqual([]);
   });
 
+  it('by by-path name (or its USB-revision twin), by-path path, or the link as a path', () => {
+    expect(paths({ byPath: CH340_AT })).toEqual(['/dev/ttyUSB2']);
+    expect(paths({ byPath: CH340_AT.replace('-usb-', '-usbv2-') })).toEqual(['/dev/ttyUSB2']);
+    expect(paths({ byPath: `/dev/serial/by-path/${CH340_AT}` })).toEqual(['/dev/ttyUSB2']);
+    expect(paths({ byPath: `/elsewhere/${CH340_AT}` })).toEqual([]);
+    expect(paths({ path: `/dev/serial/by-path/${CH340_AT}` })).toEqual(['/dev/ttyUSB2']);
+    expect(paths({ byPath: 'pci-0000:00:14.0-usb-0:2.2:1.0-port0' })).toEqual([]);
+  });
+
   it('rejects a malformed vidPid', () => {
     expect(() => matchPorts(PORTS, { vidPid: '10c4' })).toThrow(SerialError);
+  });
+});
+
+describe('portIdentity: what finds a board again', () => {
+  const clone = (path: string, socket: string): PortInfo =>
+    board({
+      path,
+      serialNumber: '0001',
+      vendorId: '10c4',
+      productId: 'ea60',
+      byPathPath: `/dev/serial/by-path/pci-0000:00:14.0-usb-0:${socket}:1.0-port0`,
+      kind: 'usb-uart',
+    });
+
+  it('is the serial number when it is there, not generic and not shared', () => {
+    const jtag = PORTS[2] as PortInfo;
+    expect(portIdentity(jtag, PORTS)).toEqual({ serialNumber: 'F4:12:FA:01:02:03' });
+    const twin = { ...jtag, path: '/dev/ttyACM7', serialNumber: 'f4:12:fa:01:02:03' };
+    expect(portIdentity(jtag, [jtag, twin])).toEqual({ path: '/dev/ttyACM0' });
+  });
+
+  it('is the USB location for generic, shared or missing serial numbers', () => {
+    const a = clone('/dev/ttyUSB0', '1');
+    expect(portIdentity(a, [a])).toEqual({ byPath: 'pci-0000:00:14.0-usb-0:1:1.0-port0' });
+    const shared = { ...clone('/dev/ttyUSB1', '2'), serialNumber: 'ABC' };
+    expect(portIdentity(shared, [shared, { ...a, serialNumber: 'abc' }])).toEqual({
+      byPath: 'pci-0000:00:14.0-usb-0:2:1.0-port0',
+    });
+    expect(portIdentity(PORTS[4] as PortInfo, PORTS)).toEqual({ byPath: CH340_AT });
+  });
+
+  it('is the path when nothing else is known', () => {
+    expect(portIdentity(PORTS[0] as PortInfo, PORTS)).toEqual({ path: '/dev/ttyUSB0' });
+    expect(portIdentity(board({ path: '/dev/pts/3' }))).toEqual({ path: '/dev/pts/3' });
+  });
+
+  it('knows the generic serial numbers', () => {
+    for (const serial of ['0001', '0000', '00000000', '1', '0', 'A50285BI', 'a50285bi'])
+      expect(isGenericSerialNumber(serial)).toBe(true);
+    for (const serial of ['0002', 'A1', 'F4:12:FA:01:02:03', '54D2012345', '10'])
+      expect(isGenericSerialNumber(serial)).toBe(false);
   });
 });
 
@@ -508,6 +692,12 @@ describe('describePorts', () => {
       `/dev/ttyUSB0 (10c4:ea60, serial 0001, usb-uart, by-id ${CP2102N}); /dev/ttyUSB1 (10c4:ea60, serial 0002, usb-uart); and 1 more`,
     );
     expect(describePorts([])).toBe('no serial ports');
+  });
+
+  it('names the USB location where it is what tells a board apart', () => {
+    expect(describePorts([PORTS[4] as PortInfo])).toBe(
+      `/dev/ttyUSB2 (1a86:7523, usb-uart, by-path ${CH340_AT})`,
+    );
   });
 });
 

@@ -4,9 +4,14 @@
  * `/dev/serial/by-id` and to sysfs. Native-USB chips (USB-Serial-JTAG) re-enumerate on reset
  * under a new path but the same serial number, so `findPort` polls for a selector rather than
  * trusting a path.
+ *
+ * A board's identity ({@link portIdentity}) is its USB serial number, unless it has none (CH340),
+ * a generic one (CP2102 clones' `0001`) or one another attached port shares; then it is its
+ * physical USB location, the `/dev/serial/by-path` name (`pci-0000:00:14.0-usb-0:2.1:1.0-port0`,
+ * read from udev's link or built from sysfs the way udev builds it); then the device path.
  */
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { SerialError } from './errors.js';
 import { abortableWait, abortReason } from './wait.js';
 
@@ -16,6 +21,12 @@ export interface PortInfo {
   path: string;
   /** The `/dev/serial/by-id/...` link naming this port, when udev made one. */
   byIdPath?: string;
+  /**
+   * The `/dev/serial/by-path/...` name of this port's USB location: udev's link, or the name
+   * udev gives it, built from sysfs where udev left no link. Stays the same across resets and
+   * replugs into the same socket.
+   */
+  byPathPath?: string;
   serialNumber?: string;
   /** Lowercase hex, 4 digits. */
   vendorId?: string;
@@ -47,6 +58,8 @@ export interface ListPortsOptions {
   binding?: { list(): Promise<PortInfoLike[]> };
   /** Default `/dev/serial/by-id`. */
   byIdDir?: string;
+  /** Default `/dev/serial/by-path`. */
+  byPathDir?: string;
   /** Default `/sys`. */
   sysfsRoot?: string;
   /** Where tty device nodes live, for ports found through sysfs alone. Default `/dev`. */
@@ -173,6 +186,7 @@ export function parseByIdName(name: string): ByIdDescriptor {
 interface PortFields {
   path: string;
   byIdPath?: string | undefined;
+  byPathPath?: string | undefined;
   serialNumber?: string | undefined;
   vendorId?: string | undefined;
   productId?: string | undefined;
@@ -185,6 +199,7 @@ function portInfo(fields: PortFields): PortInfo {
   const info: PortInfo = { path: fields.path, kind: portKind(fields.vendorId, fields.productId) };
   for (const key of [
     'byIdPath',
+    'byPathPath',
     'serialNumber',
     'vendorId',
     'productId',
@@ -266,6 +281,98 @@ async function usbDeviceOf(sysfsRoot: string, ttyName: string): Promise<UsbDevic
     dir = parent;
   }
   return undefined;
+}
+
+const USB_INTERFACE = /^\d+-[\d.]+:\d+\.\d+$/;
+const USB_DEVICE = /^(\d+-[\d.]+|usb\d+)$/;
+const PCI_DEVICE = /^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/;
+const PCI_ROOT = /^pci[0-9a-f]{4}:[0-9a-f]{2}$/;
+
+/**
+ * The `/dev/serial/by-path` name udev gives a USB tty (its `path_id` builtin, then
+ * `60-serial.rules`), built from sysfs: `pci-<controller>-usb-0:<ports>:<config>.<interface>`,
+ * preceded by `platform-<device>` where the controller sits on a platform bus, followed by
+ * `-port<n>` for a usb-serial port (ttyUSB). `usb-0:2.1:1.0` is socket 1 of the hub in socket 2.
+ */
+export async function usbLocationOf(
+  sysfsRoot: string,
+  ttyName: string,
+): Promise<string | undefined> {
+  let device: string;
+  let root: string;
+  try {
+    device = await realpath(join(sysfsRoot, 'class', 'tty', ttyName, 'device'));
+    root = await realpath(join(sysfsRoot, 'devices'));
+  } catch {
+    return undefined;
+  }
+  const rel = relative(root, device);
+  if (rel.startsWith('..') || isAbsolute(rel)) return undefined;
+  const chain = rel.split(sep); // outermost first
+  const at = chain.findLastIndex((name) => USB_INTERFACE.test(name));
+  const iface = chain[at];
+  if (iface === undefined) return undefined;
+  let suffix = '';
+  if (chain.length > at + 1) {
+    // A usb-serial port (ttyUSB<n>) below the interface: udev appends its port number.
+    const port = await readTrimmed(join(device, 'port_number'));
+    if (port !== undefined && /^\d+$/.test(port)) suffix = `-port${port}`;
+  }
+  const parts = [`usb-0:${iface.slice(iface.indexOf('-') + 1)}`];
+  let i = at - 1;
+  while (i >= 0 && USB_DEVICE.test(chain[i] as string)) i -= 1;
+  while (i >= 0) {
+    const name = chain[i] as string;
+    if (PCI_DEVICE.test(name)) {
+      parts.unshift(`pci-${name}`);
+      while (i >= 0 && PCI_DEVICE.test(chain[i] as string)) i -= 1;
+    } else if (chain[0] === 'platform' && i > 0 && !PCI_ROOT.test(name)) {
+      parts.unshift(`platform-${name}`);
+      break; // udev names the nearest platform device only
+    } else {
+      i -= 1; // a PCI root bus (pci0000:00) and the like: not part of the name
+    }
+  }
+  return `${parts.join('-')}${suffix}`;
+}
+
+/** udev's newer by-path links name the USB revision (`usbv2-0:...`) too; both mean one socket. */
+const byPathKey = (name: string): string => name.replace(/-usbv\d+-/g, '-usb-');
+
+/** The `/dev/serial/by-path` links, by the device they point to. */
+async function byPathLinks(byPathDir: string): Promise<Map<string, string>> {
+  const links = new Map<string, string>();
+  // Plain `usb-` names first, so that they win over their `usbv<n>-` twins.
+  const names = (await listDir(byPathDir)).sort(
+    (a, b) => Number(a !== byPathKey(a)) - Number(b !== byPathKey(b)) || (a < b ? -1 : 1),
+  );
+  for (const name of names) {
+    try {
+      const target = await realpath(join(byPathDir, name));
+      if (!links.has(target)) links.set(target, join(byPathDir, name));
+    } catch {
+      // dangling: the device went away while we looked
+    }
+  }
+  return links;
+}
+
+/** Gives each port its by-path name: udev's link, else the name built from sysfs. */
+async function withLocations(
+  ports: PortInfo[],
+  byPathDir: string,
+  sysfsRoot: string,
+): Promise<PortInfo[]> {
+  const links = await byPathLinks(byPathDir);
+  const located: PortInfo[] = [];
+  for (const port of ports) {
+    const real = await realpath(port.path).catch(() => port.path);
+    const link = links.get(real);
+    const built = link === undefined ? await usbLocationOf(sysfsRoot, basename(real)) : undefined;
+    const byPathPath = link ?? (built === undefined ? undefined : join(byPathDir, built));
+    located.push(byPathPath === undefined ? port : portInfo({ ...port, byPathPath }));
+  }
+  return located;
 }
 
 async function listDir(dir: string): Promise<string[]> {
@@ -361,29 +468,38 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
  */
 export async function listPorts(options: ListPortsOptions = {}): Promise<PortInfo[]> {
   const byIdDir = options.byIdDir ?? '/dev/serial/by-id';
+  const byPathDir = options.byPathDir ?? '/dev/serial/by-path';
   const sysfsRoot = options.sysfsRoot ?? '/sys';
   const devDir = options.devDir ?? '/dev';
+  // udev's directories and sysfs: Linux, or wherever a test puts them.
+  const linuxLike =
+    process.platform === 'linux' ||
+    options.byIdDir !== undefined ||
+    options.byPathDir !== undefined ||
+    options.sysfsRoot !== undefined;
   let bindingError: unknown;
   try {
     // Loaded on demand so that importing this module never loads the native addon.
     const binding = options.binding ?? (await import('@serialport/bindings-cpp')).autoDetect();
     const listed = await withTimeout(binding.list(), BINDING_LIST_TIMEOUT_MS, 'serial port list');
-    if (listed.length > 0) return listed.map((port) => portInfoFromBinding(port, byIdDir));
+    if (listed.length > 0) {
+      const ports = listed.map((port) => portInfoFromBinding(port, byIdDir));
+      return linuxLike ? await withLocations(ports, byPathDir, sysfsRoot) : ports;
+    }
   } catch (error) {
     bindingError = error;
   }
-  const useFallback =
-    process.platform === 'linux' ||
-    options.byIdDir !== undefined ||
-    options.sysfsRoot !== undefined;
-  if (!useFallback) {
+  if (!linuxLike) {
     if (bindingError !== undefined) throw bindingError;
     return [];
   }
   const byId = await listFromById(byIdDir, sysfsRoot);
   const seen = new Set(byId.map((port) => basename(port.path)));
   const sysfsOnly = await listFromSysfs(sysfsRoot, devDir, seen);
-  return [...byId, ...sysfsOnly].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  const ports = [...byId, ...sysfsOnly].sort((a, b) =>
+    a.path < b.path ? -1 : a.path > b.path ? 1 : 0,
+  );
+  return withLocations(ports, byPathDir, sysfsRoot);
 }
 
 export type PortSelector =
@@ -393,10 +509,12 @@ export type PortSelector =
   /** The device path, or a `/dev/serial/by-id/...` link path. */
   | { path: string }
   /** A `/dev/serial/by-id` link name (or its full path). */
-  | { byId: string };
+  | { byId: string }
+  /** A `/dev/serial/by-path` name (or its full path): the USB socket a board is plugged into. */
+  | { byPath: string };
 
 const SELECTOR_HELP =
-  'use a path (/dev/ttyUSB0, COM3), serial:<serial number>, usb:<vid>:<pid>[:<serial>] or by-id:<name in /dev/serial/by-id>';
+  'use a path (/dev/ttyUSB0, COM3), serial:<serial number>, usb:<vid>:<pid>[:<serial>], by-id:<name in /dev/serial/by-id> or by-path:<name in /dev/serial/by-path>';
 
 function invalidSelector(text: string, why: string): SerialError {
   return new SerialError('OPTION_INVALID', `port selector '${text}': ${why}; ${SELECTOR_HELP}`);
@@ -422,7 +540,8 @@ function splitVidPid(
 /**
  * CLI/inventory syntax: `/dev/ttyUSB0` or `COM3` (or `path:<path>`), `serial:ABC123`,
  * `usb:10c4:ea60[:<serial>]`, `by-id:usb-Silicon_Labs_...` (a bare `usb-...-if00...` by-id name
- * also works). Throws `OPTION_INVALID` naming the accepted forms.
+ * also works), `by-path:pci-0000:00:14.0-usb-0:2.1:1.0-port0`. Throws `OPTION_INVALID` naming
+ * the accepted forms.
  */
 export function parsePortSelector(text: string): PortSelector {
   const trimmed = text.trim();
@@ -442,6 +561,9 @@ export function parsePortSelector(text: string): PortSelector {
     case 'by-id':
       if (value === '') throw invalidSelector(text, 'empty by-id name');
       return { byId: value };
+    case 'by-path':
+      if (value === '') throw invalidSelector(text, 'empty by-path name');
+      return { byPath: value };
     case 'path':
       if (value === '') throw invalidSelector(text, 'empty path');
       return { path: value };
@@ -460,6 +582,7 @@ export function formatPortSelector(selector: PortSelector): string {
   if ('serialNumber' in selector) return `serial:${selector.serialNumber}`;
   if ('vidPid' in selector) return `usb:${selector.vidPid}`;
   if ('byId' in selector) return `by-id:${selector.byId}`;
+  if ('byPath' in selector) return `by-path:${selector.byPath}`;
   return selector.path;
 }
 
@@ -491,7 +614,46 @@ export function matchPorts(ports: readonly PortInfo[], selector: PortSelector): 
         (byId.includes('/') ? port.byIdPath === byId : basename(port.byIdPath) === byId),
     );
   }
-  return ports.filter((port) => port.path === selector.path || port.byIdPath === selector.path);
+  if ('byPath' in selector) {
+    const want = byPathKey(basename(selector.byPath));
+    const full = selector.byPath.includes('/');
+    return ports.filter(
+      (port) =>
+        port.byPathPath !== undefined &&
+        byPathKey(basename(port.byPathPath)) === want &&
+        (!full || byPathKey(dirname(port.byPathPath)) === byPathKey(dirname(selector.byPath))),
+    );
+  }
+  const byPath = (port: PortInfo): boolean =>
+    port.byPathPath !== undefined && byPathKey(port.byPathPath) === byPathKey(selector.path);
+  return ports.filter(
+    (port) => port.path === selector.path || port.byIdPath === selector.path || byPath(port),
+  );
+}
+
+/**
+ * Serial numbers that many devices share: CP210x clones report `0001`, other bridges all zeros,
+ * counterfeit FT232R chips `A50285BI`. Never a board's identity.
+ */
+export function isGenericSerialNumber(serialNumber: string): boolean {
+  return /^0*1?$/.test(serialNumber.trim()) || /^A50285BI$/i.test(serialNumber.trim());
+}
+
+/**
+ * What finds this board again, among `ports` (the ports listed with it), and after a reset or
+ * a replug: its USB serial number, unless it has none, a generic one or one another listed port
+ * shares; else its USB location (`by-path:`), when known; else its path.
+ */
+export function portIdentity(port: PortInfo, ports: readonly PortInfo[] = [port]): PortSelector {
+  const serial = port.serialNumber;
+  if (
+    serial !== undefined &&
+    !isGenericSerialNumber(serial) &&
+    !ports.some((other) => other.path !== port.path && sameSerial(other.serialNumber, serial))
+  )
+    return { serialNumber: serial };
+  if (port.byPathPath !== undefined) return { byPath: basename(port.byPathPath) };
+  return { path: port.path };
 }
 
 /** Most useful first (USB ports), capped, so an error message stays readable. */
@@ -507,6 +669,9 @@ export function describePorts(ports: readonly PortInfo[], limit = 20): string {
       [port.manufacturer, port.product].filter((part) => part !== undefined).join(' ') || undefined,
       port.kind === 'unknown' ? undefined : port.kind,
       port.byIdPath === undefined ? undefined : `by-id ${basename(port.byIdPath)}`,
+      'byPath' in portIdentity(port, ports) && port.byPathPath !== undefined
+        ? `by-path ${basename(port.byPathPath)}`
+        : undefined,
     ].filter((part) => part !== undefined);
     return details.length === 0 ? port.path : `${port.path} (${details.join(', ')})`;
   });
@@ -597,9 +762,13 @@ export async function findPort(
     ambiguousPolls = matches.length > 1 ? ambiguousPolls + 1 : 0;
     const remaining = deadline - Date.now();
     if (ambiguousPolls >= 2 || (ambiguousPolls > 0 && remaining <= 0)) {
+      const identities = [
+        ...new Set(matches.map((port) => formatPortSelector(portIdentity(port, seen)))),
+      ];
+      const which = identities.length === matches.length ? `: one of ${identities.join(', ')}` : '';
       throw new SerialError(
         'PORT_NOT_FOUND',
-        `${matches.length} serial ports match ${wanted}: ${describePorts(matches)}; use a more specific selector (serial:<serial number>, or by-id:<name> when one device has several interfaces)`,
+        `${matches.length} serial ports match ${wanted}: ${describePorts(matches)}; use a more specific selector (serial:<serial number>, by-path:<USB location> where serial numbers are missing or shared, or by-id:<name> when one device has several interfaces)${which}`,
       );
     }
     if (remaining <= 0) {

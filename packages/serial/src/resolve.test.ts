@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -90,7 +90,7 @@ describe('resolvePort: real ports', () => {
     expect(await port.present(join(dir, 'gone'))).toBe(false);
     await expect(port.refind(0)).rejects.toMatchObject({
       code: 'PORT_NOT_FOUND',
-      message: `${pty} went away and has no USB serial number to find it again by`,
+      message: `${pty} went away and has no USB serial number or USB location to find it again by`,
     });
     await expect(
       resolvePort('/dev/ttyUSB9', { lister: async () => [usbPort], findTimeoutMs: 0 }),
@@ -109,6 +109,111 @@ describe('resolvePort: real ports', () => {
     const port = await resolvePort('serial:0001', { lister: async () => ports });
     ports = [{ ...usbPort, path: '/dev/ttyUSB1' }];
     expect(await port.refind(0)).toMatchObject({ path: '/dev/ttyUSB1' });
+  });
+
+  it('finds a CH340 board (no serial number) again by its USB location', async () => {
+    const ch340: PortInfo = {
+      path: '/dev/ttyUSB3',
+      byPathPath: `/dev/serial/by-path/${SOCKET_1}`,
+      vendorId: '1a86',
+      productId: '7523',
+      kind: 'usb-uart',
+    };
+    const twin: PortInfo = {
+      ...ch340,
+      path: '/dev/ttyUSB4',
+      byPathPath: `/dev/serial/by-path/${SOCKET_2}`,
+    };
+    let ports = [ch340, twin];
+    const port = await resolvePort('/dev/ttyUSB3', { lister: async () => ports });
+    // It came back under another name, in the same socket; its twin moved too.
+    ports = [
+      { ...twin, path: '/dev/ttyUSB3' },
+      { ...ch340, path: '/dev/ttyUSB5' },
+    ];
+    expect(await port.refind(0)).toMatchObject({ path: '/dev/ttyUSB5' });
+  });
+});
+
+const SOCKET_1 = 'pci-0000:00:14.0-usb-0:2.1:1.0-port0';
+const SOCKET_2 = 'pci-0000:00:14.0-usb-0:2.2:1.0-port0';
+
+describe('resolvePort: one run per board, whichever selector names it', () => {
+  const board: PortInfo = { ...usbPort, serialNumber: 'A1B2C3' };
+  const clone = (path: string, socket: string): PortInfo => ({
+    ...usbPort,
+    path,
+    byPathPath: `/dev/serial/by-path/${socket}`,
+  });
+
+  it('locks the board itself: serial:, usb: and its path exclude each other until disposed', async () => {
+    const lockDir = join(dir, 'locks');
+    const options = { lister: async () => [board], lockDir, findTimeoutMs: 0 };
+    const held = await resolvePort('serial:a1b2c3', options);
+    for (const selector of ['/dev/ttyUSB0', 'usb:10c4:ea60', 'serial:A1B2C3']) {
+      const refused = await resolvePort(selector, options).catch((error: unknown) => error);
+      expect(refused).toMatchObject({
+        code: 'PORT_BUSY',
+        message: expect.stringMatching(
+          new RegExp(
+            `^/dev/ttyUSB0 \\(serial:a1b2c3\\) is in use by another run \\(pid ${process.pid}, this process: .*\\); let it finish or stop it, then try again \\(lock: ${lockDir}/`,
+          ),
+        ),
+      });
+      expect(failureKind(refused)).toBe('port');
+    }
+    held.dispose();
+    held.dispose();
+    (await resolvePort('/dev/ttyUSB0', options)).dispose();
+  });
+
+  it('two CP2102 clones that both report 0001 are two boards; by-path: names one', async () => {
+    const a = clone('/dev/ttyUSB0', SOCKET_1);
+    const b = clone('/dev/ttyUSB1', SOCKET_2);
+    const options = { lister: async () => [a, b], lockDir: join(dir, 'locks'), findTimeoutMs: 0 };
+    const first = await resolvePort('/dev/ttyUSB0', options);
+    const second = await resolvePort(`by-path:${SOCKET_2}`, options);
+    expect(second.path).toBe('/dev/ttyUSB1');
+    await expect(resolvePort(`by-path:${SOCKET_1}`, options)).rejects.toMatchObject({
+      code: 'PORT_BUSY',
+      message: expect.stringContaining(`/dev/ttyUSB0 (by-path:${SOCKET_1}) is in use`),
+    });
+    first.dispose();
+    second.dispose();
+  });
+
+  it('a tty no listing knows and a link to it are one board', async () => {
+    const pty = join(dir, 'ttyFAKE');
+    writeFileSync(pty, '');
+    const link = join(dir, 'my-board');
+    symlinkSync(pty, link);
+    const options = { lister: async () => [], lockDir: join(dir, 'locks') };
+    const held = await resolvePort(pty, options);
+    await expect(resolvePort(link, options)).rejects.toMatchObject({
+      code: 'PORT_BUSY',
+      message: expect.stringContaining(`${link} (path:${realpathSync(pty)}) is in use`),
+    });
+    held.dispose();
+    (await resolvePort(link, options)).dispose();
+  });
+
+  it('waits lockWaitMs for the board, and stops at the abort', async () => {
+    const options = { lister: async () => [board], lockDir: join(dir, 'locks') };
+    const held = await resolvePort('serial:A1B2C3', options);
+    const waiting = resolvePort('/dev/ttyUSB0', { ...options, lockWaitMs: 60_000 });
+    held.dispose();
+    (await waiting).dispose();
+    const again = await resolvePort('serial:A1B2C3', options);
+    const controller = new AbortController();
+    const aborted = resolvePort('/dev/ttyUSB0', {
+      ...options,
+      lockWaitMs: 60_000,
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    const reason = new Error('interrupted by Ctrl-C');
+    controller.abort(reason);
+    expect(await aborted).toBe(reason);
+    again.dispose();
   });
 });
 

@@ -1,13 +1,27 @@
 /**
  * Where a board's serial port comes from. A real port is found by its selector (path,
- * `serial:`, `usb:`, `by-id:`) through the native binding; any other kind of board (virtual
- * boards today) comes from a {@link PortProvider} that whoever composes the commands
+ * `serial:`, `usb:`, `by-id:`, `by-path:`) through the native binding, and locked by the
+ * device's identity (its serial number, USB location or device node: {@link portIdentity}), so
+ * that two selectors of one board exclude each other, whichever command (`flash`, `provision`,
+ * `monitor`, `hil run`) resolves it; the lock is held until `dispose()`. Any other kind of board
+ * (virtual boards today) comes from a {@link PortProvider} that whoever composes the commands
  * registers, so this package never imports what it serves. Both give a binding and a path;
  * everything after (flashing, console, lines) is the same code.
  */
-import { stat } from 'node:fs/promises';
+import { realpath, stat } from 'node:fs/promises';
 import { SerialError } from './errors.js';
-import { describePorts, findPort, listPorts, type PortInfo, parsePortSelector } from './ports.js';
+import { BoardLockError, lockBoard } from './lock.js';
+import {
+  describePorts,
+  findPort,
+  formatPortSelector,
+  listPorts,
+  matchPorts,
+  type PortInfo,
+  type PortSelector,
+  parsePortSelector,
+  portIdentity,
+} from './ports.js';
 import type { SerialBinding } from './web-serial.js';
 
 /** A port ready to open: the binding to open it with, and how to find it again. */
@@ -21,9 +35,12 @@ export interface ResolvedPort {
   readonly provider?: string;
   /** Whether the device is still there (an unplug does not always emit `close`). */
   present(path: string): Promise<boolean>;
-  /** The same device (by USB serial number) again, e.g. after it re-enumerated on reset. */
+  /**
+   * The same device again, by its identity (USB serial number, else USB location), e.g. after
+   * it re-enumerated on reset.
+   */
   refind(timeoutMs: number, signal?: AbortSignal): Promise<{ path: string; info: PortInfo }>;
-  /** Releases what resolving took (a provided board's power and lock); safe to call twice. */
+  /** Releases what resolving took (the board's lock, a provided board's power); safe to call twice. */
   dispose(): void;
 }
 
@@ -73,6 +90,16 @@ export interface ResolvePortOptions {
   readonly lister?: () => Promise<PortInfo[]>;
   /** How long to look for a real port (it may be enumerating). Default 3000 ms. */
   readonly findTimeoutMs?: number;
+  /** Real ports: how long to wait for a board another process holds. Default 0: refuse at once. */
+  readonly lockWaitMs?: number;
+  /**
+   * Real ports: where the board locks live. Default `os.tmpdir()`, the host's; ports from a
+   * `lister` of the caller's own are not necessarily the host's devices, and are locked only
+   * when `lockDir` is given.
+   */
+  readonly lockDir?: string;
+  /** Real ports: stops looking for the port and waiting for its lock. */
+  readonly signal?: AbortSignal;
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -88,29 +115,91 @@ export async function nativeBinding(): Promise<SerialBinding> {
   return autoDetect() as unknown as SerialBinding;
 }
 
-async function resolveReal(
-  selectorText: string,
+/** The key a board is locked by: its identity, with a device path made canonical. */
+async function lockKey(identity: PortSelector): Promise<string> {
+  if ('serialNumber' in identity) return `serial:${identity.serialNumber.toLowerCase()}`;
+  if (!('path' in identity)) return formatPortSelector(identity);
+  const path = await realpath(identity.path).catch(() => identity.path);
+  return `path:${process.platform === 'win32' ? path.toUpperCase() : path}`;
+}
+
+/** A port by its selector; a path that exists but no listing knows is used as it is. */
+async function findReal(
+  selector: PortSelector,
+  list: () => Promise<PortInfo[]>,
   options: ResolvePortOptions,
-): Promise<ResolvedPort> {
-  const selector = parsePortSelector(selectorText);
-  const lister = { list: options.lister ?? (() => listPorts()) };
-  let info: PortInfo;
+): Promise<PortInfo> {
+  const { signal } = options;
+  const lister = { list };
+  const timeoutMs = options.findTimeoutMs ?? 3000;
+  const onSignal = signal === undefined ? {} : { signal };
+  if ('path' in selector && (await exists(selector.path))) {
+    // A device node that is there: no need to wait for a listing to show it. A link to a
+    // listed port (a symlink of the user's) is that port.
+    const listed = await list().catch(() => []);
+    const real = await realpath(selector.path).catch(() => selector.path);
+    const [known] = [...matchPorts(listed, selector), ...matchPorts(listed, { path: real })];
+    return known ?? { path: selector.path, kind: 'unknown' };
+  }
   try {
-    info = await findPort(selector, { lister, timeoutMs: options.findTimeoutMs ?? 3000 });
+    return await findPort(selector, { lister, timeoutMs, ...onSignal });
   } catch (error) {
-    // A tty no listing knows (a pty, a serial header): usable by path when it exists.
+    // A tty no listing knows (a pty, a serial header) that appeared meanwhile.
     if ('path' in selector && (await exists(selector.path)))
-      info = { path: selector.path, kind: 'unknown' };
-    else if (error instanceof SerialError && /^no serial port/.test(error.message))
+      return { path: selector.path, kind: 'unknown' };
+    if (error instanceof SerialError && /^no serial port/.test(error.message))
       throw new SerialError(
         'PORT_NOT_FOUND',
         `${error.message}; check the cable, or run \`ports\` to see what is attached`,
         { cause: error },
       );
-    else throw error;
+    throw error;
   }
-  const binding = await nativeBinding();
-  const serialNumber = info.serialNumber;
+}
+
+async function resolveReal(
+  selectorText: string,
+  options: ResolvePortOptions,
+): Promise<ResolvedPort> {
+  const selector = parsePortSelector(selectorText);
+  const base = options.lister ?? (() => listPorts());
+  let listed: PortInfo[] = [];
+  const list = async (): Promise<PortInfo[]> => {
+    listed = await base();
+    return listed;
+  };
+  const info = await findReal(selector, list, options);
+  // Two selectors of one board (serial:X and /dev/ttyUSB0, a path and a link to it) lock the
+  // same key: the board's identity among the ports listed with it.
+  const identity = portIdentity(info, listed);
+  const key = await lockKey(identity);
+  let release: () => void = () => {};
+  try {
+    if (options.lister === undefined || options.lockDir !== undefined)
+      release = await lockBoard(key, {
+        label: key === `path:${info.path}` ? info.path : `${info.path} (${key})`,
+        waitMs: options.lockWaitMs ?? 0,
+        ...(options.lockDir === undefined ? {} : { dir: options.lockDir }),
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      });
+  } catch (error) {
+    if (!(error instanceof BoardLockError)) throw error;
+    throw new SerialError('PORT_BUSY', error.message, { cause: error });
+  }
+  let binding: SerialBinding;
+  try {
+    binding = await nativeBinding();
+  } catch (error) {
+    release();
+    throw error;
+  }
+  const lister = { list: base };
+  // A serial number that is generic or was shared may still be unique when looking again.
+  const again: PortSelector | undefined = !('path' in identity)
+    ? identity
+    : info.serialNumber === undefined
+      ? undefined
+      : { serialNumber: info.serialNumber };
   return {
     binding,
     path: info.path,
@@ -118,18 +207,19 @@ async function resolveReal(
     label: info.path,
     present: (path) => exists(path),
     refind: async (timeoutMs, signal) => {
-      if (serialNumber === undefined)
+      if (again === undefined)
         throw new SerialError(
           'PORT_NOT_FOUND',
-          `${info.path} went away and has no USB serial number to find it again by`,
+          `${info.path} went away and has no USB serial number or USB location to find it again by`,
         );
-      const found = await findPort(
-        { serialNumber },
-        { lister, timeoutMs, ...(signal === undefined ? {} : { signal }) },
-      );
+      const found = await findPort(again, {
+        lister,
+        timeoutMs,
+        ...(signal === undefined ? {} : { signal }),
+      });
       return { path: found.path, info: found };
     },
-    dispose: () => {},
+    dispose: release,
   };
 }
 

@@ -4,7 +4,7 @@
  * provider (virtual boards, with what their flash holds).
  */
 import type { Command } from 'commander';
-import { listPorts, type PortInfo } from '../ports.js';
+import { formatPortSelector, listPorts, type PortInfo, portIdentity } from '../ports.js';
 import { isBoardPort } from '../resolve.js';
 import { runReported, type SerialCommandContext } from './context.js';
 
@@ -14,9 +14,17 @@ export interface PortsCommandOptions {
   readonly all?: boolean;
 }
 
-function realLine(port: PortInfo): string {
+/** A port's row; where its USB location is what tells it apart, the row ends with it. */
+function realLine(port: PortInfo, listed: readonly PortInfo[]): string {
   const id = port.vendorId && port.productId ? `${port.vendorId}:${port.productId}` : '-';
-  const what = [port.manufacturer, port.product].filter((p) => p !== undefined).join(' ');
+  const identity = portIdentity(port, listed);
+  const what = [
+    port.manufacturer,
+    port.product,
+    'byPath' in identity ? `(${formatPortSelector(identity)})` : undefined,
+  ]
+    .filter((p) => p !== undefined)
+    .join(' ');
   return `${port.path.padEnd(22)} ${id.padEnd(10)} ${port.kind.padEnd(16)} ${(port.serialNumber ?? '-').padEnd(18)} ${what}`.trimEnd();
 }
 
@@ -49,7 +57,7 @@ export async function portsCommand(
       const provided = listings.flatMap((l) => l.boards);
       const lines = [
         `${'PORT'.padEnd(22)} ${'USB ID'.padEnd(10)} ${'KIND'.padEnd(16)} ${'SERIAL/MAC'.padEnd(18)} DESCRIPTION`,
-        ...shown.map(realLine),
+        ...shown.map((port) => realLine(port, real)),
         ...provided.map((b) => b.line),
       ];
       if (shown.length === 0 && provided.length === 0) {
