@@ -425,7 +425,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   async #boot(reason: ResetReason, signal: AbortSignal, download: boolean): Promise<void> {
     this.#bootCount++;
     this.#bootloader.banner(reason, download, this.#app.idfVersion);
-    this.emit('boot', reason, this.#bootCount);
+    this.emit('boot', reason, this.#bootCount, download);
     if (download) {
       this.#setState('download');
       return;

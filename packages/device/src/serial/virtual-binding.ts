@@ -671,7 +671,7 @@ export interface VirtualSerialBindingEvents {
 
 /** What a re-enumerating device is doing. */
 interface Reenumeration {
-  readonly onBoot: (reason: string) => void;
+  readonly onBoot: (reason: string, count: number, download: boolean) => void;
   /** Leaving: the chip just started; the device leaves once the current host call returns. */
   leave: NodeJS.Timeout | undefined;
   /** Away: it comes back when this fires. */
@@ -728,9 +728,12 @@ export class VirtualSerialBinding
       const reenumeration: Reenumeration = {
         leave: undefined,
         back: undefined,
-        onBoot: (reason) => {
-          // Power-on is how the device appears in the first place, not a re-enumeration.
-          if (reason !== 'POWERON') this.#chipReset(device);
+        onBoot: (reason, _count, download) => {
+          // Power-on is how the device appears in the first place, not a re-enumeration. A
+          // reset into the serial bootloader keeps the USB device: esptool (USBJTAGSerialReset)
+          // and esptool-js sync on the same port right after it, without reopening anything.
+          // The app starting anew is what re-enumerates.
+          if (reason !== 'POWERON' && !download) this.#chipReset(device);
         },
       };
       this.#reenumerations.set(device, reenumeration);

@@ -95,17 +95,23 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     expect(uart.device.reenumerateMs).toBeUndefined();
   });
 
-  it('enters download mode on the usbJtag sequence, then comes back at a new path found by serial number', async () => {
+  it('enters download mode on the usbJtag sequence on the same port; the app starting re-enumerates it', async () => {
     const bus = newBus();
     const port = nativeBoard(bus);
     const first = await openPort(bus.binding, port.path);
-    const left = once(bus.binding, 'unplug');
-    const back = once(bus.binding, 'plug');
     // The whole sequence reaches the port: the chip starts only as it ends.
     await runLineSteps(lineSetterFor(first.stream), RESET_SEQUENCES.usbJtag);
     expect(port.board.state).toBe('download');
     expect(port.device.lineEvents.at(-1)).toEqual({ kind: 'reset', download: true });
-    // The open port closes as a CDC-ACM port does when its device leaves.
+    // The ROM keeps the USB device: esptool syncs on the same port right after this reset.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await port.present('/dev/ttyACM0')).toBe(true);
+    expect(port.device.emulator?.stage).toBe('rom');
+
+    // A reset into the app: the open port closes as a CDC-ACM port does when its device leaves.
+    const left = once(bus.binding, 'unplug');
+    const back = once(bus.binding, 'plug');
+    await runLineSteps(lineSetterFor(first.stream), RESET_SEQUENCES.hard);
     expect(await left).toEqual([port.device, '/dev/ttyACM0']);
     const [closeError] = await first.closed;
     expect(closeError).toMatchObject({ disconnected: true });
@@ -125,9 +131,6 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
       { lister: lister(bus), timeoutMs: 0 },
     );
     expect(bySerial.path).toBe('/dev/ttyACM1');
-    // Still in the ROM, waiting for a flasher on its new port.
-    expect(port.board.state).toBe('download');
-    expect(port.device.emulator?.stage).toBe('rom');
     await openPort(bus.binding, found.path);
   });
 
@@ -192,7 +195,7 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     expect(bus.binding.plug(port.device, { powerOn: false })).toBe('/dev/ttyACM2');
   });
 
-  it('can be flashed by esptool-js through NodeWebSerialPort once reset into download and found again', {
+  it('can be flashed by esptool-js through NodeWebSerialPort on the same port after the usbJtag reset', {
     timeout: 60_000,
   }, async () => {
     const bus = newBus();
@@ -203,12 +206,11 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
       board: 'bread-compact-wifi',
       flashSizeMb: 4,
     });
-    // Our reset into download mode; esptool-js does not reopen a port that re-enumerates.
+    // Our reset into download mode; the ROM keeps the USB device, so esptool-js syncs on it.
     const { stream } = await openPort(bus.binding, port.path);
-    const back = once(bus.binding, 'plug');
     await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.usbJtag);
-    await back;
-    const found = await port.refind(5000);
+    await new Promise<void>((resolve) => stream.close(() => resolve()));
+    const found = { path: port.path };
     const info = (await bus.binding.list()).find((p) => p.path === found.path);
     if (info === undefined) throw new Error('the board is not listed');
     const web = NodeWebSerialPort.fromPortInfo(bus.binding, info);
@@ -246,6 +248,6 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     await runLineSteps(lineSetterFor(again), RESET_SEQUENCES.hard);
     await booted;
     const [, path] = await returned;
-    expect(path).toBe('/dev/ttyACM2');
+    expect(path).toBe('/dev/ttyACM1');
   });
 });

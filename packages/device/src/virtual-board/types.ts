@@ -127,7 +127,8 @@ export interface VirtualBoardEvents {
   session: [sessionId: string];
   panic: [BoardPanic];
   /** The board (re)started: `reason` as the ROM prints it. */
-  boot: [reason: ResetReason, count: number];
+  /** `download`: the ROM stays in its serial bootloader instead of starting the app. */
+  boot: [reason: ResetReason, count: number, download: boolean];
   /** A valid `tools/call` is about to run this tool. */
   'tool-call': [name: string];
 }
