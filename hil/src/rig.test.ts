@@ -185,6 +185,44 @@ describe('hil run', () => {
     expect(result.stdout).toMatch(/Exit code 3/);
   });
 
+  it('qualifies a board on native USB: re-found after every reset, sessions without a DTR click', async () => {
+    // USB-Serial-JTAG: the port re-enumerates under a new path whenever the app starts (the
+    // hard reset, the reboot, the upgrade), and DTR cannot press BOOT. The inventory says
+    // boot-click; the rig knows better and prompts, and the virtual rig's operator presses it.
+    const { config, out } = rig([
+      {
+        ...bread('native'),
+        virtual: { preset: 'bread-compact-wifi', usb: 'native' },
+      },
+    ]);
+    const result = await hil(
+      'run',
+      '--config',
+      config,
+      '--out',
+      out,
+      '--suite',
+      'initialize,tools-list,tools-call,reboot,ota-upgrade',
+    );
+    const [board] = report(out).boards;
+    expect(board?.failure).toBeUndefined();
+    expect(result.code).toBe(0);
+    expect(board?.status).toBe('passed');
+    const steps = board?.steps.map((s) => `${s.step}:${s.status}`);
+    expect(steps).toEqual(
+      expect.arrayContaining(['flash:passed', 'reset:passed', 'boot:passed', 'session:passed']),
+    );
+    expect(board?.checks.filter((c) => c.status === 'failed')).toEqual([]);
+    expect(board?.checks.map((c) => c.id)).toEqual(
+      expect.arrayContaining(['reboot.back', 'ota-upgrade.version']),
+    );
+    // Re-found at a new path after the resets, and prompted rather than clicked.
+    expect(board?.port).toMatch(/\/dev\/ttyACM[1-9]/);
+    expect(result.stdout).toMatch(/native USB .*press the BOOT button/);
+    const log = readFileSync(join(out, 'native', 'console.log'), 'utf8');
+    expect(log).toMatch(/reconnected on \/dev\/ttyACM1/);
+  });
+
   it('refuses a bad inventory with exit 2 and the field named', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hil-bad-'));
     const config = join(dir, 'hil.config.json');
