@@ -20,6 +20,9 @@ const FAULT_KEYS = {
   pageBudgetBytes: true,
   crashOnHello: true,
   panicAtBoot: true,
+  helloWithout: true,
+  initializeWithout: true,
+  cursorLoop: true,
   unplugOnCall: true,
 } as const satisfies Record<
   Exclude<keyof FaultKnobs, 'dropReply'> | keyof NonNullable<VirtualBusBoard['faults']>,

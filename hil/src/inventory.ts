@@ -51,6 +51,12 @@ export interface BoardConfig {
       readonly pageBudgetBytes?: number;
       readonly crashOnHello?: boolean;
       readonly panicAtBoot?: boolean;
+      /** Fields the board leaves out of its hello (`transport`, `features.mcp`). */
+      readonly helloWithout?: readonly string[];
+      /** Fields the board leaves out of `initialize`'s result (`serverInfo`). */
+      readonly initializeWithout?: readonly string[];
+      /** Every `tools/list` page's `nextCursor` names its own first tool. */
+      readonly cursorLoop?: boolean;
       /** The board vanishes from the USB bus when this tool is called. */
       readonly unplugOnCall?: string;
     };

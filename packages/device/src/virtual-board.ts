@@ -105,6 +105,9 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       pageBudgetBytes: undefined,
       crashOnHello: false,
       panicAtBoot: false,
+      helloWithout: [],
+      initializeWithout: [],
+      cursorLoop: false,
       ...options.faults,
     };
     this.storage = options.storage ?? new NvsStorage();

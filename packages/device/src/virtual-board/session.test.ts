@@ -1,6 +1,13 @@
 import { readBackendFrame } from '@xiaozhi-mcp/protocol';
 import { describe, expect, it } from 'vitest';
-import { audioVersion, clickAction, type FrameAction, frameAction } from './session.js';
+import {
+  audioVersion,
+  clickAction,
+  type FrameAction,
+  frameAction,
+  rewriteReply,
+  withoutFields,
+} from './session.js';
 
 function actionOf(text: string): FrameAction {
   const frame = readBackendFrame(text);
@@ -70,5 +77,40 @@ describe('clickAction (Application::ToggleChatState)', () => {
 describe('audioVersion', () => {
   it('takes 2 and 3 as stored and anything else as 1', () => {
     expect([0, 1, 2, 3, 4].map(audioVersion)).toEqual([1, 1, 2, 3, 1]);
+  });
+});
+
+describe('the fault knobs that change what the board sends', () => {
+  const none = { initializeWithout: [], cursorLoop: false };
+
+  it('leaves fields out of the hello, by dotted path, without touching the original', () => {
+    const hello = {
+      type: 'hello',
+      features: { mcp: true, glyph_push: false },
+      transport: 'websocket',
+    };
+    expect(withoutFields(hello, ['transport', 'features.mcp', 'no.such'])).toEqual({
+      type: 'hello',
+      features: { glyph_push: false },
+    });
+    expect(hello.transport).toBe('websocket');
+  });
+
+  it('drops initialize result fields and loops tools/list cursors, leaving other replies alone', () => {
+    const init =
+      '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"b","version":"1"}}}';
+    expect(JSON.parse(rewriteReply(init, { ...none, initializeWithout: ['serverInfo'] }))).toEqual({
+      jsonrpc: '2.0',
+      id: 1,
+      result: { protocolVersion: '2024-11-05', capabilities: { tools: {} } },
+    });
+    const page = '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a"},{"name":"b"}]}}';
+    expect(JSON.parse(rewriteReply(page, { ...none, cursorLoop: true })).result.nextCursor).toBe(
+      'a',
+    );
+    expect(rewriteReply(init, none)).toBe(init);
+    expect(rewriteReply(page, { ...none, initializeWithout: ['serverInfo'] })).toBe(page);
+    const unescaped = '{"jsonrpc":"2.0","id":3,"error":{"message":"Unknown tool: a"b"}}';
+    expect(rewriteReply(unescaped, { ...none, cursorLoop: true })).toBe(unescaped);
   });
 });

@@ -96,6 +96,56 @@ export function clickAction(state: DeviceState): ClickAction {
   }
 }
 
+/** A copy of a JSON object without the fields at these dotted paths (`features.mcp`). */
+export function withoutFields<T extends object>(value: T, paths: readonly string[]): T {
+  if (paths.length === 0) return value;
+  const copy = structuredClone(value) as Record<string, unknown>;
+  for (const path of paths) {
+    const keys = path.split('.');
+    const last = keys.pop() ?? '';
+    let node: unknown = copy;
+    for (const key of keys)
+      node =
+        typeof node === 'object' && node !== null
+          ? (node as Record<string, unknown>)[key]
+          : undefined;
+    if (typeof node === 'object' && node !== null) delete (node as Record<string, unknown>)[last];
+  }
+  return copy as T;
+}
+
+/**
+ * The fault knobs that rewrite a reply (`initializeWithout`, `cursorLoop`): an `initialize`
+ * result loses fields, a `tools/list` page's `nextCursor` names its own first tool. Other
+ * replies, and text that is not JSON (the firmware's unescaped errors), go out unchanged.
+ */
+export function rewriteReply(
+  payload: string,
+  faults: Pick<FaultKnobs, 'initializeWithout' | 'cursorLoop'>,
+): string {
+  if (faults.initializeWithout.length === 0 && !faults.cursorLoop) return payload;
+  let reply: unknown;
+  try {
+    reply = JSON.parse(payload);
+  } catch {
+    return payload;
+  }
+  const result = (reply as { result?: unknown } | null)?.result;
+  if (typeof result !== 'object' || result === null || Array.isArray(result)) return payload;
+  const fields = result as Record<string, unknown>;
+  if (faults.initializeWithout.length > 0 && 'serverInfo' in fields && 'protocolVersion' in fields)
+    return JSON.stringify({
+      ...(reply as object),
+      result: withoutFields(fields, faults.initializeWithout),
+    });
+  const first = Array.isArray(fields.tools)
+    ? (fields.tools[0] as { name?: unknown } | undefined)
+    : undefined;
+  if (faults.cursorLoop && typeof first?.name === 'string')
+    return JSON.stringify({ ...(reply as object), result: { ...fields, nextCursor: first.name } });
+  return payload;
+}
+
 /** The audio framing the stored `websocket/version` selects: 2 and 3 as stored, else 1. */
 export function audioVersion(stored: number): AudioFrameVersion {
   return stored === 2 || stored === 3 ? stored : 1;
@@ -153,7 +203,10 @@ export class Session {
       version,
       deviceId: host.mac,
       clientId: host.uuid(),
-      hello: buildDeviceHello({ transport: 'websocket', version }),
+      hello: withoutFields(
+        buildDeviceHello({ transport: 'websocket', version }),
+        host.faults.helloWithout,
+      ),
       console: host.console,
       helloTimeoutMs: host.timing.helloTimeoutMs,
       idleTimeoutMs: host.timing.channelIdleMs,
@@ -225,7 +278,8 @@ export class Session {
     if (faults.dropReply?.(payload) === true) return;
     const channel = this.#channel;
     if (channel === undefined) return;
-    const envelope = () => channel.sendText(encodeDeviceEnvelope(channel.sessionId, payload));
+    const text = rewriteReply(payload, faults);
+    const envelope = () => channel.sendText(encodeDeviceEnvelope(channel.sessionId, text));
     if (faults.replyLatencyMs <= 0) {
       envelope();
       return;

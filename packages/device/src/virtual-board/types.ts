@@ -79,6 +79,12 @@ export interface FaultKnobs {
   crashOnHello: boolean;
   /** Abort during boot, after printing the app version: a build that panics at boot. */
   panicAtBoot: boolean;
+  /** Leave these fields out of the device hello: dotted paths such as `transport`, `features.mcp`. */
+  helloWithout: readonly string[];
+  /** Leave these fields out of `initialize`'s result: dotted paths such as `serverInfo`. */
+  initializeWithout: readonly string[];
+  /** Every `tools/list` page's `nextCursor` names the page's own first tool: a walk that never ends. */
+  cursorLoop: boolean;
 }
 
 /** The running app image's description (what `esp_app_get_description()` returns). */
