@@ -29,6 +29,8 @@ export interface RequestOptions {
 
 interface Pending {
   readonly method: string;
+  /** When it was sent (`performance.now()`). */
+  readonly sentAt: number;
   readonly resolve: (result: unknown) => void;
   readonly reject: (error: Error) => void;
   readonly timer: NodeJS.Timeout;
@@ -49,6 +51,8 @@ export interface DeviceSessionInfo {
   /** `Protocol-Version` of the upgrade request (audio framing). */
   readonly protocolVersion: number;
   readonly hello: DeviceHello;
+  /** The hello as the device sent it. */
+  readonly helloText: string;
   readonly remoteAddress: string | undefined;
 }
 
@@ -91,6 +95,8 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   readonly #callTimeoutMs: number;
   #nextId = 1;
   #closedReason: string | undefined;
+  /** Replies that matched no pending request, lately: a timeout names them. */
+  readonly #strayReplies: { readonly id: unknown; readonly at: number }[] = [];
 
   constructor(
     socket: WebSocket,
@@ -155,10 +161,17 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       };
       const timer = setTimeout(() => {
         this.stats.timeouts++;
-        this.#settle(id)?.reject(
+        const pending = this.#settle(id);
+        // A reply under another id is a wrong id, not a silent device: say so.
+        const strays = this.#strayReplies
+          .filter((stray) => pending !== undefined && stray.at >= pending.sentAt)
+          .map((stray) => JSON.stringify(stray.id));
+        pending?.reject(
           new ServerError(
             'REQUEST_TIMEOUT',
-            `${method} to ${this.info.deviceId} got no reply within ${timeoutMs} ms`,
+            strays.length > 0
+              ? `${method} to ${this.info.deviceId}: a reply with id ${strays.join(', ')}, expected ${id} (no reply with id ${id} within ${timeoutMs} ms)`
+              : `${method} to ${this.info.deviceId} got no reply within ${timeoutMs} ms`,
           ),
         );
       }, timeoutMs);
@@ -166,6 +179,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       // Registered before the send, so a reply can never arrive unexpected.
       this.#pending.set(id, {
         method,
+        sentAt: performance.now(),
         resolve,
         reject,
         timer,
@@ -302,6 +316,10 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       }
     }
     this.stats.strays++;
+    if (message.kind === 'result' || message.kind === 'error') {
+      this.#strayReplies.push({ id: message.id, at: performance.now() });
+      if (this.#strayReplies.length > 16) this.#strayReplies.shift();
+    }
     this.emit('stray', frame);
   }
 

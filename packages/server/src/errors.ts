@@ -13,6 +13,7 @@ export const SERVER_ERROR_CODES = [
   'REQUEST_TIMEOUT',
   'REQUEST_ABORTED',
   'INVALID_REPLY',
+  'SESSION_FAILED',
 ] as const;
 export type ServerErrorCode = (typeof SERVER_ERROR_CODES)[number];
 

@@ -90,19 +90,31 @@ export class Gateway {
     this.#alive.set(ws, 0);
     ws.on('pong', () => this.#alive.set(ws, 0));
     ws.on('error', () => {});
+    const refuse = (text: string | undefined, reason: string) =>
+      this.registry.refuseHello({
+        at: new Date().toISOString(),
+        deviceId,
+        clientId,
+        protocolVersion,
+        text,
+        reason,
+      });
     const timer = setTimeout(() => {
       this.logger.warn({ deviceId }, 'no hello from the device in time; closing');
       ws.terminate();
+      refuse(undefined, `no hello within ${this.config.helloTimeoutMs} ms`);
     }, this.config.helloTimeoutMs);
     ws.once('message', (data, isBinary) => {
       clearTimeout(timer);
       let hello: DeviceHello;
+      const text = isBinary ? undefined : data.toString();
       try {
-        if (isBinary) throw new Error('the first frame is binary, not a hello');
-        hello = parseDeviceHello(data.toString());
+        if (text === undefined) throw new Error('the first frame is binary, not a hello');
+        hello = parseDeviceHello(text);
       } catch (error) {
         this.logger.warn({ deviceId, err: error }, 'bad device hello; closing');
         ws.close(1002, 'expected a hello');
+        refuse(text, error instanceof Error ? error.message : String(error));
         return;
       }
       const sessionId = randomUUID();
@@ -124,6 +136,7 @@ export class Gateway {
           sessionId,
           protocolVersion,
           hello,
+          helloText: text,
           remoteAddress: req.socket.remoteAddress,
         },
         { callTimeoutMs: this.config.callTimeoutMs },

@@ -25,8 +25,10 @@ export {
   type DeviceRecord,
   DeviceRegistry,
   type DeviceTool,
+  type HelloRefusal,
   type OtaCheckRecord,
   type RegistryEvents,
   type RegistryOptions,
+  type SessionStage,
 } from './registry.js';
 export { type ServerUrls, type StartOptions, XiaozhiServer } from './server.js';

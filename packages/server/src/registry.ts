@@ -53,12 +53,31 @@ export interface DeviceRecord {
   lastError: string | undefined;
 }
 
+/** A device hello the gateway refused (or never got): no session was opened. */
+export interface HelloRefusal {
+  readonly at: string;
+  readonly deviceId: string;
+  readonly clientId: string;
+  /** `Protocol-Version` of the upgrade request. */
+  readonly protocolVersion: number;
+  /** The first frame as received (undefined when none came, or it was binary). */
+  readonly text: string | undefined;
+  readonly reason: string;
+}
+
+/** Where preparing a new session failed: its `initialize`, or its `tools/list` walks. */
+export type SessionStage = 'initialize' | 'tools';
+
 export interface RegistryEvents {
   connected: [DeviceRecord];
   ready: [DeviceRecord];
   'tools-changed': [DeviceRecord];
   disconnected: [DeviceRecord, reason: string];
   'ota-check': [OtaCheckRecord];
+  /** The device's hello was refused: the connection was closed before any session. */
+  'hello-refused': [HelloRefusal];
+  /** A connected session could not be made ready; `lastError` says why. */
+  'session-failed': [DeviceRecord, stage: SessionStage, error: Error];
 }
 
 export interface RegistryOptions {
@@ -135,25 +154,68 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       this.emit('disconnected', record, reason);
     });
     this.emit('connected', record);
-    this.#prepare(record, session).catch((error: unknown) => {
-      if (record.session === session) record.lastError = (error as Error).message;
+    let stage: SessionStage = 'initialize';
+    this.#prepare(record, session, (next) => {
+      stage = next;
+    }).catch((error: unknown) => {
+      if (record.session !== session) return;
+      const failure = error instanceof Error ? error : new Error(String(error));
+      record.lastError = `${stage === 'initialize' ? 'initialize' : 'tools/list'} failed: ${failure.message}`;
+      this.emit('session-failed', record, stage, failure);
     });
     return record;
   }
 
-  /** Resolves when the device is ready (initialised and listed); bounded by `timeoutMs`. */
+  /** Records a hello the gateway refused: the device is known, and `lastError` says why. */
+  refuseHello(refusal: HelloRefusal): void {
+    const record = this.#record(refusal.deviceId, refusal.clientId);
+    record.lastError = `hello refused: ${refusal.reason}`;
+    this.emit('hello-refused', refusal);
+  }
+
+  /**
+   * Resolves when the device is ready (initialised and listed); bounded by `timeoutMs`. A hello
+   * refused or a session that fails to get ready meanwhile rejects at once (`SESSION_FAILED`).
+   */
   waitForReady(deviceId: string, timeoutMs = 30_000): Promise<DeviceRecord> {
     const ready = this.get(deviceId);
     if (ready?.ready) return Promise.resolve(ready);
+    const id = deviceId.toLowerCase();
     return new Promise((resolve, reject) => {
-      const onReady = (record: DeviceRecord) => {
-        if (record.deviceId !== deviceId.toLowerCase()) return;
+      const done = () => {
         clearTimeout(timer);
         this.off('ready', onReady);
+        this.off('hello-refused', onRefused);
+        this.off('session-failed', onFailed);
+      };
+      const onReady = (record: DeviceRecord) => {
+        if (record.deviceId !== id) return;
+        done();
         resolve(record);
+      };
+      const onRefused = (refusal: HelloRefusal) => {
+        if (refusal.deviceId !== id) return;
+        done();
+        reject(
+          new ServerError(
+            'SESSION_FAILED',
+            `device ${deviceId}: hello refused (${refusal.reason})`,
+          ),
+        );
+      };
+      const onFailed = (record: DeviceRecord, _stage: SessionStage, error: Error) => {
+        if (record.deviceId !== id) return;
+        done();
+        reject(
+          new ServerError('SESSION_FAILED', `device ${deviceId}: ${record.lastError}`, {
+            cause: error,
+          }),
+        );
       };
       const timer = setTimeout(() => {
         this.off('ready', onReady);
+        this.off('hello-refused', onRefused);
+        this.off('session-failed', onFailed);
         reject(
           new ServerError(
             'DEVICE_NOT_READY',
@@ -162,6 +224,8 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
         );
       }, timeoutMs);
       this.on('ready', onReady);
+      this.on('hello-refused', onRefused);
+      this.on('session-failed', onFailed);
     });
   }
 
@@ -227,12 +291,17 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     return record;
   }
 
-  async #prepare(record: DeviceRecord, session: DeviceSession): Promise<void> {
+  async #prepare(
+    record: DeviceRecord,
+    session: DeviceSession,
+    stage: (stage: SessionStage) => void,
+  ): Promise<void> {
     const init = await session.initialize(this.#options.vision);
     if (record.session !== session) return;
     record.initialize = init;
     record.board = init.serverInfo.name;
     record.version = init.serverInfo.version;
+    stage('tools');
     await this.#list(record, session);
     if (record.session !== session) return;
     record.ready = true;
