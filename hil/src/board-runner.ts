@@ -301,7 +301,20 @@ export class BoardRunner {
       this.#skip('provision', 'no --provision');
       return;
     }
-    const flasher = flasherFor(port, { log: (line) => this.#log.append(`[esptool] ${line}\n`) });
+    const flasher = flasherFor(port, {
+      log: (line) => this.#log.append(`[esptool] ${line}\n`),
+      // The inventory's reset strategy; unset, the port's own (flasher.ts `resetPlan`).
+      ...(config.reset === undefined ? {} : { reset: config.reset }),
+    });
+    // The inventory's baud ladder (`flashBauds`), else `flashBaud` and the rungs below it
+    // (flasher.ts `flashBaudLadder`).
+    const ladder =
+      config.flashBauds === undefined
+        ? { baudRate: config.flashBaud ?? 921_600 }
+        : {
+            baudRates: config.flashBauds,
+            ...(config.flashBaud === undefined ? {} : { baudRate: config.flashBaud }),
+          };
     try {
       const chip = await this.#step('identify', async () => {
         const connected = await flasher.connect();
@@ -313,7 +326,7 @@ export class BoardRunner {
         await this.#step('flash', async () => {
           let last = -1;
           const result = await flashImage(flasher, chip, firmware.image, {
-            baudRate: config.flashBaud ?? 921_600,
+            ...ladder,
             ...(config.chip ? { expectedChip: config.chip } : {}),
             reset: false,
             onProgress: (progress: FlashProgress) => {
@@ -345,8 +358,7 @@ export class BoardRunner {
             {
               readPartitionTable: () => flasher.readPartitionTable(),
               readFlash: (offset, size) => flasher.readFlash(offset, size),
-              flash: (parts) =>
-                flasher.flash(parts, { reset: false, baudRate: config.flashBaud ?? 921_600 }),
+              flash: (parts) => flasher.flash(parts, { reset: false, ...ladder }),
             },
             { ssid: provision.ssid, password: provision.password, otaUrl: server.urls.ota },
           );

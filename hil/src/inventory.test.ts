@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { FlasherOptions } from '@xiaozhi-mcp/serial';
 import { describe, expect, it } from 'vitest';
 import {
   boardEntryFor,
@@ -8,7 +9,10 @@ import {
   InventoryError,
   loadInventory,
   parseInventory,
+  type ResetStyle,
 } from './inventory.js';
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 
 const dir = mkdtempSync(join(tmpdir(), 'hil-inv-'));
 const good = {
@@ -92,6 +96,28 @@ describe('inventory', () => {
       expect(error).toBeInstanceOf(InventoryError);
       expect((error as InventoryError).field).toBe(field);
       expect((error as InventoryError).message).toMatch(message);
+    }
+  });
+
+  it("takes every reset strategy the flasher has, and a board's baud ladder", () => {
+    // The inventory's reset styles are the flasher's strategies (`auto` is leaving it unset).
+    const same: Same<ResetStyle, Exclude<NonNullable<FlasherOptions['reset']>, 'auto'>> = true;
+    expect(same).toBe(true);
+    const styles: ResetStyle[] = ['classic', 'tight', 'usb-jtag', 'none'];
+    for (const reset of styles)
+      expect(parseInventory({ boards: [{ name: 'a', port: 'x', reset }] }).boards[0]?.reset).toBe(
+        reset,
+      );
+    const ch340 = { name: 'ch340', port: 'x', flashBauds: [460_800, 115_200] };
+    expect(parseInventory({ boards: [ch340] }).boards[0]?.flashBauds).toEqual([460_800, 115_200]);
+    for (const [flashBauds, message] of [
+      [[], /boards\[0\]\.flashBauds must NOT have fewer than 1 items/],
+      [[460_800, 460_800], /must NOT have duplicate items/],
+      [[460_801], /boards\[0\]\.flashBauds\[0\] must be one of/],
+    ] as const) {
+      expect(() => parseInventory({ boards: [{ name: 'a', port: 'x', flashBauds }] })).toThrow(
+        message,
+      );
     }
   });
 

@@ -13,7 +13,12 @@ import { formatPortSelector, type PortInfo, portIdentity } from '@xiaozhi-mcp/se
 import { Ajv, type ErrorObject } from 'ajv';
 import type { SuiteName } from './model.js';
 
-export type ResetStyle = 'classic' | 'tight' | 'usb-jtag';
+/**
+ * How the flasher resets the board into download mode (esptool's reset strategies): `none` when
+ * someone holds BOOT while resetting. Unset: the port's own (USB-JTAG on a native-USB port,
+ * else tight then classic; classic on Windows).
+ */
+export type ResetStyle = 'classic' | 'tight' | 'usb-jtag' | 'none';
 export type SessionStart = 'boot-click' | 'manual' | 'none';
 
 export interface LatencyConfig {
@@ -32,6 +37,11 @@ export interface BoardConfig {
   readonly variant?: string;
   readonly baud?: number;
   readonly flashBaud?: number;
+  /**
+   * The baud ladder of a flash, tried in order: a failed write steps down to the next rate
+   * (default `flashBaud`, then 460800 and 115200 below it).
+   */
+  readonly flashBauds?: readonly number[];
   readonly reset?: ResetStyle;
   readonly session?: SessionStart;
   readonly expectedTools?: readonly string[];

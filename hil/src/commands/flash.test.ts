@@ -202,7 +202,7 @@ describe('flash against a virtual port', () => {
     );
   });
 
-  it('retries once at a lower baud rate and reports the flash as flaky', {
+  it('steps down the baud ladder after a failed write and reports the flash as flaky', {
     timeout: 60_000,
   }, async () => {
     const { fw, merged } = firmware();
@@ -220,13 +220,31 @@ describe('flash against a virtual port', () => {
     });
     expect(await flashCommand(context, merged, { port: 'virtual:desk' })).toBe(0);
     expect(out.stdout).toMatch(
-      /^flash: the write at 921600 baud failed; retrying once at 115200 baud$/m,
+      /^flash: the write at 921600 baud failed; retrying at 460800 baud$/m,
     );
-    expect(out.stdout).toMatch(/ at 115200 baud; MD5 verified /);
+    expect(out.stdout).toMatch(/ at 460800 baud; MD5 verified /);
     expect(out.stdout).toMatch(
-      /^flaky: the first attempt at 921600 baud failed \(verify part 1 at 0x0: .*MD5.*\); the retry at 115200 baud succeeded/m,
+      /^flaky: the first attempt failed \(at 921600 baud: verify part 1 at 0x0: .*MD5.*\); the write at 460800 baud succeeded. Try a shorter cable, or --baud 460800$/m,
     );
     expect(flashFileMd5('desk', 0, fw.merged.length)).toBe(md5(fw.merged));
+  });
+
+  it('resets the board the way --reset says, and says why a board did not enter download mode', {
+    timeout: 60_000,
+  }, async () => {
+    const { fw, merged } = firmware();
+    const { context, out } = capture();
+    expect(await flashCommand(context, merged, { port: 'virtual:desk', reset: 'classic' })).toBe(0);
+    expect(out.stdout).toMatch(/MD5 verified/);
+    expect(flashFileMd5('desk', 0, fw.merged.length)).toBe(md5(fw.merged));
+    // The USB-JTAG reset on the virtual board's USB-UART bridge resets it with GPIO0 high.
+    const wrong = capture();
+    expect(
+      await flashCommand(wrong.context, merged, { port: 'virtual:desk', reset: 'usb-jtag' }),
+    ).toBe(1);
+    expect(wrong.out.stderr).toMatch(
+      /^xiaozhi-mcp: flash virtual:desk: connect: no answer from the ROM bootloader on .* after 7 attempts \(reset USB-JTAG\); the ROM printed "rst:0x1 \(POWERON\),boot:0x8 \(SPI_FAST_FLASH_BOOT\)": the board booted 0x8 \(SPI_FAST_FLASH_BOOT\), not the download mode, so the reset did not pull GPIO0 \(BOOT\) low; on a board with a USB-UART bridge \(CP210x, CH340\) use --reset classic or --reset tight/m,
+    );
   });
 
   it('draws a progress bar on a terminal', { timeout: 60_000 }, async () => {
@@ -262,6 +280,11 @@ describe('flash against a virtual port', () => {
     const cases: [Parameters<typeof flashCommand>[2], string, RegExp][] = [
       [{ port: 'virtual:desk' }, join(dir, 'none.bin'), /cannot read .*none\.bin: no such file/],
       [{ port: 'virtual:desk', baud: 'fast' }, merged, /--baud must be a baud rate/],
+      [
+        { port: 'virtual:desk', reset: 'hard' },
+        merged,
+        /--reset must be one of auto, classic, tight, usb-jtag, none, got "hard"/,
+      ],
       [{ port: 'virtual:desk', offset: '0x123' }, merged, /not a multiple of 0x1000/],
       [{ port: 'virtual:desk', flashSize: '32' }, merged, /--flash-size must be 4, 8 or 16/],
       [{ port: 'virtual:desk', board: 'toaster' }, merged, /unknown board preset "toaster"/],

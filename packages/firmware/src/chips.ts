@@ -18,7 +18,10 @@
  * - `xiaozhi`: xiaozhi-esp32 has builds for it (docs/protocol.md §9a: esp32, esp32s3, esp32c3,
  *   esp32c5, esp32c6, esp32p4).
  * - `rom`: what the chip's ROM download mode shows a flasher (esptool's target definitions,
- *   `esptool/targets/<chip>.py`; see {@link ChipRomFacts}).
+ *   `esptool/targets/<chip>.py`; see {@link ChipRomFacts}), with the USB-Serial-JTAG and watchdog
+ *   registers esptool uses for the ESP32-S3, -C3 and -C6 ({@link UsbJtagSerialRomFacts}; the
+ *   other chips with a USB-Serial-JTAG are not in the table yet: the ESP32-P4's `UARTDEV_BUF_NO`
+ *   depends on its revision).
  */
 import { FirmwareError } from './errors.js';
 
@@ -48,6 +51,43 @@ export interface ChipRomFacts {
     readonly usr2: number;
     readonly w0: number;
   };
+  /**
+   * The chip's USB-Serial-JTAG as download mode sees it, and the watchdogs esptool tames on it;
+   * absent for chips without one, or whose facts this table does not hold yet.
+   */
+  readonly usbJtagSerial?: UsbJtagSerialRomFacts;
+}
+
+/**
+ * esptool's `disable_watchdogs` (in `esptool/targets/esp32s3.py` and `esp32c3.py`, which the
+ * ESP32-C6 target inherits; run from `_post_connect` unless the stub was already running): "When
+ * USB-JTAG/Serial is used, the RTC WDT and SWD watchdog are not reset and can then reset the
+ * board during flashing". esptool tells USB-JTAG/Serial by `get_uart_no()`, the byte at
+ * `UARTDEV_BUF_NO` (`read_reg(UARTDEV_BUF_NO) & 0xFF`), equal to `UARTDEV_BUF_NO_USB_JTAG_SERIAL`
+ * (never in secure download mode). It then writes the RTC WDT's key to its write-protect
+ * register, 0 to its config (disabled), 0 to the protect register; and the super watchdog's key
+ * to its protect register, its config OR'ed with the auto-feed bit, 0 to the protect register.
+ * Names are esptool's.
+ */
+export interface UsbJtagSerialRomFacts {
+  /** `UARTDEV_BUF_NO`: a variable in the ROM's .bss, the console download mode talks on. */
+  readonly uartDevBufNo: number;
+  /** `UARTDEV_BUF_NO_USB_JTAG_SERIAL`: its value when that console is the USB-Serial-JTAG. */
+  readonly uartDevBufNoUsbJtagSerial: number;
+  /** `RTC_CNTL_WDTCONFIG0_REG`: the RTC watchdog's config; 0 disables it. */
+  readonly rtcWdtConfig0: number;
+  /** `RTC_CNTL_WDTWPROTECT_REG`: writes to the RTC watchdog take effect only while it holds the key. */
+  readonly rtcWdtWprotect: number;
+  /** `RTC_CNTL_WDT_WKEY`. */
+  readonly rtcWdtKey: number;
+  /** `RTC_CNTL_SWD_CONF_REG`: the super watchdog's config. */
+  readonly swdConf: number;
+  /** `RTC_CNTL_SWD_AUTO_FEED_EN`: the bit of it that makes the hardware feed the super watchdog. */
+  readonly swdAutoFeedEn: number;
+  /** `RTC_CNTL_SWD_WPROTECT_REG`. */
+  readonly swdWprotect: number;
+  /** `RTC_CNTL_SWD_WKEY`. */
+  readonly swdKey: number;
 }
 
 /** The facts one entry of {@link CHIPS} holds. */
@@ -120,6 +160,18 @@ export const CHIPS = [
       macEfuse: 0x6000_8844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_2000, ...SPI_LATER },
+      // esptool/targets/esp32c3.py: RTCCNTL_BASE_REG 0x60008000 + 0x90, 0xA8, 0xAC, 0xB0.
+      usbJtagSerial: {
+        uartDevBufNo: 0x3fcd_f07c,
+        uartDevBufNoUsbJtagSerial: 3,
+        rtcWdtConfig0: 0x6000_8090,
+        rtcWdtWprotect: 0x6000_80a8,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x6000_80ac,
+        swdAutoFeedEn: 0x8000_0000, // 1 << 31
+        swdWprotect: 0x6000_80b0,
+        swdKey: 0x8f1d_312a,
+      },
     },
   },
   {
@@ -137,6 +189,20 @@ export const CHIPS = [
       macEfuse: 0x6000_7044,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_2000, ...SPI_LATER },
+      // esptool/targets/esp32s3.py: RTCCNTL_BASE_REG 0x60008000 + 0x98, 0xB0, 0xB4, 0xB8. (An
+      // older esp32s3.py, which disabled only the RTC watchdog, had WDTCONFIG0 at + 0x90; the
+      // one that also sets the super watchdog's auto-feed has + 0x98, taken here.)
+      usbJtagSerial: {
+        uartDevBufNo: 0x3fce_f14c,
+        uartDevBufNoUsbJtagSerial: 4, // 3 is USB-OTG on this chip
+        rtcWdtConfig0: 0x6000_8098,
+        rtcWdtWprotect: 0x6000_80b0,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x6000_80b4,
+        swdAutoFeedEn: 0x8000_0000, // 1 << 31
+        swdWprotect: 0x6000_80b8,
+        swdKey: 0x8f1d_312a,
+      },
     },
   },
   {
@@ -171,6 +237,20 @@ export const CHIPS = [
       macEfuse: 0x600b_0844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
+      // esptool/targets/esp32c6.py: the LP watchdog, DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0, 0x18,
+      // 0x1C, 0x20; the super watchdog's key is the RTC watchdog's; RTC_CNTL_WDT_WKEY and
+      // disable_watchdogs are inherited from ESP32C3ROM.
+      usbJtagSerial: {
+        uartDevBufNo: 0x4087_f580,
+        uartDevBufNoUsbJtagSerial: 3,
+        rtcWdtConfig0: 0x600b_1c00,
+        rtcWdtWprotect: 0x600b_1c18,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x600b_1c1c,
+        swdAutoFeedEn: 0x0004_0000, // 1 << 18
+        swdWprotect: 0x600b_1c20,
+        swdKey: 0x50d8_3aa1,
+      },
     },
   },
   {

@@ -151,7 +151,11 @@ export function formatBytes(bytes: number): string {
   return `${bytes} bytes`;
 }
 
-/** A Flasher on a resolved port: the same for a real and a provided (virtual) board. */
+/**
+ * A Flasher on a resolved port: the same for a real and a provided (virtual) board. `reset`
+ * (default `auto`) is how it gets the board into download mode; `auto` goes by the port's USB
+ * ids, so a native-USB board named by a bare path needs `reset: 'usb-jtag'`.
+ */
 export function flasherFor(
   port: ResolvedPort,
   options: Omit<FlasherOptions, 'port'> = {},
@@ -210,7 +214,7 @@ export interface FlashImageResult extends FlashResult {
 
 /**
  * Writes `image` to the board `flasher` is connected to (`chip`): checks that it fits, then
- * flashes it with MD5 verification and the flasher's one retry at a lower rate.
+ * flashes it with MD5 verification, stepping down the flasher's baud ladder after a failed write.
  */
 export async function flashImage(
   flasher: Flasher,

@@ -1,16 +1,26 @@
 /**
  * Flashing over esptool-js (unmodified), through a {@link NodeWebSerialPort}: the same code
  * path reaches a real board (bindings-cpp) and a virtual one (the device package's binding).
- * It detects the chip and refuses an image built for another one, writes compressed with MD5
- * verification, reports progress, retries a failed write once at a lower baud rate (and says
- * the flash was flaky), and hard-resets the board into its new firmware. Every step is
- * bounded by a timeout and its errors name the step and what to try.
+ * It resets the board into download mode with our own line sequences (the port's reset
+ * strategy, {@link resetPlan}), lets esptool-js sync and detect the chip, tames the watchdogs of
+ * a chip on its USB-Serial-JTAG as esptool does, refuses an image built for another chip, writes
+ * compressed with MD5 verification and esptool's per-block timeouts, reports progress, steps
+ * down a baud-rate ladder after a failed write (and says the flash was flaky), and hard-resets
+ * the board into its new firmware. Every step is bounded, a timed-out attempt is cancelled
+ * before the next one starts, and errors name the step and what to try.
+ *
+ * Where esptool's facts come from is said where they are used: `esptool/loader.py`
+ * (timeouts, connect attempts, reset strategies), `esptool/reset.py` (reset delays),
+ * `esptool/cmds.py` (`write_flash`: per-block timeouts), `esptool/targets/*.py`
+ * (`disable_watchdogs`, via the firmware package's chip table), and esptool-js 0.7's
+ * `lib/esploader.js` (what it does and does not do).
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { deflateSync } from 'node:zlib';
+import { createInflate, deflateSync, constants as zlibConstants } from 'node:zlib';
 import {
   type ChipName,
+  type ChipRomFacts,
   chipById,
   encodeWords,
   IMAGE_MAGIC,
@@ -20,22 +30,155 @@ import {
   readImageHeader,
   readPartitionTable,
 } from '@xiaozhi-mcp/firmware';
-import { ESPLoader, type IEspLoaderTerminal, Transport } from 'esptool-js';
+import {
+  type ClassicReset,
+  ESPLoader,
+  type IEspLoaderTerminal,
+  Transport,
+  type UsbJtagSerialReset,
+} from 'esptool-js';
 import { SerialError } from './errors.js';
-import type { NodeWebSerialPort } from './web-serial.js';
+import { type LineStep, RESET_SEQUENCES, runLineSteps } from './lines.js';
+import { abortableWait } from './wait.js';
+import type { NodeWebSerialPort, WebSerialOpenOptions, WebSerialSignals } from './web-serial.js';
+
+/** esptool `loader.py` DEFAULT_TIMEOUT: "Timeout for most flash operations", the floor of each size-scaled timeout. */
+export const ESPTOOL_DEFAULT_TIMEOUT_MS = 3000;
+/** esptool `loader.py` ERASE_WRITE_TIMEOUT_PER_MB: 40 s per MB (10^6 bytes) a block inflates to. */
+export const ERASE_WRITE_TIMEOUT_PER_MB_MS = 40_000;
+/** esptool `loader.py` MD5_TIMEOUT_PER_MB: 8 s per MB hashed (esptool-js's flashMd5sum uses the same). */
+export const MD5_TIMEOUT_PER_MB_MS = 8000;
+/**
+ * esptool `loader.py` ERASE_REGION_TIMEOUT_PER_MB: 40 s per MB for the ROM's erase at
+ * FLASH_BEGIN (esptool-js 0.7 has 30 s; set on its loader). The stub erases as it writes, so
+ * with the stub (always, here) its FLASH_DEFL_BEGIN waits DEFAULT_TIMEOUT.
+ */
+export const ERASE_REGION_TIMEOUT_PER_MB_MS = 40_000;
+/** esptool `loader.py` WRITE_BLOCK_ATTEMPTS: a block is sent up to three times. */
+export const WRITE_BLOCK_ATTEMPTS = 3;
+/** esptool `loader.py` DEFAULT_CONNECT_ATTEMPTS (esptool-js's `connect` default too). */
+export const DEFAULT_CONNECT_ATTEMPTS = 7;
+/**
+ * esptool `reset.py` DEFAULT_RESET_DELAY (0.05 s), how long GPIO0 stays low after EN is
+ * released; `loader.py` alternates it with `DEFAULT_RESET_DELAY + 0.5` for slow EN circuits.
+ */
+export const RESET_DELAYS_MS = [50, 550] as const;
+/** The rates a failed write steps down through (a CH340 often manages 460800, not 921600). */
+export const FLASH_BAUD_LADDER: readonly number[] = Object.freeze([921_600, 460_800, 115_200]);
+/** Espressif's USB VID and the USB-Serial-JTAG's PID (esptool `loader.py`, via esp-pylib). */
+const ESPRESSIF_VID = 0x303a;
+const USB_JTAG_SERIAL_PID = 0x1001;
+
+/**
+ * esptool's `timeout_per_mb(seconds_per_mb, size_bytes)`: the per-MB time for `bytes`
+ * (MB = 10^6 bytes), never below DEFAULT_TIMEOUT (or `floorMs`, for tests).
+ */
+export function timeoutPerMb(
+  msPerMb: number,
+  bytes: number,
+  floorMs = ESPTOOL_DEFAULT_TIMEOUT_MS,
+): number {
+  return Math.max(floorMs, (msPerMb * bytes) / 1e6);
+}
+
+/**
+ * How an attempt gets the chip into download mode: esptool's reset strategies (`reset.py`
+ * ClassicReset, UnixTightReset, USBJTAGSerialReset, played from {@link RESET_SEQUENCES}), or
+ * `none`: nothing is reset, the board must already be in download mode (BOOT held while reset).
+ */
+export type ResetStrategy = 'classic' | 'tight' | 'usb-jtag' | 'none';
+
+/** One reset of a connect attempt: a sequence and, for classic and tight, GPIO0's delay. */
+export interface ResetStep {
+  readonly sequence: 'classic' | 'tight' | 'usbJtag';
+  readonly delayMs?: number;
+}
+
+/** The port is the chip's USB-Serial-JTAG by its USB ids (Espressif 303a:1001). */
+export function isUsbJtagSerialPort(info: {
+  readonly usbVendorId?: number | undefined;
+  readonly usbProductId?: number | undefined;
+}): boolean {
+  return info.usbVendorId === ESPRESSIF_VID && info.usbProductId === USB_JTAG_SERIAL_PID;
+}
+
+/**
+ * The resets of successive connect attempts, cycled (esptool `loader.py`
+ * `_construct_reset_strategy_sequence` and `connect`): USBJTAGSerialReset alone on a
+ * USB-Serial-JTAG; on a USB-UART bridge UnixTightReset then ClassicReset on every host but
+ * Windows (`os.name != "nt"`), ClassicReset alone on Windows, each with the reset delay 50 ms
+ * and then 550 ms. `auto` picks by the port's USB ids and the platform; an explicit strategy
+ * keeps esptool's delay alternation; `none` resets nothing.
+ */
+export function resetPlan(
+  strategy: ResetStrategy | 'auto',
+  port: { readonly usbVendorId?: number | undefined; readonly usbProductId?: number | undefined },
+  platform: NodeJS.Platform = process.platform,
+): readonly ResetStep[] {
+  const delayed = (sequence: 'classic' | 'tight'): ResetStep[] =>
+    RESET_DELAYS_MS.map((delayMs) => ({ sequence, delayMs }));
+  switch (strategy) {
+    case 'none':
+      return [];
+    case 'usb-jtag':
+      return [{ sequence: 'usbJtag' }];
+    case 'classic':
+    case 'tight':
+      return delayed(strategy);
+    case 'auto':
+      if (isUsbJtagSerialPort(port)) return [{ sequence: 'usbJtag' }];
+      return platform === 'win32'
+        ? delayed('classic')
+        : [...delayed('tight'), ...delayed('classic')];
+  }
+}
+
+/**
+ * A reset sequence with GPIO0's delay set: the wait after the step that releases EN with GPIO0
+ * low (DTR asserted, RTS released) is esptool's `reset_delay`.
+ */
+export function resetSteps(step: ResetStep): readonly LineStep[] {
+  const steps = RESET_SEQUENCES[step.sequence];
+  if (step.delayMs === undefined) return steps;
+  const strap = steps.findLastIndex((s) => 'set' in s && s.set.dtr && !s.set.rts);
+  const next = steps[strap + 1];
+  if (strap < 0 || next === undefined || !('waitMs' in next)) return steps;
+  return steps.map((s, i) => (i === strap + 1 ? { waitMs: step.delayMs ?? next.waitMs } : s));
+}
+
+function describeReset(step: ResetStep): string {
+  const name = { classic: 'classic', tight: 'tight', usbJtag: 'USB-JTAG' }[step.sequence];
+  return step.delayMs === undefined ? name : `${name} ${step.delayMs} ms`;
+}
+
+/**
+ * The baud ladder of a flash: `rates` as given (an inventory's `flashBauds`), else `first` and
+ * then the rungs of {@link FLASH_BAUD_LADDER} below it. Always at least one rate.
+ */
+export function flashBaudLadder(first?: number, rates?: readonly number[]): number[] {
+  if (rates !== undefined && rates.length > 0) {
+    const ladder = first === undefined || rates[0] === first ? [...rates] : [first, ...rates];
+    return ladder.filter((rate, i) => ladder.indexOf(rate) === i);
+  }
+  const top = first ?? FLASH_BAUD_LADDER[0] ?? 921_600;
+  return [top, ...FLASH_BAUD_LADDER.filter((rate) => rate < top)];
+}
 
 export interface FlasherTimeouts {
-  /** Reset, sync, chip detection and stub upload. Default 30 s. */
+  /** Reset, sync, chip detection and stub upload, all connect attempts together. Default 30 s. */
   readonly connectMs: number;
-  /** Added per MiB of image to twice its wire time, for a whole write. Default 20 s. */
-  readonly writeMsPerMb: number;
+  /**
+   * The floor of every size-scaled timeout: each block's, the last block's write, the MD5.
+   * Default esptool's DEFAULT_TIMEOUT, 3 s.
+   */
+  readonly commandMs: number;
   /** Any other step (baud change, register reads, reset, a read of 4 KiB). Default 10 s. */
   readonly stepMs: number;
 }
 
 export const DEFAULT_FLASHER_TIMEOUTS: FlasherTimeouts = {
   connectMs: 30_000,
-  writeMsPerMb: 20_000,
+  commandMs: ESPTOOL_DEFAULT_TIMEOUT_MS,
   stepMs: 10_000,
 };
 
@@ -46,6 +189,17 @@ export interface FlasherOptions {
   readonly timeouts?: Partial<FlasherTimeouts>;
   /** esptool's messages, line by line. */
   readonly log?: (line: string) => void;
+  /**
+   * How each connect attempt resets the board into download mode (see {@link resetPlan}).
+   * Default `auto`: USB-JTAG on a USB-Serial-JTAG port (303a:1001), esptool's default otherwise
+   * (tight, then classic, on Unix; classic on Windows). `none`: the board is put into download
+   * mode by hand (hold BOOT, tap RESET).
+   */
+  readonly reset?: ResetStrategy | 'auto';
+  /** Connect attempts, each a reset and up to five syncs. Default 7, esptool's. */
+  readonly connectAttempts?: number;
+  /** The host, for the `auto` reset (Windows gets classic). Default `process.platform`. */
+  readonly platform?: NodeJS.Platform;
 }
 
 export interface ConnectedChip {
@@ -59,6 +213,12 @@ export interface ConnectedChip {
   /** From the SPI flash's JEDEC id; undefined when it does not say. */
   readonly flashSizeMb?: number;
   readonly flashId: number;
+  /**
+   * Download mode talks over the chip's own USB-Serial-JTAG (by the port's USB ids, or by what
+   * the ROM says, as esptool tells it); its RTC watchdog was disabled and its super watchdog
+   * set to feed itself.
+   */
+  readonly usbJtagSerial: boolean;
 }
 
 export interface FlashPart {
@@ -75,15 +235,21 @@ export interface FlashProgress {
   readonly total: number;
   /** Over all parts, 0 to 100, never decreasing within an attempt. */
   readonly percent: number;
-  /** 1, or 2 for the retry at the lower rate. */
+  /** 1 for the first attempt, then one more for each rung of the ladder stepped down to. */
   readonly attempt: number;
+  /** The rate of this attempt. */
+  readonly baudRate: number;
 }
 
 export interface FlashOptions {
-  /** The rate for writing. Default 460800. */
+  /** The first rung of the baud ladder (see {@link flashBaudLadder}). Default 460800. */
   readonly baudRate?: number;
-  /** The rate of the one retry after a failed write. Default 115200. */
-  readonly retryBaudRate?: number;
+  /**
+   * The whole ladder, tried in order: a failed write steps down to the next rate; a ladder of
+   * one rate retries once at it. Default `baudRate`, then the rungs of
+   * {@link FLASH_BAUD_LADDER} below it.
+   */
+  readonly baudRates?: readonly number[];
   /** Refuse unless the board is this chip (the rig's inventory says what it should be). */
   readonly expectedChip?: ChipName;
   readonly onProgress?: (progress: FlashProgress) => void;
@@ -97,10 +263,12 @@ export interface FlashResult {
   readonly chip: ConnectedChip;
   /** The rate of the attempt that succeeded. */
   readonly baudRate: number;
-  /** The first attempt failed and the retry succeeded. */
+  /** An attempt failed before one succeeded (the rate is then below the first rung). */
   readonly flaky: boolean;
   /** Why the first attempt failed, when flaky. */
   readonly firstError?: string;
+  /** Every failed attempt, in order: its rate and why. */
+  readonly failures: readonly { readonly baudRate: number; readonly error: string }[];
   readonly parts: readonly {
     readonly offset: number;
     readonly size: number;
@@ -111,10 +279,19 @@ export interface FlashResult {
 }
 
 interface Session {
+  readonly lease: PortLease;
   readonly transport: QuietTransport;
   readonly loader: ESPLoader;
   readonly chip: ConnectedChip;
   baudRate: number;
+}
+
+/**
+ * A failure in which the board stopped answering (a block without reply, a step over its
+ * bound): the attempt is cancelled and the retry reconnects.
+ */
+class NoReply extends Error {
+  override readonly name = 'NoReply';
 }
 
 const BOOTLOADER_OFFSETS = [0x0, 0x1000, 0x2000] as const;
@@ -150,18 +327,205 @@ function imageHeaderAt(part: FlashPart): number | undefined {
   return undefined;
 }
 
-/** esptool-js's Transport prints some trace lines to the console even with tracing off. */
+/**
+ * The port as one session sees it. Once revoked it has no readable or writable and refuses
+ * lines and rates, so nothing of a cancelled session (an esptool-js call still waiting, a
+ * retry inside it) can reach the port after the next session opened it again; closing still
+ * goes through, so the session can be shut.
+ */
+class PortLease {
+  readonly port: NodeWebSerialPort;
+  #revoked = false;
+
+  constructor(port: NodeWebSerialPort) {
+    this.port = port;
+  }
+
+  get revoked(): boolean {
+    return this.#revoked;
+  }
+
+  revoke(): void {
+    this.#revoked = true;
+  }
+
+  getInfo() {
+    return this.port.getInfo();
+  }
+
+  get readable(): ReadableStream<Uint8Array> | null {
+    return this.#revoked ? null : this.port.readable;
+  }
+
+  get writable(): WritableStream<Uint8Array> | null {
+    return this.#revoked ? null : this.port.writable;
+  }
+
+  open(options: WebSerialOpenOptions): Promise<void> {
+    if (this.#revoked) return Promise.reject(this.#gone('open'));
+    return this.port.open(options);
+  }
+
+  close(): Promise<void> {
+    return this.port.close();
+  }
+
+  setSignals(signals: WebSerialSignals): Promise<void> {
+    if (this.#revoked) return Promise.reject(this.#gone('setSignals'));
+    return this.port.setSignals(signals);
+  }
+
+  setBaudRate(baudRate: number): Promise<void> {
+    if (this.#revoked) return Promise.reject(this.#gone('setBaudRate'));
+    return this.port.setBaudRate(baudRate);
+  }
+
+  #gone(what: string): Error {
+    return new DOMException(`${what}: this flasher session was cancelled`, 'InvalidStateError');
+  }
+}
+
+/**
+ * esptool-js's Transport, quiet (it prints some trace lines to the console even with tracing
+ * off), and with reads a cancelled attempt ends at once: esptool-js polls its buffer until its
+ * timeout, so a read of a cancelled attempt would otherwise go on for seconds.
+ */
 class QuietTransport extends Transport {
   readonly #sink: (line: string) => void;
+  #signal: AbortSignal | undefined;
 
-  constructor(device: NodeWebSerialPort, sink: (line: string) => void) {
-    super(device, false);
+  constructor(device: PortLease, sink: (line: string) => void) {
+    super(device as never, false);
     this.#sink = sink;
+  }
+
+  /** Reads reject with the signal's reason once it aborts (undefined: no signal). */
+  cancelWith(signal: AbortSignal | undefined): void {
+    this.#signal = signal;
   }
 
   override trace(message: string): void {
     this.#sink(message);
   }
+
+  override read(timeout: number): Promise<Uint8Array> {
+    const signal = this.#signal;
+    if (signal === undefined) return super.read(timeout);
+    if (signal.aborted) return Promise.reject(signal.reason);
+    return new Promise<Uint8Array>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      super.read(timeout).then(
+        (value) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        (error: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+}
+
+/** The last `limit` characters of what the port printed (latin1: the ROM's text is ASCII). */
+class PrintedText {
+  #text = '';
+  readonly #limit: number;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  push(bytes: Uint8Array): void {
+    this.#text += Buffer.from(bytes).toString('latin1');
+    if (this.#text.length > this.#limit) this.#text = this.#text.slice(-this.#limit);
+  }
+
+  get text(): string {
+    return this.#text;
+  }
+}
+
+/** What the ROM prints coming out of reset: `rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)`. */
+export interface RomBootLine {
+  /** The line as printed. */
+  readonly line: string;
+  readonly bootMode: string;
+  /** The boot mode is the serial download mode (`DOWNLOAD(...)`, or `waiting for download` followed). */
+  readonly download: boolean;
+}
+
+/**
+ * The last ROM boot line in `text` (esptool's `_connect_attempt` reads
+ * `boot:(0x[0-9a-fA-F]+)(.*waiting for download)?` from what the port printed after a reset).
+ */
+export function romBootLine(text: string): RomBootLine | undefined {
+  const pattern = /rst:0x[0-9a-f]+ \([^)]*\),boot:(0x[0-9a-f]+)(?: \(([^)]*)\))?/gi;
+  let last: RegExpExecArray | undefined;
+  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) last = match;
+  if (last === undefined) return undefined;
+  const bootMode = last[2] === undefined ? (last[1] ?? '') : `${last[1]} (${last[2]})`;
+  const after = text.slice(last.index);
+  const download = /DOWNLOAD/i.test(last[2] ?? '') || /waiting for download/i.test(after);
+  return { line: last[0], bootMode, download };
+}
+
+/**
+ * How a failed connect reads: what the ROM said (when it printed its boot line) and what to do
+ * about it for the reset strategy used.
+ */
+export function connectAdvice(
+  printed: string,
+  strategy: ResetStrategy | 'auto',
+  usbJtagSerialPort: boolean,
+): string {
+  const boot = romBootLine(printed);
+  const otherResets =
+    strategy === 'none'
+      ? 'with --reset none the board must already be in download mode: hold BOOT, tap RESET (EN), release BOOT, then run again'
+      : strategy === 'usb-jtag'
+        ? 'on a board with a USB-UART bridge (CP210x, CH340) use --reset classic or --reset tight, or hold BOOT while resetting and use --reset none'
+        : `try --reset ${strategy === 'classic' ? 'tight' : 'classic'}, or hold BOOT while resetting and use --reset none${usbJtagSerialPort ? '' : "; a board on the chip's native USB (USB-Serial-JTAG) needs --reset usb-jtag"}`;
+  if (boot === undefined) {
+    return `check that it is the board's port and that the board is powered; ${otherResets}`;
+  }
+  if (boot.download) {
+    // esptool: "Download mode successfully detected, but getting no sync reply: The serial TX
+    // path seems to be down."
+    return `the ROM printed "${boot.line}": the board is in download mode, but its replies do not arrive (the serial TX path, board to host, seems to be down); check the cable and the USB-UART bridge`;
+  }
+  // esptool: "Wrong boot mode detected (...)! The chip needs to be in download mode."
+  return `the ROM printed "${boot.line}": the board booted ${boot.bootMode}, not the download mode, so the reset did not pull GPIO0 (BOOT) low; ${otherResets}`;
+}
+
+/** The byte sizes the blocks of a zlib stream inflate to, block by block (as the stub will). */
+async function inflatedBlockSizes(compressed: Uint8Array, blockSize: number): Promise<number[]> {
+  const inflate = createInflate();
+  let out = 0;
+  let failure: Error | undefined;
+  inflate.on('data', (chunk: Buffer) => {
+    out += chunk.length;
+  });
+  inflate.on('error', (error: Error) => {
+    failure = error;
+  });
+  const sizes: number[] = [];
+  try {
+    for (let at = 0; at < compressed.length; at += blockSize) {
+      const before = out;
+      await new Promise<void>((resolve) => {
+        inflate.write(compressed.subarray(at, at + blockSize));
+        inflate.flush(zlibConstants.Z_SYNC_FLUSH, () => resolve());
+      });
+      if (failure !== undefined) throw failure;
+      sizes.push(out - before);
+    }
+  } finally {
+    inflate.close();
+  }
+  return sizes;
 }
 
 export class Flasher {
@@ -170,6 +534,10 @@ export class Flasher {
   readonly #timeouts: FlasherTimeouts;
   readonly #logLine: ((line: string) => void) | undefined;
   readonly #log: string[] = [];
+  readonly #strategy: ResetStrategy | 'auto';
+  readonly #plan: readonly ResetStep[];
+  readonly #connectAttempts: number;
+  readonly #platform: NodeJS.Platform;
   #session: Session | undefined;
 
   constructor(options: FlasherOptions) {
@@ -177,6 +545,13 @@ export class Flasher {
     this.#romBaudRate = options.romBaudRate ?? 115_200;
     this.#timeouts = { ...DEFAULT_FLASHER_TIMEOUTS, ...options.timeouts };
     this.#logLine = options.log;
+    this.#strategy = options.reset ?? 'auto';
+    this.#platform = options.platform ?? process.platform;
+    this.#plan = resetPlan(this.#strategy, this.#port.getInfo(), this.#platform);
+    const attempts = options.connectAttempts ?? DEFAULT_CONNECT_ATTEMPTS;
+    if (!Number.isInteger(attempts) || attempts < 1)
+      throw new SerialError('OPTION_INVALID', `connectAttempts must be 1 or more, got ${attempts}`);
+    this.#connectAttempts = attempts;
   }
 
   /** esptool's recent messages (bounded). */
@@ -189,40 +564,80 @@ export class Flasher {
     return this.#session?.chip;
   }
 
+  /** The resets of successive connect attempts (cycled); empty with `reset: 'none'`. */
+  get resetPlan(): readonly ResetStep[] {
+    return this.#plan;
+  }
+
   /**
-   * Resets the board into download mode, syncs, detects the chip, reads its MAC and flash id,
-   * and starts esptool's flasher stub. The port is opened here (and closed by `disconnect`).
+   * Resets the board into download mode, syncs, detects the chip, reads its MAC, tames the
+   * watchdogs of a chip on its USB-Serial-JTAG, starts esptool's flasher stub and reads the
+   * flash id. The port is opened here (and closed by `disconnect`).
    */
   async connect(): Promise<ConnectedChip> {
     await this.#endSession();
-    const transport = new QuietTransport(this.#port, (line) => this.#push(`trace: ${line}`));
+    const lease = new PortLease(this.#port);
+    const transport = new QuietTransport(lease, (line) => this.#push(`trace: ${line}`));
+    // esptool-js builds its own resets (`constructResetSequence`: the USB-JTAG one by VID/PID,
+    // else classic 50/550 ms) and calls one per attempt, cycling. Every one it builds runs the
+    // next reset of our plan instead, through the port's lines, one set() per step.
+    let next = 0;
+    const ours = {
+      transport,
+      resetDelay: 0,
+      reset: async () => {
+        const step = this.#plan[next++ % this.#plan.length];
+        if (step === undefined) return;
+        this.#push(`Resetting into download mode (${describeReset(step)})...`);
+        await runLineSteps(this.#lineSetter(lease), resetSteps(step));
+      },
+    };
     const loader = new ESPLoader({
       transport,
       baudrate: this.#romBaudRate,
       romBaudrate: this.#romBaudRate,
       terminal: this.#terminal(),
       debugLogging: false,
+      resetConstructors: {
+        classicReset: () => ours as unknown as ClassicReset,
+        usbJTAGSerialReset: () => ours as unknown as UsbJtagSerialReset,
+      },
     });
+    loader.ERASE_REGION_TIMEOUT_PER_MB = ERASE_REGION_TIMEOUT_PER_MB_MS;
     const path = this.#port.path;
+    // What the board prints while we try: the ROM's boot line says which mode it came up in.
+    const printed = new PrintedText(16 * 1024);
+    const stopListening = this.#port.addDataListener((bytes) => printed.push(bytes));
     try {
+      // `no_reset`: esptool-js resets nothing itself (constructResetSequence returns none).
+      const mode = this.#plan.length === 0 ? 'no_reset' : 'default_reset';
       await this.#bounded('connect', this.#timeouts.connectMs, () =>
-        loader.detectChip('default_reset'),
+        loader.detectChip(mode, this.#connectAttempts),
       );
     } catch (error) {
-      await this.#close(transport);
+      await this.#shut(lease, transport);
       if (error instanceof SerialError && error.code !== 'FLASH_FAILED') throw error;
+      const tried =
+        this.#plan.length === 0
+          ? 'reset none'
+          : `reset ${[...new Set(this.#plan.map(describeReset))].join(', ')}`;
       throw this.#failure(
         'connect',
-        error,
-        `no answer from the ROM bootloader on ${path}: check that it is the board's port, that the board is powered, and that it can enter download mode (hold BOOT, tap RESET, release BOOT)`,
+        new Error(
+          `no answer from the ROM bootloader on ${path} after ${this.#connectAttempts} attempt${this.#connectAttempts === 1 ? '' : 's'} (${tried})`,
+          { cause: error },
+        ),
+        connectAdvice(printed.text, this.#strategy, isUsbJtagSerialPort(this.#port.getInfo())),
       );
+    } finally {
+      stopListening();
     }
     let step = 'detect';
     try {
       const chip = await this.#bounded(step, this.#timeouts.connectMs, async () => {
         const id = loader.chip.IMAGE_CHIP_ID ?? -1;
-        const name = chipById(id)?.name;
-        if (name === undefined)
+        const info = chipById(id);
+        if (info === undefined)
           throw new Error(
             `esptool found ${loader.chip.CHIP_NAME}, which this toolkit does not know`,
           );
@@ -233,6 +648,8 @@ export class Flasher {
         const description = await loader.chip.getChipDescription(loader);
         const mac = (await loader.chip.readMac(loader)).toLowerCase();
         await loader.chip.postConnect?.(loader);
+        step = 'watchdogs';
+        const usbJtagSerial = await this.#tameWatchdogs(loader, info.rom);
         step = 'stub';
         await loader.runStub();
         if (!loader.IS_STUB)
@@ -242,18 +659,19 @@ export class Flasher {
         const sizeId = (flashId >>> 16) & 0xff;
         const flashSizeMb = sizeId >= 0x14 && sizeId <= 0x1c ? 2 ** sizeId / 0x100000 : undefined;
         return {
-          chip: name,
+          chip: info.name,
           chipId: id,
           description,
           mac,
           flashId,
+          usbJtagSerial,
           ...(flashSizeMb === undefined ? {} : { flashSizeMb }),
         } satisfies ConnectedChip;
       });
-      this.#session = { transport, loader, chip, baudRate: this.#romBaudRate };
+      this.#session = { lease, transport, loader, chip, baudRate: this.#romBaudRate };
       return chip;
     } catch (error) {
-      await this.#close(transport);
+      await this.#shut(lease, transport);
       throw this.#failure(
         step,
         error,
@@ -265,46 +683,92 @@ export class Flasher {
   }
 
   /**
+   * esptool's `disable_watchdogs` (see the chip table's `rom.usbJtagSerial`): on a chip talking
+   * over its USB-Serial-JTAG, which a reset through it leaves with the RTC watchdog and the
+   * super watchdog running, disable the first and let the hardware feed the second, so neither
+   * resets the chip mid-flash. esptool tells the USB-Serial-JTAG by the ROM's UARTDEV_BUF_NO;
+   * the port's USB ids (303a:1001) say it too, without a register read. Skipped where esptool
+   * skips it: a chip without such facts, secure download mode, a stub already running
+   * (`sync_stub_detected`). Returns whether the chip is on its USB-Serial-JTAG.
+   */
+  async #tameWatchdogs(loader: ESPLoader, rom: ChipRomFacts): Promise<boolean> {
+    const usb = rom.usbJtagSerial;
+    const byPort = isUsbJtagSerialPort(this.#port.getInfo());
+    if (usb === undefined || loader.secureDownloadMode) return byPort;
+    const byRom =
+      byPort || ((await loader.readReg(usb.uartDevBufNo)) & 0xff) === usb.uartDevBufNoUsbJtagSerial;
+    if (!byRom) return false;
+    // esptool-js keeps esptool's `sync_stub_detected` as a private field.
+    if ((loader as unknown as { syncStubDetected?: boolean }).syncStubDetected === true)
+      return true;
+    await loader.writeReg(usb.rtcWdtWprotect, usb.rtcWdtKey);
+    await loader.writeReg(usb.rtcWdtConfig0, 0);
+    await loader.writeReg(usb.rtcWdtWprotect, 0);
+    await loader.writeReg(usb.swdWprotect, usb.swdKey);
+    const swd = await loader.readReg(usb.swdConf);
+    await loader.writeReg(usb.swdConf, (swd | usb.swdAutoFeedEn) >>> 0);
+    await loader.writeReg(usb.swdWprotect, 0);
+    this.#push('USB-Serial-JTAG: RTC watchdog disabled, super watchdog set to auto-feed.');
+    return true;
+  }
+
+  /**
    * Writes `parts` (offset and bytes each; a merged image is one part at 0x0), verifies each
    * by MD5, and hard-resets the board. Refuses, before writing anything, an image whose chip
-   * id differs from the board's (`CHIP_MISMATCH`). A failed write is retried once at
-   * `retryBaudRate`; the result says `flaky` then.
+   * id differs from the board's (`CHIP_MISMATCH`). A failed write steps down the baud ladder
+   * (`baudRates`, or `baudRate` and the rungs below it); the result says `flaky` then. An
+   * attempt whose board stopped answering is cancelled (its port session closed, nothing of it
+   * sent any more) and the next one reconnects.
    */
   async flash(parts: readonly FlashPart[], options: FlashOptions = {}): Promise<FlashResult> {
     const started = performance.now();
     const chip = (await this.#requireSession()).chip;
     this.#checkParts(parts, chip, options.expectedChip);
-    const baudRate = options.baudRate ?? 460_800;
-    const retryBaudRate = Math.min(options.retryBaudRate ?? 115_200, baudRate);
-    let firstError: SerialError | undefined;
-    let usedBaudRate = baudRate;
-    try {
-      await this.#changeBaudRate(baudRate);
-      await this.#write(parts, options, 1);
-    } catch (error) {
-      if (error instanceof SerialError && error.code === 'CHIP_MISMATCH') throw error;
-      firstError = error instanceof SerialError ? error : this.#failure('write', error, '');
-      usedBaudRate = retryBaudRate;
+    const ladder = flashBaudLadder(
+      options.baudRate ?? (options.baudRates === undefined ? 460_800 : undefined),
+      options.baudRates,
+    );
+    // A ladder of one rate still gets one retry, as the flasher always had.
+    const attempts = Math.max(ladder.length, 2);
+    const failures: { baudRate: number; error: string }[] = [];
+    let usedBaudRate = ladder[0] ?? this.#romBaudRate;
+    for (let attempt = 1; ; attempt++) {
+      const baudRate = ladder[Math.min(attempt, ladder.length) - 1] ?? usedBaudRate;
+      usedBaudRate = baudRate;
       try {
-        await this.#recover(retryBaudRate);
-        await this.#write(parts, options, 2);
-      } catch (retryError) {
-        await this.#endSession();
-        throw new SerialError(
-          'FLASH_FAILED',
-          `${message(retryError)} (first attempt at ${baudRate} baud: ${firstError.message})`,
-          { cause: retryError },
-        );
+        if (attempt === 1) await this.#changeBaudRate(baudRate);
+        else await this.#recover(baudRate);
+        await this.#write(parts, options, attempt, baudRate);
+        break;
+      } catch (error) {
+        if (error instanceof SerialError && error.code === 'CHIP_MISMATCH') throw error;
+        const failure = error instanceof SerialError ? error : this.#failure('write', error, '');
+        if (attempt >= attempts) {
+          await this.#endSession();
+          const ordinal = ['first', 'second', 'third', 'fourth', 'fifth'];
+          const earlier = failures
+            .map((f, i) => `${ordinal[i] ?? `#${i + 1}`} attempt at ${f.baudRate} baud: ${f.error}`)
+            .join('; ');
+          throw new SerialError(
+            'FLASH_FAILED',
+            earlier === '' ? failure.message : `${failure.message} (${earlier})`,
+            { cause: error },
+          );
+        }
+        failures.push({ baudRate, error: failure.message });
+        this.#push(`Write at ${baudRate} baud failed: ${failure.message}`);
       }
     }
     if (options.reset ?? true) {
       await this.#hardReset();
     }
+    const first = failures[0];
     return {
       chip,
       baudRate: usedBaudRate,
-      flaky: firstError !== undefined,
-      ...(firstError === undefined ? {} : { firstError: firstError.message }),
+      flaky: first !== undefined,
+      ...(first === undefined ? {} : { firstError: first.error }),
+      failures,
       parts: parts.map((p) => ({ offset: p.offset, size: p.data.length, md5: md5Hex(p.data) })),
       bytes: parts.reduce((sum, p) => sum + p.data.length, 0),
       durationMs: performance.now() - started,
@@ -356,6 +820,21 @@ export class Flasher {
     const session = this.#session;
     if (session === undefined) throw new SerialError('FLASH_FAILED', 'connect: no session');
     return session;
+  }
+
+  /** The port's lines as `runLineSteps` drives them: one set() per step, both lines named. */
+  #lineSetter(lease: PortLease) {
+    const port = this.#port;
+    // `platform` and `lines` let runLineSteps plan the steps for a host whose set() writes one
+    // line after the other (lines.ts); a runLineSteps that does not plan ignores them.
+    return {
+      platform: this.#platform,
+      get lines() {
+        return port.isOpen ? { dtr: port.lines.dtr, rts: port.lines.rts } : undefined;
+      },
+      set: (state: { dtr: boolean; rts: boolean }) =>
+        lease.setSignals({ dataTerminalReady: state.dtr, requestToSend: state.rts }),
+    };
   }
 
   #push(line: string): void {
@@ -411,7 +890,12 @@ export class Flasher {
     });
   }
 
-  async #write(parts: readonly FlashPart[], options: FlashOptions, attempt: number): Promise<void> {
+  async #write(
+    parts: readonly FlashPart[],
+    options: FlashOptions,
+    attempt: number,
+    baudRate: number,
+  ): Promise<void> {
     const session = this.#session;
     if (session === undefined) throw new SerialError('FLASH_FAILED', 'write: not connected');
     const sizes = parts.map((p) => p.data.length);
@@ -428,79 +912,132 @@ export class Flasher {
         Math.floor((((before[part] ?? 0) + done) * 100) / total),
       );
       lastPercent = percent;
-      options.onProgress?.({ part, written: done, total: size, percent, attempt });
+      options.onProgress?.({ part, written: done, total: size, percent, attempt, baudRate });
     };
-    const budget =
-      this.#timeouts.stepMs +
-      parts.reduce((sum, p) => {
-        const mb = p.data.length / 0x100000;
-        return (
-          sum +
-          (2 * p.data.length * 10 * 1000) / session.baudRate +
-          mb * this.#timeouts.writeMsPerMb
-        );
-      }, 0);
+    const attemptControl = new AbortController();
+    session.transport.cancelWith(attemptControl.signal);
     try {
-      await this.#bounded('write', budget, () =>
-        this.#writeParts(session, parts, options, onProgress),
+      await this.#writeParts(
+        session,
+        parts,
+        options,
+        attemptControl,
+        (part) => {
+          current = part;
+        },
+        onProgress,
       );
     } catch (error) {
+      const cause = attemptControl.signal.aborted ? attemptControl.signal.reason : error;
+      if (cause instanceof NoReply) {
+        // The board stopped answering: cancel the attempt before anything else happens. Its
+        // reads end (the signal), its session can send nothing more (the lease), the port closes;
+        // the next attempt reconnects.
+        attemptControl.abort(cause);
+        await this.#endSession();
+      }
       const part = parts[current];
       const where = `part ${current + 1} at ${hex(part?.offset ?? 0)}`;
-      const verify = /md5/i.test(message(error));
+      const verify = /md5/i.test(message(cause));
       throw this.#failure(
         verify ? `verify ${where}` : `write ${where}`,
-        error,
+        cause,
         verify
           ? 'the flash does not hold what was written; retry at a lower baud rate, and if it persists the flash chip may be failing'
           : 'the board stopped answering during the write; check the cable and USB hub, or use a lower baud rate',
       );
+    } finally {
+      session.transport.cancelWith(undefined);
     }
   }
 
   /**
-   * esptool's compressed write, driven block by block through the loader's public commands.
-   * `ESPLoader.writeFlash` re-inflates every block on the host one byte at a time just to
-   * report progress (about 10 ms per 16 KiB block, over 10% of the wire time at 921600 baud);
-   * here progress counts compressed bytes, as the wire does, and the MD5 is checked after each part.
+   * esptool's compressed write (`cmds.py` `write_flash`), driven block by block through the
+   * loader's public commands. Each block's timeout is esptool's: `timeout_per_mb(
+   * ERASE_WRITE_TIMEOUT_PER_MB, size the block inflates to)`, at least DEFAULT_TIMEOUT; the stub
+   * acknowledges a block when it has it and writes it while the next one arrives, so a block
+   * waits with the previous block's timeout, and after the last one a register read waits with
+   * the last one's. Each block is sent up to WRITE_BLOCK_ATTEMPTS times. (`ESPLoader.writeFlash`
+   * re-inflates every block on the host one byte at a time just to report progress, over 10% of
+   * the wire time at 921600 baud; here zlib inflates each block once, to size its timeout.)
+   * Every step runs under the attempt's signal and a bound; a step past its bound aborts the
+   * attempt ({@link NoReply}).
    */
   async #writeParts(
     session: Session,
     parts: readonly FlashPart[],
     options: FlashOptions,
+    control: AbortController,
+    onPart: (part: number) => void,
     onProgress: (part: number, written: number, compressedTotal: number) => void,
   ): Promise<void> {
     const { loader } = session;
-    if (options.eraseAll === true) await loader.eraseFlash();
+    const { signal } = control;
+    const floor = this.#timeouts.commandMs;
+    const wireMs = (bytes: number) => (bytes * 10 * 1000) / session.baudRate;
+    if (options.eraseAll === true) {
+      // esptool-js's eraseFlash waits CHIP_ERASE_TIMEOUT (esptool's 120 s).
+      await this.#guard('erase', control, 120_000 + this.#timeouts.stepMs, () =>
+        loader.eraseFlash(),
+      );
+    }
     for (const [index, part] of parts.entries()) {
+      onPart(index);
       if (part.data.length === 0) continue;
       const image = part.data.length % 4 === 0 ? part.data : padTo4(part.data);
       const compressed = new Uint8Array(deflateSync(image, { level: 9 }));
+      const blockSize = loader.FLASH_WRITE_SIZE;
+      const inflated = await inflatedBlockSizes(compressed, blockSize);
       // The messages esptool prints, so flash logs read as they do with esptool's own write.
       this.#push(`Compressed ${image.length} bytes to ${compressed.length}...`);
       const started = performance.now();
-      const blocks = await loader.flashDeflBegin(image.length, compressed.length, part.offset);
-      const blockSize = loader.FLASH_WRITE_SIZE;
+      const blocks = await this.#guard('begin', control, floor + this.#timeouts.stepMs, () =>
+        loader.flashDeflBegin(image.length, compressed.length, part.offset),
+      );
+      let timeout = floor;
+      let written = 0;
       for (let seq = 0; seq < blocks; seq++) {
+        signal.throwIfAborted();
         const block = compressed.subarray(seq * blockSize, (seq + 1) * blockSize);
-        // A block can inflate to a lot of erasing (padding): bound it by what deflate can expand to.
-        const mayInflateTo = Math.min(image.length, block.length * 1032);
-        const timeout = Math.max(
-          3000,
-          loader.timeoutPerMb(loader.ERASE_WRITE_TIMEOUT_PER_MB, mayInflateTo),
+        const blockTimeout = timeoutPerMb(ERASE_WRITE_TIMEOUT_PER_MB_MS, inflated[seq] ?? 0, floor);
+        if (!loader.IS_STUB) timeout = blockTimeout; // the ROM writes a block before it answers
+        this.#push(
+          `Writing at ${hex(part.offset + written)}... (${Math.floor(((seq + 1) * 100) / blocks)}%)`,
         );
-        const at = part.offset + Math.floor((seq * image.length) / blocks);
-        this.#push(`Writing at ${hex(at)}... (${Math.floor((seq * 100) / blocks)}%)`);
-        await loader.flashDeflBlock(block, seq, timeout);
+        this.#push(
+          `trace: block ${seq + 1}/${blocks}, ${block.length} bytes inflating to ${inflated[seq] ?? 0}, timeout ${Math.round(timeout)} ms`,
+        );
+        await this.#sendBlock(session, block, seq, timeout, control);
+        if (loader.IS_STUB) timeout = blockTimeout; // the stub writes it while the next arrives
+        written += inflated[seq] ?? 0;
         onProgress(index, Math.min((seq + 1) * blockSize, compressed.length), compressed.length);
       }
-      await loader.flashDeflFinish(false);
+      if (loader.IS_STUB) {
+        // esptool: "Stub only writes each block to flash after 'ack'ing the receive, so do a
+        // final dummy operation which will not be 'ack'ed until the last block has actually
+        // been written out to flash".
+        this.#push(
+          `trace: waiting for the last block to be written, timeout ${Math.round(timeout)} ms`,
+        );
+        await this.#guard('last block', control, timeout + this.#timeouts.stepMs, () =>
+          loader.readReg(loader.CHIP_DETECT_MAGIC_REG_ADDR, timeout),
+        );
+      }
+      await this.#guard('end', control, floor + this.#timeouts.stepMs, () =>
+        loader.flashDeflFinish(false),
+      );
       const seconds = ((performance.now() - started) / 1000).toFixed(2);
       this.#push(
         `Wrote ${image.length} bytes (${compressed.length} compressed) at ${hex(part.offset)} in ${seconds} seconds.`,
       );
       const expected = md5Hex(image);
-      const actual = await loader.flashMd5sum(part.offset, image.length);
+      const md5Ms = timeoutPerMb(MD5_TIMEOUT_PER_MB_MS, image.length, floor);
+      const actual = await this.#guard(
+        'MD5',
+        control,
+        md5Ms + wireMs(64) + this.#timeouts.stepMs,
+        () => loader.flashMd5sum(part.offset, image.length),
+      );
       if (actual !== expected) {
         throw new Error(
           `MD5 of file does not match data in flash! (file ${expected}, flash ${actual})`,
@@ -510,12 +1047,99 @@ export class Flasher {
     }
   }
 
+  /**
+   * One FLASH_DEFL_DATA block, sent up to WRITE_BLOCK_ATTEMPTS times (esptool's
+   * `flash_defl_block`), each send waiting `timeout` for the reply, 150 ms between sends
+   * (esptool-js's WRITE_BLOCK_RETRY_DELAY_MS). Nothing is sent once the attempt is aborted. All
+   * sends unanswered: {@link NoReply}; an error reply passes through.
+   */
+  async #sendBlock(
+    session: Session,
+    block: Uint8Array,
+    seq: number,
+    timeout: number,
+    control: AbortController,
+  ): Promise<void> {
+    const { loader } = session;
+    const { signal } = control;
+    const packet = new Uint8Array(16 + block.length);
+    packet.set(encodeWords(block.length, seq, 0, 0));
+    packet.set(block, 16);
+    const checksum = loader.checksum(block);
+    const bound =
+      timeout + (2 * block.length * 10 * 1000) / session.baudRate + this.#timeouts.stepMs;
+    let last: unknown;
+    for (let send = 1; send <= WRITE_BLOCK_ATTEMPTS; send++) {
+      signal.throwIfAborted();
+      try {
+        await this.#guard(`block ${seq}`, control, bound, () =>
+          loader.checkCommand(
+            `write compressed data to flash after seq ${seq}`,
+            loader.ESP_FLASH_DEFL_DATA,
+            packet,
+            checksum,
+            0,
+            timeout,
+          ),
+        );
+        return;
+      } catch (error) {
+        if (signal.aborted) throw signal.reason;
+        last = error;
+        // An error status is an answer: sending the same block again is esptool's retry too.
+        if (send < WRITE_BLOCK_ATTEMPTS) {
+          this.#push(`trace: block ${seq} not written (${message(error)}), sending it again`);
+          await abortableWait(loader.WRITE_BLOCK_RETRY_DELAY_MS, signal);
+        }
+      }
+    }
+    if (/failed with status/i.test(message(last))) throw last;
+    throw new NoReply(
+      `block ${seq} (seq ${seq}): no reply within ${Math.round(timeout)} ms, ${WRITE_BLOCK_ATTEMPTS} times`,
+      { cause: last },
+    );
+  }
+
+  /**
+   * Runs one step of a write attempt. Past `ms` the attempt is aborted ({@link NoReply}): the
+   * step's pending read rejects at once, and the caller cancels the attempt.
+   */
+  async #guard<T>(
+    step: string,
+    control: AbortController,
+    ms: number,
+    work: () => Promise<T>,
+  ): Promise<T> {
+    const { signal } = control;
+    signal.throwIfAborted();
+    const timer = setTimeout(
+      () => control.abort(new NoReply(`${step}: no reply within ${Math.round(ms)} ms`)),
+      ms,
+    );
+    let onAbort: (() => void) | undefined;
+    // A step stuck outside a read (a write that does not complete) ends with the attempt too.
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([work(), aborted]);
+    } catch (error) {
+      if (signal.aborted) throw signal.reason;
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+    }
+  }
+
   /** Moves both ends to `baudRate` without reopening the port (the stub first, then the host). */
   async #changeBaudRate(baudRate: number): Promise<void> {
     const session = this.#session;
     if (session === undefined || session.baudRate === baudRate) return;
     const { loader, transport } = session;
-    await this.#bounded(`change to ${baudRate} baud`, this.#timeouts.stepMs, async () => {
+    const step = `change to ${baudRate} baud`;
+    await this.#bounded(step, this.#timeouts.stepMs, async () => {
       const old = session.baudRate;
       await loader.command(
         loader.ESP_CHANGE_BAUDRATE,
@@ -527,31 +1151,38 @@ export class Flasher {
       session.baudRate = baudRate;
       await transport.drainInput(20, 200);
       await loader.readReg(loader.CHIP_DETECT_MAGIC_REG_ADDR, 1000);
+    }).catch((error: unknown) => {
+      throw this.#failure(step, error, 'the board does not answer at this rate');
     });
   }
 
-  /** After a failed write: the same stub at the lower rate, or a fresh connection. */
+  /**
+   * Before the next attempt: the same stub at the next rate when the last attempt ended with
+   * the board answering, else (or when the stub does not answer now) a fresh connection.
+   */
   async #recover(baudRate: number): Promise<void> {
-    try {
-      const session = this.#session;
-      if (session === undefined) throw new Error('not connected');
-      session.transport.flushInput();
-      await session.loader.readReg(session.loader.CHIP_DETECT_MAGIC_REG_ADDR, 1000);
-      await this.#changeBaudRate(baudRate);
-    } catch {
-      await this.connect();
-      await this.#changeBaudRate(baudRate);
+    const session = this.#session;
+    if (session !== undefined) {
+      try {
+        session.transport.flushInput();
+        await session.loader.readReg(session.loader.CHIP_DETECT_MAGIC_REG_ADDR, 1000);
+        await this.#changeBaudRate(baudRate);
+        return;
+      } catch {
+        await this.#endSession();
+      }
     }
+    await this.connect();
+    await this.#changeBaudRate(baudRate);
   }
 
-  /** RTS pulse with DTR released: EN low, then high with GPIO0 high, so the app boots. */
+  /** esptool's HardReset: an RTS pulse with DTR released, so the chip boots its app. */
   async #hardReset(): Promise<void> {
     const session = this.#session;
     try {
       await this.#bounded('reset', this.#timeouts.stepMs, async () => {
-        await this.#port.setSignals({ dataTerminalReady: false, requestToSend: true });
-        await sleep(100);
-        await this.#port.setSignals({ dataTerminalReady: false, requestToSend: false });
+        const lease = session?.lease ?? new PortLease(this.#port);
+        await runLineSteps(this.#lineSetter(lease), RESET_SEQUENCES.hard);
         // The firmware's console runs at the ROM rate.
         if (session !== undefined && session.baudRate !== this.#romBaudRate)
           await this.#port.setBaudRate(this.#romBaudRate);
@@ -570,16 +1201,25 @@ export class Flasher {
   async #endSession(): Promise<void> {
     const session = this.#session;
     this.#session = undefined;
-    if (session !== undefined) await this.#close(session.transport);
+    if (session !== undefined) await this.#shut(session.lease, session.transport);
     else if (this.#port.isOpen) await this.#port.close().catch(() => {});
   }
 
-  async #close(transport: QuietTransport): Promise<void> {
+  /**
+   * Ends a session for good: its reads stop, it can send nothing more (the lease is revoked
+   * first), and the port closes.
+   */
+  async #shut(lease: PortLease, transport: QuietTransport): Promise<void> {
+    const stop = new AbortController();
+    stop.abort(new NoReply('the session was closed'));
+    transport.cancelWith(stop.signal);
+    lease.revoke();
     try {
       await this.#bounded('disconnect', this.#timeouts.stepMs, () => transport.disconnect());
     } catch {
-      await this.#port.close().catch(() => {});
+      // Closed below.
     }
+    await this.#port.close().catch(() => {});
   }
 
   async #bounded<T>(step: string, ms: number, work: () => Promise<T>): Promise<T> {

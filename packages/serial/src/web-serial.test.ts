@@ -14,6 +14,7 @@ type MockPortBinding = Awaited<ReturnType<typeof MockBinding.open>>;
 /** MockBinding, recording what reaches the binding: set() flags, update() and opens. */
 function recordingBinding() {
   const calls = {
+    openOptions: [] as Parameters<Binding['open']>[0][],
     opens: 0,
     closes: 0,
     sets: [] as SetOptions[],
@@ -24,6 +25,7 @@ function recordingBinding() {
     list: () => MockBinding.list(),
     open: async (options: Parameters<Binding['open']>[0]): Promise<BindingPort> => {
       const port = await MockBinding.open(options);
+      calls.openOptions.push({ ...options });
       calls.opens++;
       calls.port = port;
       const set = port.set.bind(port);
@@ -94,6 +96,27 @@ describe('NodeWebSerialPort', () => {
       { dtr: true, rts: false },
     ]);
     expect(port.lines).toEqual({ dtr: true, rts: false, brk: false });
+  });
+
+  it('opens without hupcl, which on Windows asserts DTR alone (GPIO0 low) as the port opens', async () => {
+    const { port, calls } = makePort();
+    await port.open({ baudRate: 115200 });
+    expect(calls.openOptions).toEqual([expect.objectContaining({ hupcl: false })]);
+  });
+
+  it('lets a listener see what the readable delivers', async () => {
+    const { port, calls } = makePort();
+    await port.open({ baudRate: 115200 });
+    const seen: number[] = [];
+    const stop = port.addDataListener((bytes) => seen.push(...bytes));
+    const reading = readAll(port, 3);
+    calls.port?.emitData(Buffer.from([1, 2, 3]));
+    expect(await reading).toEqual([1, 2, 3]);
+    stop();
+    const more = readAll(port, 1);
+    calls.port?.emitData(Buffer.from([4]));
+    expect(await more).toEqual([4]);
+    expect(seen).toEqual([1, 2, 3]);
   });
 
   it('changes the baud rate in place, without closing or reopening', async () => {

@@ -6,7 +6,11 @@
  * Serial facts this class keeps (docs/hil.md §6): `serialport`'s `set()` writes every line, so each
  * `setSignals` sends DTR and RTS together, keeping the last state of a line esptool did not
  * name; the baud rate changes in place (`update()`), never by reopening, since reopening
- * resets boards; and the readable survives esptool's pattern of taking a reader per chunk.
+ * resets boards; the port is opened with `hupcl: false` (with `hupcl: true`, bindings-cpp's
+ * `serialport_win.cpp` opens with `DTR_CONTROL_ENABLE` and `RTS_CONTROL_DISABLE`, DTR alone
+ * asserted: GPIO0 low, a BOOT press on a running app; its `serialport_unix.cpp` sets `HUPCL`,
+ * which drops DTR on close); and the readable survives esptool's pattern of taking a reader per
+ * chunk.
  */
 import { SerialPortStream } from '@serialport/stream';
 import { SerialError } from './errors.js';
@@ -112,6 +116,7 @@ export class NodeWebSerialPort {
   #writable: WritableStream<Uint8Array> | null = null;
   #lines: SerialLines = { dtr: false, rts: false, brk: false };
   #lost: Error | undefined;
+  readonly #dataListeners = new Set<(bytes: Uint8Array) => void>();
 
   constructor(options: NodeWebSerialPortOptions) {
     this.path = options.path;
@@ -173,6 +178,9 @@ export class NodeWebSerialPort {
       binding: this.#binding,
       path: this.path,
       baudRate: options.baudRate,
+      // Not `hupcl` (serialport's default): on Windows it asserts DTR alone as the port opens,
+      // before the first set() (see the top of this file).
+      hupcl: false,
       autoOpen: false,
       ...(options.dataBits === undefined ? {} : { dataBits: options.dataBits }),
       ...(options.stopBits === undefined ? {} : { stopBits: options.stopBits }),
@@ -211,6 +219,17 @@ export class NodeWebSerialPort {
     if (stream === undefined) return null;
     if (this.#readable === null) this.#readable = this.#makeReadable(stream);
     return this.#readable;
+  }
+
+  /**
+   * Sees every chunk the readable delivers (a copy), while someone reads it; returns the
+   * unsubscribe. The flasher keeps what the board printed while it tried to connect.
+   */
+  addDataListener(listener: (bytes: Uint8Array) => void): () => void {
+    this.#dataListeners.add(listener);
+    return () => {
+      this.#dataListeners.delete(listener);
+    };
   }
 
   get writable(): WritableStream<Uint8Array> | null {
@@ -300,7 +319,9 @@ export class NodeWebSerialPort {
     let finished = false;
     const onData = (chunk: Buffer) => {
       if (finished || controller === undefined) return;
-      controller.enqueue(new Uint8Array(chunk));
+      const bytes = new Uint8Array(chunk);
+      controller.enqueue(bytes);
+      for (const listener of this.#dataListeners) listener(bytes.slice());
       // Backpressure: stop the Node stream while nobody reads; `pull` resumes it.
       if ((controller.desiredSize ?? 1) <= 0) stream.pause();
     };

@@ -1,12 +1,31 @@
-import { createHash } from 'node:crypto';
-import { buildVirtualFirmware, readPartitionTable } from '@xiaozhi-mcp/firmware';
-import { Flasher, type FlashProgress, NodeWebSerialPort } from '@xiaozhi-mcp/serial';
+import { createHash, randomBytes } from 'node:crypto';
+import { deflateSync, inflateSync, constants as zlibConstants } from 'node:zlib';
+import {
+  buildVirtualFirmware,
+  decodeDataBlock,
+  decodeRomRequest,
+  readPartitionTable,
+  romCommandName,
+  SlipDecoder,
+} from '@xiaozhi-mcp/firmware';
+import {
+  Flasher,
+  type FlasherOptions,
+  type FlashProgress,
+  NodeWebSerialPort,
+  RESET_SEQUENCES,
+  type SerialBinding,
+} from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
-import { VirtualSerialBinding, type VirtualSerialDeviceOptions } from './virtual-binding.js';
+import {
+  VirtualSerialBinding,
+  type VirtualSerialDevice,
+  type VirtualSerialDeviceOptions,
+} from './virtual-binding.js';
 
 const MB = 1024 * 1024;
 const TIMING: Partial<BoardTiming> = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
@@ -18,8 +37,63 @@ afterEach(async () => {
 
 const md5 = (data: Uint8Array) => createHash('md5').update(data).digest('hex');
 
-/** A powered board with an empty 4 MB flash on a CP2102, and a Flasher on its port. */
-async function rig(options: VirtualSerialDeviceOptions = {}, chip?: ChipModel) {
+type LineSet = { readonly dtr: boolean; readonly rts: boolean };
+
+/** The binding as the port sees it, recording every set() of the lines. */
+function recording(binding: VirtualSerialBinding) {
+  const sets: LineSet[] = [];
+  const recorded: SerialBinding = {
+    list: () => binding.list(),
+    open: async (options) => {
+      const port = await binding.open(options);
+      const set = port.set.bind(port);
+      port.set = (flags) => {
+        sets.push({ dtr: flags.dtr ?? true, rts: flags.rts ?? true });
+        return set(flags);
+      };
+      return port;
+    },
+  };
+  return { recorded, sets };
+}
+
+/** A frame the host sent: the command, the rate it was sent at, and a data block's seq. */
+interface HostFrame {
+  readonly command: string;
+  readonly baud: number;
+  readonly seq?: number;
+}
+
+/** Every frame the host sends to the board, decoded, as the board's UART gets it. */
+function frames(device: VirtualSerialDevice): HostFrame[] {
+  const seen: HostFrame[] = [];
+  const decoder = new SlipDecoder();
+  const hostSend = device.hostSend.bind(device);
+  device.hostSend = (bytes, baud) => {
+    for (const frame of decoder.push(bytes)) {
+      try {
+        const request = decodeRomRequest(frame);
+        const command = romCommandName(request.command) ?? `0x${request.command.toString(16)}`;
+        const block = command.endsWith('_DATA') ? decodeDataBlock(request.data) : undefined;
+        seen.push({ command, baud, ...(block === undefined ? {} : { seq: block.seq }) });
+      } catch {
+        // Not a request (a READ_FLASH acknowledgement).
+      }
+    }
+    return hostSend(bytes, baud);
+  };
+  return seen;
+}
+
+/**
+ * A powered board with an empty 4 MB flash on a CP2102, and a Flasher on its port. `bare`: the
+ * port is named by its path only, without USB ids (a path given by hand).
+ */
+async function rig(
+  options: VirtualSerialDeviceOptions = {},
+  chip?: ChipModel,
+  flasherOptions: Omit<FlasherOptions, 'port'> & { readonly bare?: boolean } = {},
+) {
   const flash = new FlashStorage({ size: 4 * MB });
   const preset = chip === undefined ? undefined : { ...boardPreset('bread-compact-wifi'), chip };
   const board = new VirtualBoard({
@@ -33,15 +107,24 @@ async function rig(options: VirtualSerialDeviceOptions = {}, chip?: ChipModel) {
   board.powerOn();
   const [info] = await binding.list();
   if (info === undefined) throw new Error('the board is not listed');
-  const port = NodeWebSerialPort.fromPortInfo(binding, info);
-  const flasher = new Flasher({ port });
+  const { recorded, sets } = recording(binding);
+  const { bare, ...rest } = flasherOptions;
+  const port =
+    bare === true
+      ? new NodeWebSerialPort({ binding: recorded, path: info.path })
+      : NodeWebSerialPort.fromPortInfo(recorded, info);
+  const flasher = new Flasher({ platform: 'linux', ...rest, port });
   cleanups.push(async () => {
     await flasher.disconnect();
     board.powerOff();
     binding.detach(device);
   });
-  return { flash, board, binding, device, port, flasher };
+  return { flash, board, binding, device, port, flasher, sets };
 }
+
+/** The set() steps of a line sequence. */
+const setsOf = (steps: readonly ({ set: LineSet } | { waitMs: number })[]): LineSet[] =>
+  steps.flatMap((step) => ('set' in step ? [{ dtr: step.set.dtr, rts: step.set.rts }] : []));
 
 const firmware = (chip: 'esp32s3' | 'esp32c3', version = '2.6.0') =>
   buildVirtualFirmware({
@@ -125,7 +208,7 @@ describe('flashing a virtual board with esptool-js through the virtual serial bi
     await booted;
   });
 
-  it('retries once at a lower baud rate after a failed verify, and reports the flash as flaky', {
+  it('steps down to 460800 after a failed verify at 921600, and reports the flash as flaky', {
     timeout: 60_000,
   }, async () => {
     let corrupted = false;
@@ -146,8 +229,11 @@ describe('flashing a virtual board with esptool-js through the virtual serial bi
       onProgress: (p) => progress.push(p),
     });
     expect(result.flaky).toBe(true);
-    expect(result.baudRate).toBe(115_200);
+    // Many CH340 boards run cleanly at 460800, not 921600: the next rung, not 115200.
+    expect(result.baudRate).toBe(460_800);
+    expect(result.failures.map((f) => f.baudRate)).toEqual([921_600]);
     expect(result.firstError).toMatch(/^verify part 1 at 0x0: .*MD5/);
+    expect(progress.filter((p) => p.attempt === 2).every((p) => p.baudRate === 460_800)).toBe(true);
     expect(flash.md5(0, 4 * MB)).toBe(md5(fw.merged));
     expect(progress.filter((p) => p.attempt === 2).at(-1)?.percent).toBe(100);
     await booted;
@@ -202,5 +288,199 @@ describe('flashing a virtual board with esptool-js through the virtual serial bi
     await expect(port.open({ baudRate: 115200 })).rejects.toMatchObject({
       code: 'PORT_NOT_FOUND',
     });
+  });
+});
+
+describe('the reset strategy: how each connect attempt gets the board into download mode', () => {
+  it('plays the classic reset, one set() per step, when told to', { timeout: 60_000 }, async () => {
+    const { device, flasher, sets } = await rig({}, undefined, { reset: 'classic' });
+    await flasher.connect();
+    // After the open's release of both lines: esptool's ClassicReset, as lines.ts has it.
+    expect(sets.slice(1)).toEqual(setsOf(RESET_SEQUENCES.classic));
+    expect(device.lineEvents).toContainEqual({ kind: 'reset', download: true });
+  });
+
+  it('resets nothing with `none`: the board was put into download mode by hand', {
+    timeout: 60_000,
+  }, async () => {
+    const { board, device, flasher, sets } = await rig({}, undefined, { reset: 'none' });
+    board.reset('POWERON', { download: true }); // BOOT held while RESET was pressed
+    const events = device.lineEvents.length;
+    const chip = await flasher.connect();
+    expect(chip.chip).toBe('esp32s3');
+    expect(sets).toEqual([{ dtr: false, rts: false }]); // only the open's release
+    expect(device.lineEvents).toHaveLength(events);
+  });
+
+  it('reaches a native-USB board named by a bare path with `usb-jtag`', {
+    timeout: 60_000,
+  }, async () => {
+    const { device, flasher, sets } = await rig({ usbJtag: true }, 'esp32c3', {
+      bare: true,
+      reset: 'usb-jtag',
+    });
+    expect(flasher.resetPlan).toEqual([{ sequence: 'usbJtag' }]);
+    const chip = await flasher.connect();
+    expect(chip.chip).toBe('esp32c3');
+    expect(sets.slice(1)).toEqual(setsOf(RESET_SEQUENCES.usbJtag));
+    expect(device.lineEvents).toContainEqual({ kind: 'reset', download: true });
+  });
+
+  it('keeps alternating the reset delay: a slow EN connects at 550 ms', {
+    timeout: 60_000,
+  }, async () => {
+    // EN rises 60 ms after its release: with 50 ms GPIO0 is high again as the chip starts.
+    const { device, flasher } = await rig({ enRiseMs: 60 }, undefined, { reset: 'classic' });
+    await flasher.connect();
+    expect(flasher.log.filter((l) => l.startsWith('Resetting'))).toEqual([
+      'Resetting into download mode (classic 50 ms)...',
+      'Resetting into download mode (classic 550 ms)...',
+    ]);
+    expect(device.lineEvents.filter((e) => e.kind === 'reset')).toEqual([
+      { kind: 'reset', download: false },
+      { kind: 'reset', download: true },
+    ]);
+  });
+
+  it('says so when the ROM booted the app instead of the download mode, and what to do', {
+    timeout: 60_000,
+  }, async () => {
+    // The USB-JTAG sequence on a USB-UART bridge's transistors resets the chip with GPIO0 high.
+    const { port, flasher } = await rig({}, undefined, { reset: 'usb-jtag', connectAttempts: 2 });
+    const error = await flasher.connect().catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'FLASH_FAILED' });
+    const text = (error as Error).message;
+    expect(text).toMatch(
+      /^connect: no answer from the ROM bootloader on \/dev\/ttyVIRT\d+ after 2 attempts/,
+    );
+    expect(text).toContain('"rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)"');
+    expect(text).toMatch(/not the download mode, so the reset did not pull GPIO0 \(BOOT\) low/);
+    expect(text).toMatch(/use --reset classic or --reset tight, or hold BOOT while resetting/);
+    expect(port.isOpen).toBe(false);
+  });
+});
+
+describe('the watchdogs of a chip on its USB-Serial-JTAG', () => {
+  /**
+   * A board on native USB: a reset through the USB-Serial-JTAG leaves the RTC watchdog and the
+   * super watchdog running, so each entry into download mode arms them here; their time is up
+   * when the write is a third done (the test's clock), and the chip resets unless tamed.
+   */
+  async function nativeUsbRig(bare: boolean) {
+    const r = await rig({ usbJtag: true }, 'esp32s3', { bare, reset: 'usb-jtag' });
+    r.board.on('state', (state: string) => {
+      if (state !== 'download') return;
+      r.device.emulator?.setConsole('usb-jtag-serial');
+      r.device.emulator?.armWatchdogs();
+    });
+    const bites: (string | undefined)[] = [];
+    const expired = new Set<number>();
+    const onProgress = (p: FlashProgress) => {
+      if (p.percent < 33 || expired.has(p.attempt)) return;
+      expired.add(p.attempt);
+      const emulator = r.device.emulator;
+      bites.push(emulator === undefined ? 'no emulator' : emulator.expireWatchdogs());
+    };
+    return { ...r, bites, onProgress };
+  }
+
+  it.each([
+    ['its USB ids (303a:1001)', false],
+    ['what the ROM says (a bare path)', true],
+  ])(
+    'disables them after connecting, known by %s, so the flash completes',
+    {
+      timeout: 60_000,
+    },
+    async (_, bare) => {
+      const { flash, flasher, bites, onProgress } = await nativeUsbRig(bare);
+      const fw = firmware('esp32s3');
+      const result = await flasher.flash([{ offset: 0, data: fw.merged }], {
+        baudRate: 921_600,
+        onProgress,
+      });
+      expect(result.chip.usbJtagSerial).toBe(true);
+      expect(bites).toEqual([undefined]); // their time came, and nothing bit
+      expect(result).toMatchObject({ flaky: false, failures: [] });
+      expect(flash.md5(0, 4 * MB)).toBe(md5(fw.merged));
+    },
+  );
+});
+
+describe('write timeouts and cancelled attempts', () => {
+  it('gives up on a block after its own timeout, cancels the attempt, and nothing of it reaches the port after the retry began', {
+    timeout: 60_000,
+  }, async () => {
+    let device: VirtualSerialDevice | undefined;
+    // At block 1 of the first attempt (at 921600) the chip hangs until it is reset.
+    const r = await rig(
+      {
+        faults: {
+          flashBlock: (block) =>
+            device?.uartBaudRate === 921_600 && block.seq === 1 ? 'hang' : undefined,
+        },
+      },
+      undefined,
+      // (stepMs only bounds the other steps here. With the flasher before attempts were
+      // cancelled, 4450 ms put the hung attempt's last resend of block 1 into the reconnect's
+      // reset, after the port was opened again: the frames below showed it, as [1, 0, 1, 2].)
+      { timeouts: { commandMs: 200, stepMs: 4450 } },
+    );
+    device = r.device;
+    await r.flasher.connect();
+    const sent = frames(r.device);
+    const data = new Uint8Array(randomBytes(32 * 1024)); // blocks that do not compress
+    const blocks = Math.ceil(deflateSync(data, { level: 9 }).length / 0x4000);
+    const result = await r.flasher
+      .flash([{ offset: 0x10_0000, data }], { baudRate: 921_600 })
+      .catch((e: unknown) => e);
+
+    // The retry began with the first frame not sent at the first attempt's rate.
+    const began = sent.findIndex((f, i) => i > 0 && f.baud !== 921_600);
+    expect(began).toBeGreaterThan(0);
+    const after = sent.slice(began);
+    // Only the retry's own blocks, each once, in order: none of the first attempt's.
+    expect(after.filter((f) => f.command === 'FLASH_DEFL_DATA').map((f) => f.seq)).toEqual([
+      ...Array(blocks).keys(),
+    ]);
+    const begin = after.findIndex((f) => f.command === 'FLASH_DEFL_BEGIN');
+    expect(after.findIndex((f) => f.command === 'FLASH_DEFL_DATA')).toBeGreaterThan(begin);
+
+    expect(result).toMatchObject({ flaky: true, baudRate: 460_800 });
+    const ok = result as { firstError: string };
+    // With the stub, block 1 waits as long as block 0 takes to write: 40 s per MB of what
+    // block 0 inflates to (esptool's timeout_per_mb), here above the 200 ms floor.
+    const compressed = deflateSync(data, { level: 9 });
+    const block0 = inflateSync(compressed.subarray(0, 0x4000), {
+      finishFlush: zlibConstants.Z_SYNC_FLUSH,
+    }).length;
+    const timeout = Math.round(Math.max(200, (40_000 * block0) / 1e6));
+    expect(ok.firstError).toMatch(
+      new RegExp(
+        `^write part 1 at 0x100000: block 1 \\(seq 1\\): no reply within ${timeout} ms, 3 times`,
+      ),
+    );
+    expect(r.flash.md5(0x10_0000, data.length)).toBe(md5(data));
+  });
+
+  it("sizes each block's timeout by what it inflates to, esptool's way", {
+    timeout: 60_000,
+  }, async () => {
+    const { flasher } = await rig();
+    // 48 KiB that do not compress, then 3 MiB of 0xFF that compress to a few KiB: the last
+    // block inflates to about 3 MB of flash to erase and write.
+    const data = new Uint8Array(48 * 1024 + 3 * MB).fill(0xff);
+    data.set(randomBytes(48 * 1024));
+    await flasher.flash([{ offset: 0x1_0000, data }], { baudRate: 921_600, reset: false });
+    const timeouts = flasher.log
+      .filter((l) => l.startsWith('trace: block '))
+      .map((l) => Number(/timeout (\d+) ms/.exec(l)?.[1]));
+    // The stub acknowledges a block before writing it: each waits with the one before it's.
+    expect(timeouts).toEqual(timeouts.map(() => 3000));
+    const last = flasher.log.find((l) => l.startsWith('trace: waiting for the last block'));
+    const lastMs = Number(/timeout (\d+) ms/.exec(last ?? '')?.[1]);
+    // 40 s per MB (10^6 bytes) for the ~3.15 MB the last block inflates to.
+    expect(lastMs).toBeGreaterThan(120_000);
+    expect(lastMs).toBeLessThan(130_000);
   });
 });

@@ -14,7 +14,7 @@ import {
   slipEncode,
   syncPayload,
 } from '@xiaozhi-mcp/firmware';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import {
@@ -280,6 +280,17 @@ describe('ROM emulator: the flasher stub', () => {
     expect(h2.reboots).toEqual(['run']);
   });
 
+  it('hangs on request: no reply to the block or to anything after it', async () => {
+    const h = harness('esp32s3', { faults: { flashBlock: () => 'hang' } });
+    await h.runStub();
+    const data = new Uint8Array(0x400).fill(0x5a);
+    await h.ok(C.FLASH_BEGIN, encodeWords(data.length, 1, 0x400, 0x30000));
+    expect(await h.block(C.FLASH_DATA, 0, data)).toEqual([]);
+    expect(await h.send(C.READ_REG, encodeWords(CHIP_DETECT_MAGIC_REG))).toEqual([]);
+    expect(await h.send(C.SYNC, syncPayload())).toEqual([]);
+    expect(h.flash.read(0x30000, 1)[0]).toBe(0xff);
+  });
+
   it('injects faults: fail and drop leave the block unwritten, corrupt flips a bit in flash', async () => {
     const faults: string[] = ['fail', 'drop', 'corrupt'];
     const h = harness('esp32s3', {
@@ -294,5 +305,89 @@ describe('ROM emulator: the flasher stub', () => {
     await h.block(C.FLASH_DATA, 0, data);
     const written = h.flash.read(0x30000, data.length);
     expect(written.filter((b, i) => b !== data[i])).toHaveLength(1);
+  });
+});
+
+describe('ROM emulator: the watchdogs a reset over the USB-Serial-JTAG leaves running', () => {
+  const facts = (chip: 'esp32s3' | 'esp32c3' | 'esp32c6') => {
+    const usb = ROM_CHIPS[chip].usbJtagSerial;
+    if (usb === undefined) throw new Error(`${chip} has no USB-Serial-JTAG facts`);
+    return usb;
+  };
+  const write = (address: number, value: number) => encodeWords(address, value, 0xffffffff, 0);
+
+  it("says which console it talks on in UARTDEV_BUF_NO, as esptool's get_uart_no() reads it", async () => {
+    const usb = facts('esp32s3');
+    const uart = harness('esp32s3');
+    expect((await uart.ok(C.READ_REG, encodeWords(usb.uartDevBufNo))).value & 0xff).toBe(0);
+    const native = harness('esp32s3', { console: 'usb-jtag-serial' });
+    expect((await native.ok(C.READ_REG, encodeWords(usb.uartDevBufNo))).value & 0xff).toBe(4);
+  });
+
+  it('resets the chip when their time is up, unless the host tamed both in time', async () => {
+    const armed = harness('esp32s3', { watchdogs: {} });
+    expect(armed.emulator.watchdogs).toEqual({
+      armed: true,
+      rtcWdtEnabled: true,
+      swdAutoFeed: false,
+    });
+    expect(armed.emulator.expireWatchdogs()).toBe('rtc-wdt');
+    expect(armed.reboots).toEqual(['watchdog']);
+    expect(await armed.send(C.SYNC, syncPayload())).toEqual([]);
+
+    // The RTC watchdog alone disabled: the super watchdog still bites.
+    const half = harness('esp32c3', { watchdogs: {} });
+    const c3 = facts('esp32c3');
+    await half.ok(C.WRITE_REG, write(c3.rtcWdtWprotect, c3.rtcWdtKey));
+    await half.ok(C.WRITE_REG, write(c3.rtcWdtConfig0, 0));
+    await half.ok(C.WRITE_REG, write(c3.rtcWdtWprotect, 0));
+    expect(half.emulator.expireWatchdogs()).toBe('swd');
+    expect(half.reboots).toEqual(['watchdog']);
+  });
+
+  it.each(['esp32s3', 'esp32c3', 'esp32c6'] as const)(
+    "%s: esptool's disable_watchdogs sequence tames them",
+    async (chip) => {
+      const usb = facts(chip);
+      const h = harness(chip, { watchdogs: {}, console: 'usb-jtag-serial' });
+      await h.ok(C.WRITE_REG, write(usb.rtcWdtWprotect, usb.rtcWdtKey));
+      await h.ok(C.WRITE_REG, write(usb.rtcWdtConfig0, 0));
+      await h.ok(C.WRITE_REG, write(usb.rtcWdtWprotect, 0));
+      await h.ok(C.WRITE_REG, write(usb.swdWprotect, usb.swdKey));
+      const swd = (await h.ok(C.READ_REG, encodeWords(usb.swdConf))).value;
+      await h.ok(C.WRITE_REG, write(usb.swdConf, (swd | usb.swdAutoFeedEn) >>> 0));
+      await h.ok(C.WRITE_REG, write(usb.swdWprotect, 0));
+      expect(h.emulator.watchdogs).toMatchObject({ rtcWdtEnabled: false, swdAutoFeed: true });
+      expect(h.emulator.expireWatchdogs()).toBeUndefined();
+      expect(h.reboots).toEqual([]);
+    },
+  );
+
+  it('ignores writes to a watchdog whose protect register does not hold the key', async () => {
+    const usb = facts('esp32s3');
+    const h = harness('esp32s3', { watchdogs: {} });
+    await h.ok(C.WRITE_REG, write(usb.rtcWdtConfig0, 0));
+    await h.ok(C.WRITE_REG, write(usb.swdConf, usb.swdAutoFeedEn));
+    expect(h.emulator.watchdogs).toMatchObject({ rtcWdtEnabled: true, swdAutoFeed: false });
+    expect(h.emulator.expireWatchdogs()).toBe('rtc-wdt');
+  });
+
+  it('bites on its own after timeoutMs', async () => {
+    vi.useFakeTimers();
+    try {
+      const h = harness('esp32c6', { watchdogs: { timeoutMs: 9000 } });
+      vi.advanceTimersByTime(8999);
+      expect(h.reboots).toEqual([]);
+      vi.advanceTimersByTime(1);
+      expect(h.reboots).toEqual(['watchdog']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('has no watchdogs to arm on a chip without a USB-Serial-JTAG', () => {
+    const h = harness('esp32', { watchdogs: {} });
+    expect(h.emulator.watchdogs.armed).toBe(false);
+    expect(h.emulator.expireWatchdogs()).toBeUndefined();
   });
 });

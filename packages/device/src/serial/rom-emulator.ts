@@ -13,6 +13,14 @@
  *
  * Every chip of the firmware package's chip table can be emulated: the per-chip ROM facts come
  * from that table; only the emulator's own choices (status bytes, the board's crystal) are here.
+ *
+ * On a chip with a USB-Serial-JTAG (the chip table's `rom.usbJtagSerial`), the emulator also holds
+ * what esptool reads and writes there after connecting (esptool's `disable_watchdogs`): the ROM's
+ * `UARTDEV_BUF_NO` (which console download mode talks on, see {@link RomConsole}) and the RTC
+ * watchdog and super watchdog registers behind their write-protect keys. A reset over the
+ * USB-Serial-JTAG resets neither watchdog, so a board on native USB enters download mode with
+ * them running: {@link RomEmulator.armWatchdogs} arms them, and unless the host disabled the RTC
+ * watchdog and set the super watchdog's auto-feed in time, they reset the chip (`reboot('watchdog')`).
  */
 import { createHash } from 'node:crypto';
 import { createInflate, type Inflate, constants as zlibConstants } from 'node:zlib';
@@ -119,14 +127,46 @@ export interface RomBlockInfo {
  * `corrupt`: write the block, then clear a bit of it in flash (what a marginal flash or a
  * glitch does; only the MD5 check notices). `fail`: answer with an error status (a flash
  * write error). `drop`: send no reply (a lost packet). `fail` and `drop` leave the block
- * unwritten, so the host's resend works.
+ * unwritten, so the host's resend works. `hang`: the chip stops answering anything, this
+ * block and every command after it, until it is reset (a stub stuck in a flash write).
  */
-export type RomBlockFault = 'corrupt' | 'fail' | 'drop';
+export type RomBlockFault = 'corrupt' | 'fail' | 'drop' | 'hang';
 
 export interface RomFaults {
   /** Called for every flash data block; return a fault to inject it. */
   readonly flashBlock?: (block: RomBlockInfo) => RomBlockFault | undefined;
 }
+
+/**
+ * The console download mode talks on, as the ROM records it in `UARTDEV_BUF_NO`: UART0 (0 there)
+ * or the chip's USB-Serial-JTAG (`UARTDEV_BUF_NO_USB_JTAG_SERIAL`, esptool's `get_uart_no()`).
+ */
+export type RomConsole = 'uart' | 'usb-jtag-serial';
+
+export interface RomWatchdogOptions {
+  /**
+   * Milliseconds after arming at which the watchdogs bite, unless tamed by then. Undefined: only
+   * when {@link RomEmulator.expireWatchdogs} says their time is up (a test's event, no clock).
+   */
+  readonly timeoutMs?: number;
+}
+
+/** The watchdogs as the registers leave them. */
+export interface RomWatchdogState {
+  /** Armed (by {@link RomEmulator.armWatchdogs}) and not yet fired. */
+  readonly armed: boolean;
+  /** The RTC watchdog's enable bit (bit 31 of its config) is set. */
+  readonly rtcWdtEnabled: boolean;
+  /** The super watchdog's auto-feed bit is set: it never bites. */
+  readonly swdAutoFeed: boolean;
+}
+
+/**
+ * What esptool's `watchdog_reset` writes to RTC_CNTL_WDTCONFIG0 to arm the RTC watchdog:
+ * `(1 << 31) | (5 << 28) | (1 << 8) | 2`, bit 31 being the enable bit (WDT_EN).
+ */
+const RTC_WDT_ARMED = ((1 << 31) | (5 << 28) | (1 << 8) | 2) >>> 0;
+const RTC_WDT_EN = 0x8000_0000;
 
 export interface RomEmulatorOptions {
   readonly chip: ChipName;
@@ -142,10 +182,15 @@ export interface RomEmulatorOptions {
   readonly setBaudRate?: (baudRate: number) => void;
   /**
    * Leave download mode: `reset` after FLASH_END / FLASH_DEFL_END asking to reboot (the
-   * straps are sampled again), `run` for the ROM's "run user code" and the stub's RUN_USER_CODE.
+   * straps are sampled again), `run` for the ROM's "run user code" and the stub's RUN_USER_CODE,
+   * `watchdog` when an armed watchdog bit (see {@link RomEmulator.armWatchdogs}).
    */
-  readonly reboot?: (how: 'reset' | 'run') => void;
+  readonly reboot?: (how: 'reset' | 'run' | 'watchdog') => void;
   readonly faults?: RomFaults;
+  /** The console download mode talks on (what `UARTDEV_BUF_NO` says). Default `uart`. */
+  readonly console?: RomConsole;
+  /** Arm the watchdogs at once, as a reset over the USB-Serial-JTAG leaves them. */
+  readonly watchdogs?: RomWatchdogOptions;
 }
 
 interface FlashSession {
@@ -226,6 +271,10 @@ export class RomEmulator {
   /** The ROM's reply to a command it does not know carries the last command it answered. */
   #lastOp = 0;
   #closed = false;
+  /** A `hang` fault: nothing is answered any more. */
+  #hung = false;
+  #watchdogsArmed = false;
+  #watchdogTimer: NodeJS.Timeout | undefined;
 
   constructor(options: RomEmulatorOptions) {
     this.#options = options;
@@ -236,6 +285,74 @@ export class RomEmulator {
       this.#registers.set(CHIP_DETECT_MAGIC_REG, this.chip.detectMagic);
     this.#registers.set(this.chip.macEfuse, mac0);
     this.#registers.set(this.chip.macEfuse + 4, mac1);
+    if (options.console !== undefined) this.setConsole(options.console);
+    if (options.watchdogs !== undefined) this.armWatchdogs(options.watchdogs);
+  }
+
+  /**
+   * Which console download mode talks on: `UARTDEV_BUF_NO` then reads 0 (UART0) or the chip's
+   * USB-Serial-JTAG value. A chip without a USB-Serial-JTAG in the chip table has no such
+   * variable to set.
+   */
+  setConsole(console: RomConsole): void {
+    const usb = this.chip.usbJtagSerial;
+    if (usb === undefined) return;
+    this.#registers.set(
+      usb.uartDevBufNo,
+      console === 'usb-jtag-serial' ? usb.uartDevBufNoUsbJtagSerial : 0,
+    );
+  }
+
+  /**
+   * The RTC watchdog running (its config as esptool's `watchdog_reset` arms it) and the super
+   * watchdog without auto-feed, as download mode finds them after a reset over the
+   * USB-Serial-JTAG. They reset the chip when their time is up (`timeoutMs`, or
+   * {@link expireWatchdogs}) unless the host disabled the one and set the other's auto-feed, each
+   * through its write-protect key. Does nothing on a chip without a USB-Serial-JTAG.
+   */
+  armWatchdogs(options: RomWatchdogOptions = {}): void {
+    const usb = this.chip.usbJtagSerial;
+    if (usb === undefined || this.#closed) return;
+    this.#registers.set(usb.rtcWdtConfig0, RTC_WDT_ARMED);
+    this.#registers.set(usb.rtcWdtWprotect, 0);
+    const swd = this.#register(usb.swdConf);
+    this.#registers.set(usb.swdConf, (swd & ~usb.swdAutoFeedEn) >>> 0);
+    this.#registers.set(usb.swdWprotect, 0);
+    this.#watchdogsArmed = true;
+    clearTimeout(this.#watchdogTimer);
+    this.#watchdogTimer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => this.expireWatchdogs(), options.timeoutMs);
+  }
+
+  /** What the watchdog registers say now. */
+  get watchdogs(): RomWatchdogState {
+    const usb = this.chip.usbJtagSerial;
+    if (usb === undefined) return { armed: false, rtcWdtEnabled: false, swdAutoFeed: false };
+    return {
+      armed: this.#watchdogsArmed,
+      rtcWdtEnabled: (this.#register(usb.rtcWdtConfig0) & RTC_WDT_EN) !== 0,
+      swdAutoFeed: (this.#register(usb.swdConf) & usb.swdAutoFeedEn) !== 0,
+    };
+  }
+
+  /**
+   * The armed watchdogs' time is up: the RTC watchdog resets the chip if it is still enabled,
+   * else the super watchdog if it is not fed automatically. Returns which one bit, if any.
+   */
+  expireWatchdogs(): 'rtc-wdt' | 'swd' | undefined {
+    clearTimeout(this.#watchdogTimer);
+    this.#watchdogTimer = undefined;
+    if (!this.#watchdogsArmed || this.#closed) return undefined;
+    this.#watchdogsArmed = false;
+    const state = this.watchdogs;
+    const which = state.rtcWdtEnabled ? 'rtc-wdt' : state.swdAutoFeed ? undefined : 'swd';
+    if (which === undefined) return undefined;
+    this.#record(`WATCHDOG_RESET (${which})`);
+    this.close();
+    this.#options.reboot?.('watchdog');
+    return which;
   }
 
   /** `rom` until the stub runs, then `stub`. */
@@ -267,6 +384,8 @@ export class RomEmulator {
   /** The chip left download mode: stop answering, drop the inflater. */
   close(): void {
     this.#closed = true;
+    clearTimeout(this.#watchdogTimer);
+    this.#watchdogTimer = undefined;
     this.#flash?.inflater?.close();
     this.#flash = undefined;
     this.#read = undefined;
@@ -282,6 +401,8 @@ export class RomEmulator {
   }
 
   #reply(op: number, options: { value?: number; payload?: Uint8Array; error?: number } = {}): void {
+    // A chip reset mid-command (a watchdog) sends nothing more.
+    if (this.#closed) return;
     const payload = options.payload ?? new Uint8Array(0);
     const status = encodeRomStatus(options.error, this.#statusBytes());
     const data = new Uint8Array(payload.length + status.length);
@@ -311,6 +432,7 @@ export class RomEmulator {
   }
 
   async #handle(frame: Uint8Array): Promise<void> {
+    if (this.#hung) return;
     if (this.#read !== undefined) {
       this.#onReadAck(frame);
       return;
@@ -442,6 +564,14 @@ export class RomEmulator {
 
   #setRegister(address: number, value: number): void {
     const spi = this.chip.spi;
+    const usb = this.chip.usbJtagSerial;
+    // The watchdogs' config registers take a write only while their protect register holds the
+    // key (esptool writes the key, the config, then 0); otherwise the write is lost silently.
+    if (usb !== undefined) {
+      if (address === usb.rtcWdtConfig0 && this.#register(usb.rtcWdtWprotect) !== usb.rtcWdtKey)
+        return;
+      if (address === usb.swdConf && this.#register(usb.swdWprotect) !== usb.swdKey) return;
+    }
     this.#registers.set(address >>> 0, value);
     if (address === spi.base && (value & SPI_CMD_USR) !== 0) {
       // The SPI controller runs the user command at once and clears the busy bit.
@@ -563,6 +693,11 @@ export class RomEmulator {
       length: block.payload.length,
     });
     if (fault === 'drop') return;
+    if (fault === 'hang') {
+      this.#record('HUNG');
+      this.#hung = true;
+      return;
+    }
     if (fault === 'fail') {
       this.#fail(request.command, ROM_ERRORS.FLASH_WRITE, STUB_ERRORS.FAILED_SPI_OP);
       return;
@@ -586,6 +721,7 @@ export class RomEmulator {
       return;
     }
     const at = session.next;
+    if (this.#closed) return; // reset while inflating: the block never reached the flash
     if (write.length > 0) flash.write(at, write);
     session.next += write.length;
     if (fault === 'corrupt') this.#corrupt(flash, at, write);

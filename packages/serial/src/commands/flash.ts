@@ -1,9 +1,10 @@
 /**
  * `flash <image>`: writes a firmware build to a board through esptool-js (this package's
  * `Flasher`): a merged image at 0x0, or an app image (or raw data) at
- * `--offset`. Connects with esptool's reset into download mode, refuses an image for another
- * chip or flash size, writes compressed with MD5 verification, retries once at a lower baud
- * rate (and says so), and hard-resets the board into its new firmware.
+ * `--offset`. Connects with esptool's reset into download mode (`--reset`: the port's own by
+ * default), refuses an image for another chip or flash size, writes compressed with MD5
+ * verification, steps down the baud ladder after a failed write (and says so), and hard-resets
+ * the board into its new firmware.
  */
 import { readFile } from 'node:fs/promises';
 import { Presets, SingleBar } from 'cli-progress';
@@ -18,7 +19,12 @@ import {
   parseOffset,
   placeImage,
 } from '../flash-image.js';
-import type { FlashProgress } from '../flasher.js';
+import {
+  FLASH_BAUD_LADDER,
+  type FlashProgress,
+  flashBaudLadder,
+  type ResetStrategy,
+} from '../flasher.js';
 import {
   type PortOptions,
   parseBaud,
@@ -27,14 +33,42 @@ import {
   usageError,
 } from './context.js';
 
+/** The first rung of the baud ladder (`--baud`). */
 export const DEFAULT_FLASH_BAUD = 921_600;
-/** The retry after a failed write: the ROM's own rate, which every cable and bridge manages. */
+/** The last rung: the ROM's own rate, which every cable and bridge manages. */
 export const RETRY_FLASH_BAUD = 115_200;
+/** What `--reset` takes: a reset strategy, or `auto` (the port's own; the default). */
+export const RESET_CHOICES: readonly (ResetStrategy | 'auto')[] = [
+  'auto',
+  'classic',
+  'tight',
+  'usb-jtag',
+  'none',
+];
 
 export interface FlashCommandOptions extends PortOptions {
   readonly baud?: string;
   readonly offset?: string;
+  readonly reset?: string;
 }
+
+/** `--reset`: one of {@link RESET_CHOICES}; default `auto`. */
+export function parseResetOption(value: string | undefined): ResetStrategy | 'auto' {
+  const choice = (value ?? 'auto').trim();
+  const found = RESET_CHOICES.find((c) => c === choice);
+  if (found === undefined)
+    throw usageError(
+      `--reset must be one of ${RESET_CHOICES.join(', ')}, got ${JSON.stringify(value)}`,
+    );
+  return found;
+}
+
+/** The help of `--reset`, shared by `flash` and `provision`. */
+export const RESET_OPTION_HELP =
+  "how to reset into download mode: auto (the port's own: usb-jtag on a native-USB 303a:1001 port, else tight then classic; classic on Windows), classic, tight, usb-jtag, or none (hold BOOT while resetting)";
+
+/** The help of `--baud`, shared by `flash` and `provision`. */
+export const BAUD_OPTION_HELP = `write rate, the first rung of the ladder a failed write steps down (${FLASH_BAUD_LADDER.join(' → ')})`;
 
 /**
  * Progress: a cli-progress bar on a terminal, `flash: N%` lines every 10% otherwise (logs and
@@ -43,7 +77,7 @@ export interface FlashCommandOptions extends PortOptions {
 export class FlashProgressView {
   readonly #context: SerialCommandContext;
   readonly #total: number;
-  readonly #baud: number;
+  #baud: number;
   #bar: SingleBar | undefined;
   #attempt = 1;
   #lastDecile = -1;
@@ -60,8 +94,9 @@ export class FlashProgressView {
       this.#lastDecile = -1;
       this.#stopBar();
       this.#context.out.stdout(
-        `flash: the write at ${this.#baud} baud failed; retrying once at ${RETRY_FLASH_BAUD} baud\n`,
+        `flash: the write at ${this.#baud} baud failed; retrying at ${progress.baudRate} baud\n`,
       );
+      this.#baud = progress.baudRate;
     }
     const terminal = this.#context.terminal;
     if (terminal?.isTTY === true) {
@@ -105,6 +140,7 @@ export async function flashCommand(
 ): Promise<number> {
   return runPortCommand(context, 'flash', options, async (open) => {
     const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
+    const reset = parseResetOption(options.reset);
     const offset = parseOffset(options.offset);
     let data: Uint8Array;
     try {
@@ -117,15 +153,14 @@ export async function flashCommand(
     }
     const image = placeImage(file, data, offset, { appNeedsOffset: true });
     const port = await open();
-    const flasher = flasherFor(port);
+    const flasher = flasherFor(port, { reset });
     const view = new FlashProgressView(context, image.data.length, baud);
     try {
       const chip = await flasher.connect();
       context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
       context.out.stdout(`image: ${describeImage(image)}\n`);
       const result = await flashImage(flasher, chip, image, {
-        baudRate: baud,
-        retryBaudRate: Math.min(RETRY_FLASH_BAUD, baud),
+        baudRates: flashBaudLadder(baud),
         onProgress: (progress) => view.update(progress),
         reset: true,
       });
@@ -136,8 +171,9 @@ export async function flashCommand(
         `wrote ${result.bytes} bytes (${formatBytes(result.bytes)}) at ${hex(result.offset)} in ${seconds} s at ${result.baudRate} baud; MD5 verified (${md5})\n`,
       );
       if (result.flaky) {
+        const failed = result.failures.map((f) => `at ${f.baudRate} baud: ${f.error}`).join('; ');
         context.out.stdout(
-          `flaky: the first attempt at ${baud} baud failed (${result.firstError ?? 'unknown error'}); the retry at ${result.baudRate} baud succeeded. Try a shorter cable or a lower --baud\n`,
+          `flaky: ${result.failures.length === 1 ? 'the first attempt' : `${result.failures.length} attempts`} failed (${failed}); the write at ${result.baudRate} baud succeeded. Try a shorter cable, or --baud ${result.baudRate}\n`,
         );
       }
       context.out.stdout(`${port.label}: hard reset; the board runs its new firmware\n`);
@@ -164,11 +200,8 @@ export function registerFlashCommand(
       '--port <selector>',
       'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name> or virtual:<name> (default: the only board attached)',
     )
-    .option(
-      '--baud <rate>',
-      `write rate (a failed write is retried once at ${RETRY_FLASH_BAUD})`,
-      String(DEFAULT_FLASH_BAUD),
-    )
+    .option('--baud <rate>', BAUD_OPTION_HELP, String(DEFAULT_FLASH_BAUD))
+    .option('--reset <strategy>', RESET_OPTION_HELP, 'auto')
     .option('--offset <offset>', 'where the image goes (default 0x0: a merged image)')
     .addOption(
       new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),

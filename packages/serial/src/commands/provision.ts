@@ -7,6 +7,7 @@
 import { FirmwareError } from '@xiaozhi-mcp/firmware';
 import { type Command, Option } from 'commander';
 import { describeChip, flasherFor, hex } from '../flash-image.js';
+import { flashBaudLadder } from '../flasher.js';
 import { type ProvisionSettings, provisionBoard, provisionEntries } from '../provision.js';
 import {
   type PortOptions,
@@ -16,7 +17,12 @@ import {
   SerialCommandError,
   usageError,
 } from './context.js';
-import { DEFAULT_FLASH_BAUD } from './flash.js';
+import {
+  BAUD_OPTION_HELP,
+  DEFAULT_FLASH_BAUD,
+  parseResetOption,
+  RESET_OPTION_HELP,
+} from './flash.js';
 
 export interface ProvisionCommandOptions extends PortOptions {
   readonly ssid?: string;
@@ -25,6 +31,7 @@ export interface ProvisionCommandOptions extends PortOptions {
   readonly wsUrl?: string;
   readonly wsToken?: string;
   readonly baud?: string;
+  readonly reset?: string;
 }
 
 /** The settings, checked as the firmware would before anything touches the board. */
@@ -61,8 +68,9 @@ export async function provisionCommand(
   return runPortCommand(context, 'provision', options, async (open) => {
     const settings = provisionSettings(options);
     const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
+    const reset = parseResetOption(options.reset);
     const port = await open();
-    const flasher = flasherFor(port);
+    const flasher = flasherFor(port, { reset });
     try {
       const chip = await flasher.connect();
       context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
@@ -78,7 +86,8 @@ export async function provisionCommand(
               );
             }),
           readFlash: (offset, size) => flasher.readFlash(offset, size),
-          flash: (parts) => flasher.flash(parts, { reset: false, baudRate: baud }),
+          flash: (parts) =>
+            flasher.flash(parts, { reset: false, baudRates: flashBaudLadder(baud) }),
         },
         settings,
       );
@@ -132,7 +141,8 @@ export function registerProvisionCommand(
       '--port <selector>',
       'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name> or virtual:<name> (default: the only board attached)',
     )
-    .option('--baud <rate>', 'write rate', String(DEFAULT_FLASH_BAUD))
+    .option('--baud <rate>', BAUD_OPTION_HELP, String(DEFAULT_FLASH_BAUD))
+    .option('--reset <strategy>', RESET_OPTION_HELP, 'auto')
     .addOption(
       new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
     )
