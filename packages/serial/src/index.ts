@@ -82,7 +82,9 @@ export {
 } from './flash-image.js';
 export {
   type ConnectedChip,
+  connectAdvice,
   DEFAULT_FLASHER_TIMEOUTS,
+  FLASH_BAUD_LADDER,
   Flasher,
   type FlasherOptions,
   type FlasherTimeouts,
@@ -90,6 +92,13 @@ export {
   type FlashPart,
   type FlashProgress,
   type FlashResult,
+  flashBaudLadder,
+  type ResetStep,
+  type ResetStrategy,
+  type RomBootLine,
+  resetPlan,
+  romBootLine,
+  timeoutPerMb,
 } from './flasher.js';
 export {
   BOOT_CLICK,

@@ -217,7 +217,17 @@ export interface VirtualSerialDeviceOptions {
    * {@link VirtualSerialBinding.failOpens}).
    */
   readonly openFaults?: { readonly count: number; readonly code?: OpenFault };
+  /**
+   * USB-Serial-JTAG devices: after a reset into download mode the chip's RTC and super
+   * watchdogs stay armed (nothing but the USB-JTAG reset happened) and bite this many
+   * milliseconds later, mid-flash, unless the host disabled them (esptool's
+   * `disable_watchdogs`). Default {@link DEFAULT_USB_JTAG_WATCHDOG_MS}; `false`: never armed.
+   */
+  readonly watchdogMs?: number | false;
 }
+
+/** How long a native-USB board's armed watchdogs give a flasher to tame them (esptool does so right after sync). */
+export const DEFAULT_USB_JTAG_WATCHDOG_MS = 3000;
 
 export interface WireStats {
   readonly bytes: number;
@@ -231,6 +241,8 @@ export class VirtualSerialDevice {
   readonly usbJtag: boolean;
   readonly serialNumber: string;
   readonly circuit: AutoResetCircuit;
+  /** See {@link VirtualSerialDeviceOptions.watchdogMs}. */
+  readonly watchdogMs: number | false | undefined;
   /** See {@link VirtualSerialDeviceOptions.reenumerateMs}; undefined: never. */
   readonly reenumerateMs: number | undefined;
   /** See {@link VirtualSerialDeviceOptions.openFaults}. */
@@ -267,6 +279,7 @@ export class VirtualSerialDevice {
       throw new PortError(`reenumerateMs must be >= 0, got ${options.reenumerateMs}`);
     this.reenumerateMs = options.reenumerateMs;
     this.openFaults = options.openFaults;
+    this.watchdogMs = options.watchdogMs;
     this.#throttle = options.throttle ?? true;
     const hex = board.mac.replace(/:/g, '').toUpperCase();
     // Espressif's USB-Serial-JTAG reports the MAC as its serial number.
@@ -465,10 +478,15 @@ export class VirtualSerialDevice {
     this.#closeEmulator();
     const board = this.board;
     this.#autobaud = true;
+    const watchdogMs = this.usbJtag
+      ? (this.watchdogMs ?? DEFAULT_USB_JTAG_WATCHDOG_MS)
+      : false;
     this.#emulator = new RomEmulator({
       chip: board.preset.chip,
       mac: board.mac,
       flash: board.flash,
+      ...(this.usbJtag ? { console: 'usb-jtag-serial' as const } : {}),
+      ...(watchdogMs === false ? {} : { watchdogs: { timeoutMs: watchdogMs } }),
       send: (bytes) => this.#boardSend(bytes),
       baudRate: () => this.#uartBaud,
       setBaudRate: (baudRate) => {
