@@ -5,7 +5,12 @@
  * records below must name every key of their union or interface, no more.
  */
 import { readFileSync } from 'node:fs';
-import { BOARD_PRESETS, type FaultKnobs, type VirtualBusBoard } from '@xiaozhi-mcp/device';
+import {
+  BOARD_PRESETS,
+  type FaultKnobs,
+  REGRESSION_NAMES,
+  type VirtualBusBoard,
+} from '@xiaozhi-mcp/device';
 import { XIAOZHI_CHIP_NAMES, type XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import { describe, expect, it } from 'vitest';
 import { type BoardConfig, SCHEMA_PATH } from './inventory.js';
@@ -23,6 +28,7 @@ const FAULT_KEYS = {
   helloWithout: true,
   initializeWithout: true,
   cursorLoop: true,
+  regressions: true,
   unplugOnCall: true,
 } as const satisfies Record<
   Exclude<keyof FaultKnobs, 'dropReply'> | keyof NonNullable<VirtualBusBoard['faults']>,
@@ -36,6 +42,7 @@ const chipTypesAgree: Same<NonNullable<BoardConfig['chip']>, XiaozhiChipName> = 
 
 interface SchemaNode {
   readonly enum?: readonly unknown[];
+  readonly items?: SchemaNode;
   readonly properties?: Readonly<Record<string, SchemaNode>>;
   readonly definitions?: Readonly<Record<string, SchemaNode>>;
 }
@@ -61,5 +68,10 @@ describe('the inventory schema follows the code it configures', () => {
     expect(
       Object.keys(board?.properties?.virtual?.properties?.faults?.properties ?? {}).sort(),
     ).toEqual(Object.keys(FAULT_KEYS).sort());
+  });
+
+  it('lists every firmware regression a virtual board can be built with, and no other', () => {
+    const regressions = board?.properties?.virtual?.properties?.faults?.properties?.regressions;
+    expect([...(regressions?.items?.enum ?? [])].sort()).toEqual([...REGRESSION_NAMES].sort());
   });
 });

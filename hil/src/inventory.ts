@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { RegressionName } from '@xiaozhi-mcp/device';
 import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import { formatPortSelector, type PortInfo, portIdentity } from '@xiaozhi-mcp/serial';
 import { Ajv, type ErrorObject } from 'ajv';
@@ -45,6 +46,15 @@ export interface BoardConfig {
   readonly reset?: ResetStyle;
   readonly session?: SessionStart;
   readonly expectedTools?: readonly string[];
+  /** How many tools the board lists with user tools (`tools-list.stable`). */
+  readonly expectedToolCount?: number;
+  /**
+   * Tools `tools-call.safe-tools` may call, with arguments from their schemas (default: a
+   * conservative built-in list; `self.reboot` and `self.upgrade_firmware` are never called).
+   */
+  readonly safeTools?: readonly string[];
+  /** Bound on each call of the safe-tools sweep (default 5000 ms). */
+  readonly safeToolTimeoutMs?: number;
   readonly skip?: readonly string[];
   readonly latency?: LatencyConfig;
   readonly virtual?: {
@@ -69,6 +79,8 @@ export interface BoardConfig {
       readonly cursorLoop?: boolean;
       /** The board vanishes from the USB bus when this tool is called. */
       readonly unplugOnCall?: string;
+      /** Firmware regressions the virtual board is built with, by name (device `regressions.ts`). */
+      readonly regressions?: readonly RegressionName[];
     };
   };
 }
@@ -188,6 +200,8 @@ export function loadInventory(path: string): RigConfig {
 /** The rig used when there is no inventory and no board: two virtual boards. */
 export const DEFAULT_VIRTUAL_RIG: RigConfig = {
   wifi: { ssid: 'hil-virtual', password: 'virtual-rig' },
+  // Stricter than the default budget (suites/latency.ts): a virtual board answers in-process.
+  latency: { p50Ms: 50, p99Ms: 500 },
   boards: [
     {
       name: 'bread-compact-wifi',

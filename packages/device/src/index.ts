@@ -115,6 +115,12 @@ export {
   UPGRADE_FIRMWARE_URL_DEFAULT,
 } from './tools/common-tools.js';
 export {
+  REGRESSION_NAMES,
+  REGRESSIONS,
+  type RegressionName,
+  regressionPageBudget,
+} from './virtual-board/regressions.js';
+export {
   type BoardTiming,
   type DeviceState,
   type FaultKnobs,

@@ -26,6 +26,7 @@ import { boardPreset } from './presets.js';
 import { Application } from './virtual-board/application.js';
 import { Bootloader, bootFailureLine } from './virtual-board/bootloader.js';
 import { crash, type ShutdownHost, softReboot } from './virtual-board/panic.js';
+import { regressionPageBudget } from './virtual-board/regressions.js';
 import { clickAction, Session } from './virtual-board/session.js';
 import { boardIp, deviceStatus, flashLayout, systemInfo } from './virtual-board/system-info.js';
 import {
@@ -108,6 +109,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       helloWithout: [],
       initializeWithout: [],
       cursorLoop: false,
+      regressions: [],
       ...options.faults,
     };
     this.storage = options.storage ?? new NvsStorage();
@@ -315,6 +317,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   }
 
   #newMcpServer(): McpServer {
+    const budget = this.faults.pageBudgetBytes ?? regressionPageBudget(this.faults.regressions);
     const server = new McpServer({
       board: { name: this.preset.name, version: this.#app.version },
       profile: this.#options.profile ?? 'firmware',
@@ -324,9 +327,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
         if (tool.name === this.faults.disconnectOnCall)
           this.#session.close('fault: disconnect mid-call');
       },
-      ...(this.faults.pageBudgetBytes === undefined
-        ? {}
-        : { pageBudgetBytes: this.faults.pageBudgetBytes }),
+      ...(budget === undefined ? {} : { pageBudgetBytes: budget }),
     });
     server.setSender((payload) => this.#session.send(payload));
     return server;

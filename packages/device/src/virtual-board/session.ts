@@ -21,6 +21,7 @@ import { BoardPanic } from '../errors.js';
 import type { McpServer } from '../mcp-server.js';
 import type { NvsStorage } from '../nvs-storage.js';
 import { WebsocketChannel } from '../websocket-channel.js';
+import { RegressionPlant } from './regressions.js';
 import type { BoardTiming, DeviceState, FaultKnobs } from './types.js';
 
 /** What the device does with one frame from the backend. */
@@ -174,11 +175,17 @@ export interface SessionHost {
 
 export class Session {
   readonly #host: SessionHost;
+  /** The firmware regressions the board is built with (`faults.regressions`). */
+  readonly #regressions: RegressionPlant;
   #channel: WebsocketChannel | undefined;
   #sendChain: Promise<void> = Promise.resolve();
 
   constructor(host: SessionHost) {
     this.#host = host;
+    this.#regressions = new RegressionPlant({
+      regressions: () => host.faults.regressions,
+      tools: () => host.mcp().tools,
+    });
   }
 
   /** The open channel's session id. */
@@ -204,7 +211,7 @@ export class Session {
       deviceId: host.mac,
       clientId: host.uuid(),
       hello: withoutFields(
-        buildDeviceHello({ transport: 'websocket', version }),
+        this.#regressions.hello(buildDeviceHello({ transport: 'websocket', version })),
         host.faults.helloWithout,
       ),
       console: host.console,
@@ -272,19 +279,23 @@ export class Session {
     channel?.sendText(encodeDeviceMessage({ type: 'abort', session_id: channel.sessionId }));
   }
 
-  /** The reply path: the fault knobs, then the envelope on the open channel. */
-  send(payload: string): void {
+  /** The reply path: the regressions, the fault knobs, then the envelope on the open channel. */
+  send(reply: string): void {
     const { faults } = this.#host;
+    // The regressions first: they stand for what the firmware itself sends.
+    const regressed = this.#regressions.reply(reply);
+    if (regressed === undefined) return;
+    const { payload } = regressed;
     if (faults.dropReply?.(payload) === true) return;
     const channel = this.#channel;
     if (channel === undefined) return;
     const text = rewriteReply(payload, faults);
     const envelope = () => channel.sendText(encodeDeviceEnvelope(channel.sessionId, text));
-    if (faults.replyLatencyMs <= 0) {
+    const latency = faults.replyLatencyMs + regressed.delayMs;
+    if (latency <= 0) {
       envelope();
       return;
     }
-    const latency = faults.replyLatencyMs;
     this.#sendChain = this.#sendChain
       .then(() => sleep(latency))
       .then(
@@ -299,9 +310,12 @@ export class Session {
     const host = this.#host;
     const loop = host.mcp().loop;
     switch (action.kind) {
-      case 'mcp':
-        host.mcp().handlePayload(action.payload);
+      case 'mcp': {
+        const request = this.#regressions.request(action.payload);
+        if ('reply' in request) loop.schedule(() => this.send(request.reply));
+        else host.mcp().handlePayload(request.payload);
         return;
+      }
       case 'speak':
         loop.schedule(() => host.setState('speaking'));
         return;

@@ -10,6 +10,7 @@ import type { FlashStorage } from '../flash-storage.js';
 import type { McpProfile } from '../mcp-server.js';
 import type { NvsStorage } from '../nvs-storage.js';
 import type { OtaCheck } from '../ota-client.js';
+import type { RegressionName } from './regressions.js';
 
 /** The firmware's device states (`StateMachine`), plus `off`. */
 export type DeviceState =
@@ -79,6 +80,8 @@ export interface FaultKnobs {
   crashOnHello: boolean;
   /** Abort during boot, after printing the app version: a build that panics at boot. */
   panicAtBoot: boolean;
+  /** Firmware regressions the board is built with, by name (`regressions.ts`). */
+  regressions: readonly RegressionName[];
   /** Leave these fields out of the device hello: dotted paths such as `transport`, `features.mcp`. */
   helloWithout: readonly string[];
   /** Leave these fields out of `initialize`'s result: dotted paths such as `serverInfo`. */
