@@ -529,6 +529,16 @@ export class BoardRunner {
         ...(config.variant ? { variant: config.variant } : {}),
         ...(this.report.expectedVersion ? { expectedVersion: this.report.expectedVersion } : {}),
         ...(config.expectedTools ? { expectedTools: config.expectedTools } : {}),
+        ...(config.expectedToolCount === undefined
+          ? {}
+          : { expectedToolCount: config.expectedToolCount }),
+        ...(this.#options.firmware?.image.board
+          ? { imageBoard: this.#options.firmware.image.board }
+          : {}),
+        ...(config.safeTools ? { safeTools: config.safeTools } : {}),
+        ...(config.safeToolTimeoutMs === undefined
+          ? {}
+          : { safeToolTimeoutMs: config.safeToolTimeoutMs }),
         ...(config.skip ? { skip: config.skip } : {}),
       },
       registry: server.registry,

@@ -25,6 +25,14 @@ export interface SuiteBoard {
   readonly expectedVersion?: string;
   /** Tools the board must list (names); from the inventory. */
   readonly expectedTools?: readonly string[];
+  /** How many tools the board lists with user tools, if the inventory says. */
+  readonly expectedToolCount?: number;
+  /** The board the flashed image was built for (its board marker), when the run flashed one. */
+  readonly imageBoard?: string;
+  /** Tools the safe-tools sweep may call (default: a conservative built-in list). */
+  readonly safeTools?: readonly string[];
+  /** Bound on each call of the safe-tools sweep (default 5 s). */
+  readonly safeToolTimeoutMs?: number;
   /** Check ids to skip for this board (e.g. `tools-call.volume-round-trip` on a board without a speaker). */
   readonly skip?: readonly string[];
 }

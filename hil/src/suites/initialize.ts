@@ -6,10 +6,11 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
 import { type CheckSpec, expectThat } from '../suite.js';
+import { PROTOCOL_VERSION } from './firmware-facts.js';
 import { isRecord, requestOptions, SuiteChecks, skip } from './support.js';
 
 /** The firmware never negotiates: every reply says this (docs/protocol.md §3.1, §10.8). */
-export const FIRMWARE_PROTOCOL_VERSION = '2024-11-05';
+export const FIRMWARE_PROTOCOL_VERSION = PROTOCOL_VERSION;
 
 /** Where the vision check points the board; nothing is posted there unless a photo is taken. */
 const VISION_PROBE = { url: 'http://127.0.0.1:9/hil/vision/explain', token: 'hil-probe' };
@@ -33,7 +34,8 @@ export const INITIALIZE_CHECKS = {
   },
   variant: {
     id: 'variant',
-    description: 'serverInfo.name is the board variant (BOARD_NAME) of the inventory',
+    description:
+      "serverInfo.name is the board variant (BOARD_NAME) of the inventory and of the flashed image's board marker",
     severity: 'major',
   },
   vision: {
@@ -128,19 +130,30 @@ export const initializeSuite: Suite = {
     });
 
     await run.check(INITIALIZE_CHECKS.variant, async () => {
-      const expected = context.board.variant;
+      const { variant, imageBoard } = context.board;
       const { result } = first();
       const actual = serverInfoField(result, 'name');
-      if (expected === undefined) {
-        skip(`the inventory names no variant; the board reports ${JSON.stringify(actual)}`);
+      if (variant === undefined && imageBoard === undefined) {
+        skip(
+          `neither the inventory nor a flashed image names a variant; the board reports ${JSON.stringify(actual)}`,
+        );
       }
+      // A build for another board flashed here: whatever the board answers, one of them differs.
+      const sources = [
+        ...(variant === undefined ? [] : [{ what: 'the inventory variant', name: variant }]),
+        ...(imageBoard === undefined
+          ? []
+          : [{ what: "the flashed image's board", name: imageBoard }]),
+      ];
+      const wrong = sources.filter((source) => source.name !== actual);
+      const expected = [...new Set(sources.map((source) => source.name))].join(' = ');
       expectThat(
-        actual === expected,
-        `expected serverInfo.name "${expected}" (the board variant), got ${JSON.stringify(actual)}`,
+        wrong.length === 0,
+        `expected serverInfo.name ${sources.map((s) => `"${s.name}" (${s.what})`).join(' and ')}, got ${JSON.stringify(actual)}`,
         expected,
         String(actual),
       );
-      return `variant ${expected}`;
+      return `variant ${actual}${imageBoard === undefined ? '' : ', the image built for it'}`;
     });
 
     await run.check(INITIALIZE_CHECKS.vision, async () => {

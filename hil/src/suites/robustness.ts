@@ -8,9 +8,10 @@
  * codes, escaped messages, `ping`); they fail on today's firmware and the default baseline
  * lists them.
  */
-import { CallErrorMessage, encodeRequest } from '@xiaozhi-mcp/protocol';
+import { encodeRequest } from '@xiaozhi-mcp/protocol';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
 import { CheckFailure, type CheckSpec, expectThat } from '../suite.js';
+import { CALL_ERRORS, methodNotImplemented } from './firmware-facts.js';
 import {
   exchange,
   hasTool,
@@ -266,7 +267,7 @@ export const robustnessSuite: Suite = {
 
     await run.check(ROBUSTNESS_CHECKS.unknownMethod, async () => {
       const reply = await unknownMethodReply();
-      const expected = `Method not implemented: ${UNKNOWN_METHOD}`;
+      const expected = methodNotImplemented(UNKNOWN_METHOD);
       const { message } = reply;
       expectThat(
         message.kind === 'error' && message.error.message === expected,
@@ -279,7 +280,7 @@ export const robustnessSuite: Suite = {
 
     await run.check(ROBUSTNESS_CHECKS.quotedToolName, async () => {
       const reply = await quotedReply();
-      const expected = CallErrorMessage.unknownTool(QUOTED_TOOL_NAME);
+      const expected = CALL_ERRORS.unknownTool(QUOTED_TOOL_NAME);
       const { message } = reply;
       expectThat(
         message.kind === 'error' && message.error.message === expected,

@@ -8,7 +8,7 @@ import {
   type VirtualBoardOptions,
 } from '@xiaozhi-mcp/device';
 import { buildAppImage } from '@xiaozhi-mcp/firmware';
-import { byteLength, defineTool, Prop } from '@xiaozhi-mcp/protocol';
+import { byteLength, defineTool, Prop, WireError } from '@xiaozhi-mcp/protocol';
 import {
   type DeviceRecord,
   DeviceRegistry,
@@ -160,8 +160,21 @@ describe('suites on virtual boards over real sockets', () => {
     });
     // The unescaped reply is still read: id and message recovered.
     expect(byId(checks, 'robustness.quoted-tool-name').message).toMatch(/recovered/);
-    // No budget: the latency check passes and reports.
-    expect(byId(checks, 'latency.calls').message).toMatch(/no budget/);
+    // No budget in the inventory: the default one applies.
+    expect(byId(checks, 'latency.calls').message).toMatch(
+      /within p50 <= 250 ms, p99 <= 1000 ms \(the default budget\)$/,
+    );
+    // The safe-tools sweep called what this board has of the default list, and put the volume back.
+    expect(byId(checks, 'tools-call.safe-tools').data).toEqual({
+      tools: [
+        'self.get_device_status',
+        'self.audio_speaker.set_volume',
+        'self.screen.set_theme',
+        'self.screen.get_info',
+        'self.get_system_info',
+      ],
+      calls: 7,
+    });
     expect(latency).toEqual([
       expect.objectContaining({ method: 'tools/call self.get_device_status', samples: 20 }),
     ]);
@@ -236,7 +249,14 @@ describe('suites on virtual boards over real sockets', () => {
     const bare: BoardPreset = {
       ...boardPreset('bread-compact-wifi'),
       name: 'bare-lamp',
-      registerTools: (server, api) => registerLampTools(server, api),
+      registerTools: (server, api) => {
+        registerLampTools(server, api);
+        // The firmware always has user-only tools; none of the safe-tools sweep's.
+        server.addUserOnlyTool(
+          { name: 'self.lamp.reset_counter', description: 'Resets the switch counter.' },
+          () => true,
+        );
+      },
     };
     const rig = await virtualRig({
       board: { preset: bare },
@@ -250,6 +270,7 @@ describe('suites on virtual boards over real sockets', () => {
       'tools-call.device-status': 'skipped',
       'tools-call.volume-round-trip': 'skipped',
       'tools-call.argument-errors': 'skipped',
+      'tools-call.safe-tools': 'skipped',
       ...Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])),
       'latency.calls': 'skipped',
       'latency.ping': 'skipped',
@@ -407,6 +428,10 @@ interface PagingFault {
   readonly lastCursor?: string;
   /** Start each later page one tool past its cursor. */
   readonly skipCursorTool?: boolean;
+  /** Name the tool after the one that did not fit as nextCursor: that one is never listed. */
+  readonly nextCursorSkips?: boolean;
+  /** Answer a cursor naming no tool with the first page instead of the firmware's error. */
+  readonly unknownCursorPage?: boolean;
 }
 
 function fakeTools(): FakeTool[] {
@@ -438,6 +463,8 @@ function servePage(tools: readonly FakeTool[], params: unknown, fault: PagingFau
   const visible = tools.filter((tool) => request.withUserTools === true || !tool.userOnly);
   const cursor = typeof request.cursor === 'string' ? request.cursor : '';
   let index = cursor === '' ? 0 : visible.findIndex((tool) => tool.name === cursor);
+  if (index === -1 && fault.unknownCursorPage === true) index = 0;
+  if (index === -1) throw new WireError('Failed to add tool  because of payload size limit');
   if (cursor !== '' && fault.skipCursorTool === true) index++;
   let bytes = byteLength('{"tools":[');
   const page: unknown[] = [];
@@ -447,7 +474,8 @@ function servePage(tools: readonly FakeTool[], params: unknown, fault: PagingFau
     page.push(JSON.parse(tool.json));
     bytes += byteLength(tool.json) + 1;
   }
-  const next = visible[index]?.name ?? fault.lastCursor;
+  const next =
+    visible[fault.nextCursorSkips === true ? index + 1 : index]?.name ?? fault.lastCursor;
   return next === undefined ? { tools: page } : { tools: page, nextCursor: next };
 }
 
@@ -468,7 +496,13 @@ class FakeSession extends EventEmitter {
 }
 
 function fakeContext(session: FakeSession, board: Partial<SuiteBoard> = {}): SuiteContext {
-  const record = { deviceId: session.info.deviceId, tools: [] } as unknown as DeviceRecord;
+  // What the server listed at the session start: the fake's tools.
+  const tools = session.tools.map((tool) => ({
+    name: tool.name,
+    userOnly: tool.userOnly,
+    raw: JSON.parse(tool.json) as Record<string, unknown>,
+  }));
+  const record = { deviceId: session.info.deviceId, tools } as unknown as DeviceRecord;
   return {
     board: { name: 'fake', ...board },
     registry: new DeviceRegistry(),
@@ -540,7 +574,7 @@ describe('tools-list against a fake board that pages wrong', () => {
 
   it('bad schemas, a leaked user-only tool and a missing expected tool each fail their check', async () => {
     const badSchema =
-      '{"name":"self.fake.bad_schema","description":"x","inputSchema":{"type":"object","properties":{"level":{"type":"integer","default":500,"minimum":0,"maximum":100},"ratio":{"type":"number"}},"required":[]}}';
+      '{"name":"self.fake.bad_schema","description":"x","inputSchema":{"type":"object","properties":{"level":{"type":"integer","default":500,"minimum":0,"maximum":100},"ratio":{"type":"number"},"flag":{"default":true,"type":"boolean"},"speed":{"type":"integer","minimum":1}},"required":[]}}';
     const leaked = defineTool({
       name: 'self.fake.leaked',
       description: 'user-only',
@@ -563,10 +597,16 @@ describe('tools-list against a fake board that pages wrong', () => {
     });
     const schemas = byId(checks, 'tools-list.schemas').message;
     expect(schemas).toContain(
-      'self.fake.bad_schema: property level: tool self.fake.bad_schema: properties[0].default must be between 0 and 100',
+      'self.fake.bad_schema: property level: default 500 is outside 0..100',
     );
     expect(schemas).toContain(
-      'property ratio: tool self.fake.bad_schema: properties[0].type must be boolean, integer or string (got "number")',
+      'self.fake.bad_schema: property ratio has type "number", not one of boolean, integer, string',
+    );
+    expect(schemas).toContain(
+      "self.fake.bad_schema: property flag's keys come as default, type, not in the order type, default, minimum, maximum",
+    );
+    expect(schemas).toContain(
+      'self.fake.bad_schema: property speed: minimum and maximum come together or not at all',
     );
     expect(schemas).toContain('required is an empty array (the firmware omits the key when empty)');
     expect(byId(checks, 'tools-list.user-only').message).toContain(
@@ -575,6 +615,58 @@ describe('tools-list against a fake board that pages wrong', () => {
     expect(byId(checks, 'tools-list.expected-tools')).toMatchObject({
       message: expect.stringMatching(/^expected tools self\.fake\.camera to be listed/),
       expected: 'self.fake.tool_00, self.fake.camera',
+    });
+  });
+
+  it('an unknown cursor answered with a page fails unknown-cursor; a cursor that skips a tool fails cursor-continues', async () => {
+    const paged = await toolsListOn(fakeTools(), { budget: 8000, unknownCursorPage: true });
+    expect(notPassed(paged)).toEqual({
+      'tools-list.unknown-cursor': 'failed',
+      'tools-list.expected-tools': 'skipped',
+    });
+    expect(byId(paged, 'tools-list.unknown-cursor')).toMatchObject({
+      message:
+        'expected the error "Failed to add tool  because of payload size limit" for cursor "self.hil.no_such_cursor", got a page of 15 tool(s) starting at self.fake.tool_00',
+      expected: 'Failed to add tool  because of payload size limit',
+    });
+
+    const skipping = await toolsListOn(fakeTools(), { budget: 8000, nextCursorSkips: true });
+    expect(byId(skipping, 'tools-list.cursor-continues')).toMatchObject({
+      status: 'failed',
+      message: expect.stringMatching(
+        /^expected each probed page .*plain walk: the page for cursor "self\.fake\.tool_\d\d" has "self\.fake\.tool_\d\d" at position 2, where the walk has "self\.fake\.tool_\d\d" \(the walk never listed self\.fake\.tool_\d\d: a cursor skipped it\)/,
+      ),
+    });
+  });
+
+  it('tools not listed at the session start, or not as many as the inventory expects, fail stable', async () => {
+    const tools = fakeTools();
+    const session = new FakeSession(tools, { budget: 8000 });
+    // The session start saw one tool more than the walks do now.
+    const context = fakeContext(
+      new FakeSession(
+        [
+          ...tools,
+          {
+            ...tools[0],
+            name: 'self.fake.gone',
+            json: tools[0]?.json.replace('tool_00', 'gone') ?? '',
+          } as FakeTool,
+        ],
+        { budget: 8000 },
+      ),
+      {
+        expectedToolCount: 40,
+      },
+    );
+    const outcome = await SUITES['tools-list'].run({
+      ...context,
+      session: () => session as unknown as DeviceSession,
+    });
+    expect(byId(outcome.checks, 'tools-list.stable')).toMatchObject({
+      status: 'failed',
+      message:
+        'expected the same tools on every walk and at the session start, got: the user walk lacks self.fake.gone, which the session start listed; the plain walk lacks self.fake.gone, listed at the session start; the board lists 32 tools with user tools, the inventory expects 40',
     });
   });
 });

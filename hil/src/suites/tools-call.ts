@@ -1,23 +1,25 @@
 /**
- * `tools/call` (docs/protocol.md §3.3, §3.4): a safe call, a state round trip on the speaker volume
- * (always restored), the firmware's validation messages, and concurrent calls matched by id.
+ * `tools/call` (docs/protocol.md §3.3, §3.4): replies under their request's id, a safe call, a
+ * state round trip on the speaker volume (always restored), the firmware's validation messages
+ * (literals from firmware-facts.ts), concurrent calls matched by id, and a sweep over every tool
+ * the inventory marks safe, with arguments from each tool's schema.
  */
-import {
-  CallErrorMessage,
-  type ToolResult,
-  toolResultText,
-  WireError,
-} from '@xiaozhi-mcp/protocol';
+import { encodeRequest, type ToolResult, toolResultText, WireError } from '@xiaozhi-mcp/protocol';
+import { ServerError } from '@xiaozhi-mcp/server';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
 import { CheckFailure, type CheckSpec, expectThat } from '../suite.js';
+import { CALL_ERRORS, NEVER_SWEPT, VOLUME_RANGE } from './firmware-facts.js';
 import {
   describeError,
+  exchange,
   hasTool,
   isRecord,
   preview,
+  replyId,
   requestOptions,
   SuiteChecks,
   skip,
+  type WireReply,
 } from './support.js';
 
 export const STATUS_TOOL = 'self.get_device_status';
@@ -25,8 +27,37 @@ export const VOLUME_TOOL = 'self.audio_speaker.set_volume';
 /** A name no board registers: calls to it must fail with `Unknown tool`. */
 const NO_SUCH_TOOL = 'self.hil.no_such_tool';
 const CONCURRENT_CALLS = 8;
+/** Ids of the reply-id probes, far from the session's own counter and robustness's probes. */
+const FIRST_PROBE_ID = 1_800_000_000;
+
+/**
+ * The tools the safe-tools sweep calls when the inventory names none: read-only, or settings
+ * the sweep puts back (volume, brightness, theme) from `self.get_device_status`.
+ */
+export const DEFAULT_SAFE_TOOLS: readonly string[] = [
+  'self.get_device_status',
+  'self.audio_speaker.set_volume',
+  'self.screen.set_brightness',
+  'self.screen.set_theme',
+  'self.screen.get_info',
+  'self.get_system_info',
+];
+export const DEFAULT_SAFE_TOOL_TIMEOUT_MS = 5000;
+
+/** Settings the sweep may change, where `self.get_device_status` shows them and how to set them back. */
+const RESTORABLE = [
+  { path: ['audio_speaker', 'volume'], tool: VOLUME_TOOL, argument: 'volume' },
+  { path: ['screen', 'brightness'], tool: 'self.screen.set_brightness', argument: 'brightness' },
+  { path: ['screen', 'theme'], tool: 'self.screen.set_theme', argument: 'theme' },
+] as const;
 
 export const TOOLS_CALL_CHECKS = {
+  replyId: {
+    id: 'reply-id',
+    description:
+      'a reply carries the id of its request (an error and a successful call, sent alone)',
+    severity: 'critical',
+  },
   deviceStatus: {
     id: 'device-status',
     description: `${STATUS_TOOL} succeeds and returns JSON text`,
@@ -52,6 +83,12 @@ export const TOOLS_CALL_CHECKS = {
   concurrent: {
     id: 'concurrent',
     description: `${CONCURRENT_CALLS} calls in flight each get their own reply (matched by id)`,
+    severity: 'major',
+  },
+  safeTools: {
+    id: 'safe-tools',
+    description:
+      'every tool the inventory marks safe answers calls with arguments from its schema (defaults, bounds, a value inside the range), each within its timeout',
     severity: 'major',
   },
 } as const satisfies Record<string, CheckSpec>;
@@ -109,14 +146,49 @@ async function setVolume(context: SuiteContext, volume: number): Promise<ToolRes
   return result;
 }
 
-/** The integer range of the tool's property as the board lists it, else docs/protocol.md §3.4's. */
-function volumeRange(context: SuiteContext): { min: number; max: number } {
-  const tool = context.record().tools.find((t) => t.name === VOLUME_TOOL);
-  const properties = tool?.inputSchema.properties;
-  const volume = isRecord(properties) ? properties.volume : undefined;
-  const min = isRecord(volume) && typeof volume.minimum === 'number' ? volume.minimum : 0;
-  const max = isRecord(volume) && typeof volume.maximum === 'number' ? volume.maximum : 100;
-  return { min, max };
+/**
+ * The arguments the sweep calls a tool with, from its schema: the required properties only
+ * (defaults apply to the others), with a value inside each range; then each ranged integer at
+ * its minimum and at its maximum; then each default given explicitly.
+ */
+export function sweepArguments(inputSchema: unknown): Record<string, unknown>[] {
+  const properties =
+    isRecord(inputSchema) && isRecord(inputSchema.properties) ? inputSchema.properties : {};
+  const base: Record<string, unknown> = {};
+  const variants: Record<string, unknown>[] = [];
+  for (const [key, schema] of Object.entries(properties)) {
+    if (!isRecord(schema)) continue;
+    const min = typeof schema.minimum === 'number' ? schema.minimum : undefined;
+    const max = typeof schema.maximum === 'number' ? schema.maximum : undefined;
+    if (!('default' in schema)) {
+      base[key] =
+        schema.type === 'integer'
+          ? min !== undefined && max !== undefined
+            ? Math.floor((min + max) / 2)
+            : (min ?? max ?? 0)
+          : schema.type === 'boolean'
+            ? false
+            : 'hil';
+    } else {
+      variants.push({ [key]: schema.default });
+    }
+    if (schema.type === 'integer' && min !== undefined) variants.push({ [key]: min });
+    if (schema.type === 'integer' && max !== undefined) variants.push({ [key]: max });
+  }
+  const sets = [base, ...variants.map((variant) => ({ ...base, ...variant }))];
+  const seen = new Set<string>();
+  return sets.filter((args) => {
+    const key = JSON.stringify(args);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+function statusValue(status: Record<string, unknown>, path: readonly string[]): unknown {
+  let value: unknown = status;
+  for (const key of path) value = isRecord(value) ? value[key] : undefined;
+  return value;
 }
 
 interface ErrorCase {
@@ -168,16 +240,79 @@ export const toolsCallSuite: Suite = {
       const missing = tools.filter((tool) => !hasTool(context, tool));
       if (missing.length > 0) skip(`the board lists no ${missing.join(' and no ')}`);
     };
+    // Once replies are known to come back under other ids, every other check would only wait
+    // out its timeout: they are skipped, pointing at reply-id.
+    let idsBroken = false;
+    const check = (
+      spec: CheckSpec,
+      body: () => Promise<string | { note: string; data: Record<string, unknown> }>,
+    ) =>
+      run.check(spec, async () => {
+        if (idsBroken) skip('replies come back under other ids (see tools-call.reply-id)');
+        return body();
+      });
 
-    await run.check(TOOLS_CALL_CHECKS.deviceStatus, async () => {
+    const replyIdCheck = await run.check(TOOLS_CALL_CHECKS.replyId, async () => {
+      let nextId = FIRST_PROBE_ID;
+      const probes: {
+        what: string;
+        payload: (id: number) => string;
+        ours: (reply: WireReply) => boolean;
+      }[] = [
+        {
+          // An error (one hop): recognised by the tool name it quotes, whatever its id.
+          what: `tools/call of the unknown ${NO_SUCH_TOOL}_id`,
+          payload: (id) =>
+            encodeRequest(id, 'tools/call', { name: `${NO_SUCH_TOOL}_id`, arguments: {} }),
+          ours: (reply) =>
+            reply.message.kind === 'error' &&
+            reply.message.error.message.includes(`${NO_SUCH_TOOL}_id`),
+        },
+      ];
+      if (hasTool(context, STATUS_TOOL)) {
+        probes.push({
+          // A successful call (two hops), sent alone: the next result is its reply.
+          what: `tools/call of ${STATUS_TOOL}`,
+          payload: (id) => encodeRequest(id, 'tools/call', { name: STATUS_TOOL, arguments: {} }),
+          ours: (reply) => reply.message.kind === 'result',
+        });
+      }
+      const problems: string[] = [];
+      for (const probe of probes) {
+        const id = nextId++;
+        const replies = await exchange(
+          context.session(),
+          [probe.payload(id)],
+          (reply) => replyId(reply) === id || probe.ours(reply),
+          `a reply to ${probe.what} (id ${id})`,
+        );
+        const reply = replies.at(-1);
+        const got = reply === undefined ? undefined : replyId(reply);
+        if (got !== id) {
+          problems.push(
+            `the reply to ${probe.what} (id ${id}) came with id ${JSON.stringify(got)}: ${preview(reply?.payloadText ?? '', 120)}`,
+          );
+        }
+      }
+      expectThat(
+        problems.length === 0,
+        `expected each reply under its request's id, got ${problems.join('; ')}`,
+        'the id of the request',
+        problems[0],
+      );
+      return `${probes.length} replies, each under its request's id`;
+    });
+    idsBroken = replyIdCheck.status === 'failed' && /came with id/.test(replyIdCheck.message);
+
+    await check(TOOLS_CALL_CHECKS.deviceStatus, async () => {
       need(STATUS_TOOL);
       const status = await readStatus(context);
       return `JSON with ${Object.keys(status).join(', ')}`;
     });
 
-    await run.check(TOOLS_CALL_CHECKS.volumeRoundTrip, async () => {
+    await check(TOOLS_CALL_CHECKS.volumeRoundTrip, async () => {
       need(STATUS_TOOL, VOLUME_TOOL);
-      const { min, max } = volumeRange(context);
+      const { min, max } = VOLUME_RANGE;
       const original = await readVolume(context);
       // Far enough from the original to be unmistakable, inside the range.
       const target = original - min >= (max - min) / 2 ? original - 20 : original + 20;
@@ -217,56 +352,56 @@ export const toolsCallSuite: Suite = {
       return `volume ${original} -> ${target} -> ${original}`;
     });
 
-    await run.check(TOOLS_CALL_CHECKS.validationErrors, async () => {
+    await check(TOOLS_CALL_CHECKS.validationErrors, async () => {
       const cases: ErrorCase[] = [
-        { what: 'no params', params: undefined, message: CallErrorMessage.missingParams },
-        { what: 'no name', params: { arguments: {} }, message: CallErrorMessage.missingName },
-        { what: 'a numeric name', params: { name: 5 }, message: CallErrorMessage.missingName },
+        { what: 'no params', params: undefined, message: CALL_ERRORS.missingParams },
+        { what: 'no name', params: { arguments: {} }, message: CALL_ERRORS.missingName },
+        { what: 'a numeric name', params: { name: 5 }, message: CALL_ERRORS.missingName },
         // Checked before the tool is looked up: an unknown name still gets this message.
         {
           what: 'arguments null',
           params: { name: NO_SUCH_TOOL, arguments: null },
-          message: CallErrorMessage.invalidArguments,
+          message: CALL_ERRORS.invalidArguments,
         },
         {
           what: 'an unknown tool',
           params: { name: NO_SUCH_TOOL, arguments: {} },
-          message: CallErrorMessage.unknownTool(NO_SUCH_TOOL),
+          message: CALL_ERRORS.unknownTool(NO_SUCH_TOOL),
         },
       ];
       return expectNoProblems(await errorCaseProblems(context, cases), cases.length);
     });
 
-    await run.check(TOOLS_CALL_CHECKS.argumentErrors, async () => {
+    await check(TOOLS_CALL_CHECKS.argumentErrors, async () => {
       need(VOLUME_TOOL);
-      const { min, max } = volumeRange(context);
+      const { min, max } = VOLUME_RANGE;
       const call = (args: unknown) => ({ name: VOLUME_TOOL, arguments: args });
       const cases: ErrorCase[] = [
         {
           what: 'volume missing',
           params: call({}),
-          message: CallErrorMessage.missingArgument('volume'),
+          message: CALL_ERRORS.missingArgument('volume'),
         },
         {
           what: 'volume a string',
           params: call({ volume: 'loud' }),
-          message: CallErrorMessage.missingArgument('volume'),
+          message: CALL_ERRORS.missingArgument('volume'),
         },
         {
           what: `volume ${min - 1}`,
           params: call({ volume: min - 1 }),
-          message: CallErrorMessage.belowMinimum(min),
+          message: CALL_ERRORS.belowMinimum(min),
         },
         {
           what: `volume ${max + 1}`,
           params: call({ volume: max + 1 }),
-          message: CallErrorMessage.aboveMaximum(max),
+          message: CALL_ERRORS.aboveMaximum(max),
         },
       ];
       return expectNoProblems(await errorCaseProblems(context, cases), cases.length);
     });
 
-    await run.check(TOOLS_CALL_CHECKS.concurrent, async () => {
+    await check(TOOLS_CALL_CHECKS.concurrent, async () => {
       const session = context.session();
       const status = hasTool(context, STATUS_TOOL);
       // Errors (one hop) and successful calls (two hops) mixed: replies come out of order, and
@@ -291,7 +426,7 @@ export const toolsCallSuite: Suite = {
             },
             (error: unknown) => {
               settled.push(index);
-              const expected = CallErrorMessage.unknownTool(name);
+              const expected = CALL_ERRORS.unknownTool(name);
               if (name === STATUS_TOOL) return describeError(error);
               return error instanceof WireError && error.message === expected
                 ? undefined
@@ -303,9 +438,7 @@ export const toolsCallSuite: Suite = {
       const problems = outcomes.flatMap((outcome, index) => {
         const name = calls[index]?.name ?? '';
         const expected =
-          name === STATUS_TOOL
-            ? 'its JSON status'
-            : `error "${CallErrorMessage.unknownTool(name)}"`;
+          name === STATUS_TOOL ? 'its JSON status' : `error "${CALL_ERRORS.unknownTool(name)}"`;
         return outcome === undefined
           ? []
           : [`call ${index} (${name}): expected ${expected}, got ${outcome}`];
@@ -321,6 +454,79 @@ export const toolsCallSuite: Suite = {
         note: `${CONCURRENT_CALLS} replies matched${reordered ? ', arriving out of order' : ''}`,
         data: { settledOrder: settled },
       };
+    });
+
+    await check(TOOLS_CALL_CHECKS.safeTools, async () => {
+      const listed = new Map(context.record().tools.map((tool) => [tool.name, tool]));
+      const wanted = context.board.safeTools ?? DEFAULT_SAFE_TOOLS;
+      const never = wanted.filter((name) => NEVER_SWEPT.includes(name));
+      const absent = wanted.filter((name) => !never.includes(name) && !listed.has(name));
+      const tools = wanted.filter((name) => !never.includes(name) && listed.has(name));
+      if (tools.length === 0) skip(`the board lists none of the safe tools (${wanted.join(', ')})`);
+      const timeoutMs = context.board.safeToolTimeoutMs ?? DEFAULT_SAFE_TOOL_TIMEOUT_MS;
+      const session = context.session();
+      const options = { ...requestOptions(context, timeoutMs) };
+      const before = hasTool(context, STATUS_TOOL)
+        ? await readStatus(context).catch(() => undefined)
+        : undefined;
+      const problems: string[] = [];
+      const called: string[] = [];
+      let calls = 0;
+      let stuck: string | undefined;
+      for (const name of tools) {
+        if (stuck !== undefined) break;
+        called.push(name);
+        for (const args of sweepArguments(listed.get(name)?.inputSchema)) {
+          calls++;
+          const what = `${name} ${JSON.stringify(args)}`;
+          const problem = await session.callTool(name, args, options).then(
+            (result) =>
+              result.isError ? `isError with ${preview(toolResultText(result), 80)}` : undefined,
+            (error: unknown) => {
+              if (error instanceof ServerError && error.code === 'REQUEST_TIMEOUT') {
+                stuck = name;
+                return `no reply within ${timeoutMs} ms`;
+              }
+              return describeError(error);
+            },
+          );
+          if (problem !== undefined) problems.push(`${what}: ${problem}`);
+          if (stuck !== undefined) break;
+        }
+      }
+      // Settings put back as they were, whatever happened above.
+      const restored: string[] = [];
+      if (before !== undefined && stuck === undefined) {
+        const after = await readStatus(context).catch(() => undefined);
+        for (const { path, tool, argument } of RESTORABLE) {
+          const was = statusValue(before, path);
+          if (after === undefined || was === undefined || statusValue(after, path) === was)
+            continue;
+          if (!listed.has(tool)) continue;
+          await session
+            .callTool(tool, { [argument]: was }, options)
+            .then(() => restored.push(`${path.join('.')} ${JSON.stringify(was)}`))
+            .catch((error: unknown) =>
+              problems.push(`restoring ${path.join('.')} with ${tool}: ${describeError(error)}`),
+            );
+        }
+      }
+      const left = tools.slice(called.length);
+      expectThat(
+        problems.length === 0,
+        `expected every safe tool to answer, got ${problems.join('; ')}${stuck === undefined ? '' : `; the sweep stopped at ${stuck}${left.length > 0 ? ` (not called: ${left.join(', ')})` : ''}`}`,
+        'a result to every call',
+        problems[0],
+      );
+      const notes = [
+        `${calls} calls of ${tools.length} tools answered`,
+        ...(restored.length > 0 ? [`restored ${restored.join(', ')}`] : []),
+        ...(absent.length > 0 ? [`not on this board: ${absent.join(', ')}`] : []),
+        ...(never.length > 0
+          ? [`never swept (the reply is lost, docs/protocol.md §3.4): ${never.join(', ')}`]
+          : []),
+      ];
+      return { note: notes.join('; '), data: { tools: called, calls } };
     });
 
     return { checks: run.checks };
