@@ -478,9 +478,7 @@ export class VirtualSerialDevice {
     this.#closeEmulator();
     const board = this.board;
     this.#autobaud = true;
-    const watchdogMs = this.usbJtag
-      ? (this.watchdogMs ?? DEFAULT_USB_JTAG_WATCHDOG_MS)
-      : false;
+    const watchdogMs = this.usbJtag ? (this.watchdogMs ?? DEFAULT_USB_JTAG_WATCHDOG_MS) : false;
     this.#emulator = new RomEmulator({
       chip: board.preset.chip,
       mac: board.mac,
