@@ -6,6 +6,7 @@
  */
 import { join } from 'node:path';
 import type { SerialPortStream } from '@serialport/stream';
+import type { PageReport } from '@xiaozhi-mcp/protocol';
 import {
   BOOT_CLICK,
   ConsoleExpect,
@@ -152,7 +153,12 @@ export class BoardRunner {
       kind: config.port.startsWith('virtual:') ? 'virtual' : 'serial',
       ...(config.chip ? { chip: config.chip } : {}),
       ...(config.variant ? { variant: config.variant } : {}),
-      ...(options.firmware ? { expectedVersion: options.firmware.version } : {}),
+      ...(options.firmware
+        ? {
+            expectedVersion: options.firmware.version,
+            imageBytes: options.firmware.image.data.length,
+          }
+        : {}),
       status: 'passed',
       steps: [],
       checks: [],
@@ -216,6 +222,7 @@ export class BoardRunner {
         const check = await this.#waitForOtaCheck(clientId);
         this.#deviceId = check.deviceId;
         this.report.mac = check.deviceId;
+        this.report.otaRequest = check.body;
         return {
           result: check,
           note: `${check.board ?? '?'} ${check.version} checked at our endpoint`,
@@ -227,6 +234,19 @@ export class BoardRunner {
       }));
       this.report.firmwareVersion = record.initialize?.serverInfo.version ?? record.version;
       this.report.variant ??= record.initialize?.serverInfo.name;
+      // What `hil compare` diffs between builds (docs/ci.md §1): the tool list and the pages.
+      this.report.tools = record.tools.map(({ name, description, inputSchema, userOnly }) => ({
+        name,
+        description,
+        inputSchema,
+        userOnly,
+      }));
+      const sizes = (pages: readonly PageReport[]) =>
+        pages.map((page) => ({ tools: page.toolCount, bytes: page.budgetBytes }));
+      this.report.pages = {
+        plain: sizes(record.pages.plain),
+        withUserTools: sizes(record.pages.withUserTools),
+      };
       await this.#step('suites', async () => {
         await this.#runSuites(ota.deviceId);
         const failed = this.report.checks.filter((c) => c.status === 'failed').length;

@@ -17,6 +17,13 @@ import {
 import { Command, CommanderError, Option } from 'commander';
 import { BaselineError } from './baseline.js';
 import { boardsCommand, type Output } from './commands/boards.js';
+import {
+  attachComparison,
+  COMPARE_FORMATS,
+  compareCommand,
+  mergeCommand,
+} from './compare/commands.js';
+import { loadReport, ReportInputError } from './compare/load.js';
 import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory, type RigConfig } from './inventory.js';
 import { type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
 import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
@@ -42,6 +49,7 @@ interface RunFlags {
   out: string;
   baseline?: string;
   lockWait: string;
+  compareTo?: string;
 }
 
 async function chooseRig(
@@ -89,6 +97,8 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
     if (path !== undefined && !existsSync(path))
       throw new UsageError(`${flag} ${path}: no such file`);
   }
+  // Read before any board is touched: a base that is not a hil report is bad input (exit 2).
+  const base = flags.compareTo === undefined ? undefined : loadReport(flags.compareTo);
   const { rig, kind } = await chooseRig(flags.config);
   const reporter = new ConsoleReporter({
     write: (text) => out.stdout(text),
@@ -122,6 +132,7 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+  if (base !== undefined) attachComparison(report, base, rig.compare);
   const files = await writeReports(report, {
     outDir,
     reporters: reporters.filter((r): r is Exclude<ReporterName, 'console'> => r !== 'console'),
@@ -177,7 +188,54 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
       'known firmware deviations (default: the baseline shipped with hil)',
     )
     .option('--lock-wait <seconds>', 'wait this long for a board another hil is using', '0')
+    .option(
+      '--compare-to <report>',
+      'compare this run with a base report (report.json or its folder); a regression exits 1',
+    )
     .action(async (flags: RunFlags) => setExit(await runCommand(flags, out)));
+
+  program
+    .command('compare')
+    .description(
+      'compare a candidate build with a base, board by board: checks, tools, pages, latency (rank test), boot, flash, image, heap; exit 1 on a regression',
+    )
+    .argument('<base>', 'the base report (report.json, or the folder holding it)')
+    .argument('<candidate>', 'the candidate report')
+    .option(
+      '--config <file>',
+      'the inventory whose `compare` thresholds apply (default ./hil.config.json)',
+    )
+    .option('--format <format>', `what to print: ${COMPARE_FORMATS.join(', ')}`, 'text')
+    .option(
+      '--out <dir>',
+      "write the candidate's reports with the comparison (json, html, junit, comparison.md)",
+    )
+    .action(
+      async (
+        baseReport: string,
+        candidate: string,
+        flags: { config?: string; format: string; out?: string },
+      ) => setExit(await compareCommand(baseReport, candidate, flags, out)),
+    );
+
+  program
+    .command('merge')
+    .description(
+      "combine the rigs' reports into one qualification report (boards × builds); exit 1 if a board failed, 3 if a rig failed",
+    )
+    .argument('[report...]', 'reports (report.json or their folders), each optionally RIG=PATH')
+    .option(
+      '--out <dir>',
+      'where the merged report.json, report.html, junit.xml and summary.md go',
+      'hil-qualification',
+    )
+    .option(
+      '--expect <rig...>',
+      'rigs that must have sent a report (a missing one is a rig failure)',
+    )
+    .action(async (reports: string[], flags: { out: string; expect?: string[] }) =>
+      setExit(await mergeCommand(reports, flags, out)),
+    );
 
   program
     .command('boards')
@@ -212,6 +270,7 @@ export async function main(argv: readonly string[], out: Output = processOutput)
     if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
     if (
       error instanceof UsageError ||
+      error instanceof ReportInputError ||
       error instanceof InventoryError ||
       error instanceof BaselineError
     ) {

@@ -12,7 +12,11 @@ import type { RegressionName } from '@xiaozhi-mcp/device';
 import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import { formatPortSelector, type PortInfo, portIdentity } from '@xiaozhi-mcp/serial';
 import { Ajv, type ErrorObject } from 'ajv';
+import type { CompareThresholds } from './compare/types.js';
 import type { SuiteName } from './model.js';
+
+/** The inventory's `compare` thresholds; unset ones keep their defaults. */
+export type CompareConfig = Partial<CompareThresholds>;
 
 /**
  * How the flasher resets the board into download mode (esptool's reset strategies): `none` when
@@ -91,6 +95,8 @@ export interface RigConfig {
   readonly suites?: readonly SuiteName[];
   readonly baseline?: string;
   readonly latency?: LatencyConfig;
+  /** When `hil compare` and `hil run --compare-to` call a difference a regression (docs/ci.md §1). */
+  readonly compare?: CompareConfig;
   readonly boards: readonly BoardConfig[];
 }
 

@@ -2,6 +2,8 @@
  * What a `hil run` produces: per board, the rig steps it went through and the checks of each
  * suite. Every reporter (console, JUnit, JSON, HTML, OpenMetrics, GitHub summary) reads this.
  */
+import type { Comparison } from './compare/types.js';
+import type { Qualification } from './merge.js';
 
 export const SUITE_NAMES = [
   'initialize',
@@ -88,6 +90,22 @@ export interface LatencyStats {
 
 export type BoardStatus = 'passed' | 'failed' | 'rig-failed';
 
+/** A tool as the board listed it. */
+export interface ToolSummary {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: Readonly<Record<string, unknown>>;
+  /** Listed only with user tools (annotations.audience = ["user"]). */
+  readonly userOnly: boolean;
+}
+
+/** One page of a tools/list walk. */
+export interface PageSize {
+  readonly tools: number;
+  /** The bytes the firmware's page budget counts. */
+  readonly bytes: number;
+}
+
 export interface BoardReport {
   /** The inventory name. */
   readonly name: string;
@@ -107,6 +125,14 @@ export interface BoardReport {
   readonly steps: RigStep[];
   readonly checks: CheckResult[];
   readonly latency: LatencyStats[];
+  /** The tools the board listed at the start of its session (user tools included): `hil compare` diffs them. */
+  tools?: ToolSummary[];
+  /** The pages of the session's tools/list walks: tools and bytes of each (the firmware's budget count). */
+  pages?: { readonly plain: readonly PageSize[]; readonly withUserTools: readonly PageSize[] };
+  /** The body of the board's OTA check at our endpoint (its system info: `minimum_free_heap_size`, ...). */
+  otaRequest?: Readonly<Record<string, unknown>>;
+  /** The size of the image the run flashed, in bytes. */
+  imageBytes?: number;
   /** Paths of the board's artefacts, relative to the output directory. */
   consoleLog?: string;
   transcript?: string;
@@ -145,6 +171,10 @@ export interface RunReport {
   exitCode: ExitCode;
   /** Stopped by Ctrl-C; the reports hold what ran. */
   interrupted: boolean;
+  /** `hil run --compare-to`: this run against a base report (docs/ci.md §1). */
+  comparison?: Comparison;
+  /** `hil merge`: the rigs' reports this one combines (docs/ci.md §2). */
+  qualification?: Qualification;
 }
 
 /** Counts checks and boards; a board that failed its rig steps counts as a rig failure. */

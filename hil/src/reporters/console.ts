@@ -3,6 +3,8 @@
  * each board keeps one status line that is redrawn in place, with failures printed above the
  * block; otherwise every event is one plain line, so CI logs read top to bottom.
  */
+import { renderComparisonText } from '../compare/render.js';
+import { renderQualificationText } from '../merge.js';
 import type { CheckResult, RigStep, RigStepName, RunReport } from '../model.js';
 import {
   checkText,
@@ -333,6 +335,9 @@ export function renderConsoleSummary(
       );
     }
   }
+
+  if (report.qualification !== undefined) out.push(renderQualificationText(report.qualification));
+  if (report.comparison !== undefined) out.push(renderComparisonText(report.comparison));
 
   const s = report.summary;
   const boardsPassed = report.boards.filter((b) => b.status === 'passed').length;

@@ -7,7 +7,7 @@ import type { BoardReport, CheckResult, ExitCode, RigStep, RunReport } from '../
 /** What each exit code means (docs/hil.md §5). */
 export const EXIT_CODE_MEANING: Readonly<Record<ExitCode, string>> = {
   0: 'all checks passed',
-  1: 'a check failed',
+  1: 'a check failed, or a regression against the base',
   2: 'bad usage or config',
   3: 'the rig failed (board missing, port lost, backend could not start)',
 };
@@ -145,6 +145,8 @@ export function resultLine(report: RunReport): string {
   if (s.fixedDeviations > 0) {
     parts.push(`${plural(s.fixedDeviations, 'deviation')} fixed (update the baseline)`);
   }
+  const regressions = report.comparison?.regressions ?? 0;
+  if (regressions > 0) parts.push(`${plural(regressions, 'regression')} against the base`);
   if (report.interrupted) parts.push('interrupted');
   return parts.join(', ');
 }

@@ -3,6 +3,8 @@
  * known deviations, and latency. Appended to `$GITHUB_STEP_SUMMARY` (several steps may write it).
  */
 import { appendFile } from 'node:fs/promises';
+import { renderComparisonMarkdown } from '../compare/render.js';
+import { renderQualificationMarkdown } from '../merge.js';
 import type { BoardReport, RunReport } from '../model.js';
 import {
   checkText,
@@ -106,6 +108,10 @@ export function renderGithubSummary(report: RunReport): string {
     ),
     '',
   );
+
+  if (report.qualification !== undefined)
+    out.push(renderQualificationMarkdown(report.qualification));
+  if (report.comparison !== undefined) out.push(renderComparisonMarkdown(report.comparison));
 
   const found = findings(report);
   const rig = report.boards.flatMap((board) =>

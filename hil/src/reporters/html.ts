@@ -3,6 +3,8 @@
  * fetched), so it can be attached to a CI run and opened anywhere, offline. Elements carry
  * `data-testid` attributes so a browser test can check that boards and results render.
  */
+import { renderComparisonHtml } from '../compare/render.js';
+import { renderQualificationHtml } from '../merge.js';
 import type { BoardReport, CheckResult, LatencyStats, RigStep, RunReport } from '../model.js';
 import {
   checkText,
@@ -477,6 +479,8 @@ export function renderHtml(report: RunReport): string {
     '<body>',
     summary(report),
     '<main>',
+    ...(report.qualification === undefined ? [] : [renderQualificationHtml(report.qualification)]),
+    ...(report.comparison === undefined ? [] : [renderComparisonHtml(report.comparison)]),
     ...report.boards.map(boardCard),
     '</main>',
     `<footer>${h(`${report.tool.name} ${report.tool.version}, run started ${report.startedAt}`)}</footer>`,

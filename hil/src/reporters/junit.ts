@@ -3,6 +3,7 @@
  * board, one `<testcase>` per check, rig failures as `rig.<step>` errors, and retries in the
  * Maven Surefire shape (`<flakyFailure>` in a passing testcase, `<rerunFailure>` in a failing one).
  */
+import { renderComparisonTestsuite } from '../compare/render.js';
 import type { BoardReport, CheckResult, RunReport } from '../model.js';
 import { checkText, type RigFailure, rigFailures, stripControl } from './format.js';
 
@@ -168,6 +169,11 @@ function testsuite(board: BoardReport): { xml: string; counts: Counts } {
 
 export function renderJunit(report: RunReport): string {
   const suites = report.boards.map(testsuite);
+  // `hil run --compare-to`: a `comparison` testsuite, a failing testcase per regression.
+  if (report.comparison !== undefined) {
+    const { xml, tests, failures } = renderComparisonTestsuite(report.comparison);
+    suites.push({ xml, counts: { tests, failures, errors: 0, skipped: 0 } });
+  }
   const total = suites.reduce<Counts>(
     (sum, { counts }) => ({
       tests: sum.tests + counts.tests,

@@ -106,6 +106,7 @@ export class OtaEndpoint {
       elfSha256: request.elfSha256,
       remoteAddress: req.socket.remoteAddress,
       offered: offer?.version,
+      body: request.body,
     });
     this.logger.info(
       {

@@ -29,6 +29,8 @@ export interface OtaCheckRecord {
   readonly remoteAddress: string | undefined;
   /** The firmware version offered in the reply, if any. */
   readonly offered: string | undefined;
+  /** The request body as received: the board's system info (`minimum_free_heap_size`, ...). */
+  readonly body: Readonly<Record<string, unknown>>;
 }
 
 export interface DeviceRecord {

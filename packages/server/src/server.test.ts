@@ -72,6 +72,8 @@ describe('XiaozhiServer with virtual boards', () => {
         board: 'otto-robot',
         version: '2.4.2',
         offered: undefined,
+        // The request body as received, for hil's comparison of builds (free heap, ...).
+        body: expect.objectContaining({ minimum_free_heap_size: expect.any(String) }),
       }),
     ]);
     // The board stored our WebSocket URL and the token issued for it.

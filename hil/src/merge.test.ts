@@ -1,0 +1,226 @@
+/**
+ * `hil merge` (docs/ci.md §2): rigs' reports become one qualification report listing every
+ * board of every rig, with each board's verdict per build; exit 1 when a board failed, 3 when a
+ * rig failed or sent nothing. The last test runs the virtual rig twice for real, as two rigs of
+ * one build: `hil run --compare-to` and `hil compare` find no regression between them, and
+ * `hil merge` lists both.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { main } from './cli.js';
+import { check, syntheticBoard, syntheticReport } from './compare/synthetic.js';
+import { mergeReports, parseMergeArgument, rigNameFor } from './merge.js';
+import type { RunReport } from './model.js';
+import { renderJson } from './reporters/json.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'hil-merge-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function saveIn(folder: string, report: RunReport): string {
+  const at = join(dir, folder);
+  mkdirSync(at, { recursive: true });
+  writeFileSync(join(at, 'report.json'), renderJson(report));
+  return at;
+}
+
+async function hil(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const saved = process.env.GITHUB_STEP_SUMMARY;
+  delete process.env.GITHUB_STEP_SUMMARY;
+  try {
+    const code = await main(argv, {
+      stdout: (text) => {
+        stdout += text;
+      },
+      stderr: (text) => {
+        stderr += text;
+      },
+    });
+    return { code, stdout, stderr };
+  } finally {
+    if (saved !== undefined) process.env.GITHUB_STEP_SUMMARY = saved;
+  }
+}
+
+function readReport(folder: string): RunReport {
+  return JSON.parse(readFileSync(join(folder, 'report.json'), 'utf8')) as RunReport;
+}
+
+describe('mergeReports', () => {
+  it('names each board <rig>/<board>, keeps its results and relinks its artefacts', () => {
+    const a = syntheticReport([
+      syntheticBoard({ name: 'bread' }),
+      syntheticBoard({ name: 'otto' }),
+    ]);
+    const b = syntheticReport([syntheticBoard({ name: 'bread' })]);
+    const merged = mergeReports(
+      [
+        { rig: 'lab-1', file: join(dir, 'in', 'lab-1', 'report.json'), report: a },
+        { rig: 'lab-2', file: join(dir, 'in', 'lab-2', 'report.json'), report: b },
+      ],
+      { outDir: join(dir, 'in', 'merged'), toolVersion: '9.9.9' },
+    );
+    expect(merged.boards.map((x) => x.name)).toEqual(['lab-1/bread', 'lab-1/otto', 'lab-2/bread']);
+    expect(merged.boards[2]?.consoleLog).toBe('../lab-2/bread/console.log');
+    expect(merged.boards[0]?.checks).toEqual(a.boards[0]?.checks);
+    expect(merged.summary.boards).toBe(3);
+    expect(merged.summary.passed).toBe(9);
+    expect(merged.exitCode).toBe(0);
+    expect(merged.tool.version).toBe('9.9.9');
+    expect(merged.qualification?.builds).toEqual(['2.4.2']);
+    expect(merged.qualification?.entries.map((e) => [e.rig, e.board, e.build, e.status])).toEqual([
+      ['lab-1', 'bread', '2.4.2', 'passed'],
+      ['lab-1', 'otto', '2.4.2', 'passed'],
+      ['lab-2', 'bread', '2.4.2', 'passed'],
+    ]);
+  });
+
+  it('puts builds in columns and adds the build to the name when there are several', () => {
+    const merged = mergeReports(
+      [
+        {
+          rig: 'lab',
+          file: join(dir, 'x', 'report.json'),
+          report: syntheticReport([syntheticBoard({ name: 'bread' })]),
+        },
+        {
+          rig: 'lab',
+          file: join(dir, 'y', 'report.json'),
+          report: syntheticReport([
+            syntheticBoard({
+              name: 'bread',
+              version: '2.4.3',
+              checks: [check('tools-list.walk', 'failed')],
+            }),
+          ]),
+        },
+      ],
+      { outDir: dir, toolVersion: '0' },
+    );
+    expect(merged.boards.map((b) => b.name)).toEqual(['lab/bread@2.4.2', 'lab/bread@2.4.3']);
+    expect(merged.qualification?.builds).toEqual(['2.4.2', '2.4.3']);
+    expect(merged.exitCode).toBe(1);
+  });
+
+  it('exits 3 when a rig failed, or when a rig --expect names sent nothing', () => {
+    const ok = syntheticReport([syntheticBoard()]);
+    const rigFailed = syntheticReport([syntheticBoard({ status: 'rig-failed' })]);
+    const input = (rig: string, report: RunReport) => ({
+      rig,
+      file: join(dir, rig, 'report.json'),
+      report,
+    });
+    expect(
+      mergeReports([input('a', ok), input('b', rigFailed)], { outDir: dir, toolVersion: '0' })
+        .exitCode,
+    ).toBe(3);
+    const missing = mergeReports([input('a', ok)], {
+      outDir: dir,
+      toolVersion: '0',
+      expect: ['a', 'b'],
+    });
+    expect(missing.exitCode).toBe(3);
+    expect(missing.qualification?.missing).toEqual(['b']);
+  });
+
+  it('reads rig names from RIG=PATH or from the artefact folder', () => {
+    expect(parseMergeArgument('lab-1=out/report.json')).toEqual({
+      rig: 'lab-1',
+      path: 'out/report.json',
+    });
+    expect(parseMergeArgument('/tmp/a=b/report.json')).toEqual({
+      rig: undefined,
+      path: '/tmp/a=b/report.json',
+    });
+    expect(rigNameFor('artifacts/hil-reports-lab-2/report.json')).toBe('lab-2');
+    expect(rigNameFor('desk/report.json')).toBe('desk');
+  });
+});
+
+describe('hil merge', () => {
+  it('writes report.json, report.html, junit.xml and summary.md with the boards × builds table', async () => {
+    const a = saveIn(
+      'artifacts/hil-reports-lab-1',
+      syntheticReport([syntheticBoard({ name: 'bread' })]),
+    );
+    const b = saveIn(
+      'artifacts/hil-reports-lab-2',
+      syntheticReport([
+        syntheticBoard({ name: 'otto', checks: [check('tools-list.walk', 'failed')] }),
+      ]),
+    );
+    const out = join(dir, 'qualification');
+    const { code, stdout } = await hil(['merge', a, b, '--out', out]);
+    expect(code).toBe(1);
+    expect(stdout).toContain('Qualification (boards × builds)');
+    expect(stdout).toMatch(/lab-1 +bread +passed/);
+    expect(stdout).toMatch(/lab-2 +otto +failed/);
+    const merged = readReport(out);
+    expect(merged.boards.map((x) => x.name)).toEqual(['lab-1/bread', 'lab-2/otto']);
+    expect(merged.exitCode).toBe(1);
+    expect(readFileSync(join(out, 'summary.md'), 'utf8')).toContain(
+      '| `lab-2` | `otto` | otto | ❌ failed |',
+    );
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain(
+      'data-testid="qualification-row" data-rig="lab-1" data-board="bread"',
+    );
+    expect(readFileSync(join(out, 'junit.xml'), 'utf8')).toContain('<testsuite name="lab-2/otto"');
+  });
+
+  it('exits 3 for a rig --expect names that sent no report, 2 for a path that is no report', async () => {
+    const a = saveIn('only/lab-1', syntheticReport([syntheticBoard()]));
+    const out = join(dir, 'q2');
+    const missing = await hil(['merge', a, '--out', out, '--expect', 'lab-1,lab-2']);
+    expect(missing.code).toBe(3);
+    expect(missing.stdout).toContain('rig lab-2: no report (the rig failed)');
+    const none = await hil(['merge', '--out', join(dir, 'q3'), '--expect', 'lab-1,lab-2']);
+    expect(none.code).toBe(3);
+    expect(none.stdout).toMatch(/lab-2 +\(no report\) +no report/);
+    expect((await hil(['merge', '--out', join(dir, 'q3')])).code).toBe(2);
+    const bad = await hil(['merge', a, join(dir, 'nothing-here'), '--out', out]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/nothing-here: no such file or folder/);
+  });
+});
+
+describe('two real runs of the virtual rig, as two rigs of one build', () => {
+  it('compare finds no regression; merge lists both rigs', { timeout: 120_000 }, async () => {
+    const suites = ['--suite', 'initialize,tools-list,latency', '--reporter', 'json'];
+    const first = join(dir, 'real', 'hil-reports-rig-a');
+    const second = join(dir, 'real', 'hil-reports-rig-b');
+    expect((await hil(['run', '--out', first, ...suites])).code).toBe(0);
+    const run = await hil(['run', '--out', second, ...suites, '--compare-to', first]);
+    expect(run.stdout).toContain('Comparison with the base:');
+    expect(run.code).toBe(0);
+    const candidate = readReport(second);
+    expect(candidate.comparison?.regressions).toBe(0);
+    // The reports carry what a comparison needs: the tool lists, pages, the OTA request, the image size.
+    for (const board of candidate.boards) {
+      expect(board.tools?.length).toBeGreaterThan(3);
+      expect(board.pages?.plain.length).toBeGreaterThan(0);
+      expect(board.otaRequest?.minimum_free_heap_size).toBeDefined();
+      expect(board.imageBytes).toBeGreaterThan(0);
+    }
+    expect(candidate.comparison?.boards.map((b) => b.latency[0]?.verdict)).toEqual([
+      'same',
+      'same',
+    ]);
+
+    expect((await hil(['compare', first, second])).code).toBe(0);
+
+    const out = join(dir, 'real', 'merged');
+    const merge = await hil(['merge', first, second, '--out', out, '--expect', 'rig-a,rig-b']);
+    expect(merge.code).toBe(0);
+    const merged = readReport(out);
+    expect(merged.boards.map((b) => b.name)).toEqual([
+      'rig-a/bread-compact-wifi',
+      'rig-a/otto-robot',
+      'rig-b/bread-compact-wifi',
+      'rig-b/otto-robot',
+    ]);
+    expect(merged.qualification?.sources.map((s) => s.rig)).toEqual(['rig-a', 'rig-b']);
+  });
+});
