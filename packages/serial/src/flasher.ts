@@ -462,7 +462,8 @@ export interface RomBootLine {
  * `boot:(0x[0-9a-fA-F]+)(.*waiting for download)?` from what the port printed after a reset).
  */
 export function romBootLine(text: string): RomBootLine | undefined {
-  const pattern = /rst:0x[0-9a-f]+ \([^)]*\),boot:(0x[0-9a-f]+)(?: \(([^)]*)\))?/gi;
+  // One line only: a reset can cut the banner mid-line and start another.
+  const pattern = /rst:0x[0-9a-f]+ \([^)\r\n]*\),boot:(0x[0-9a-f]+)(?: \(([^)\r\n]*)\))?/gi;
   let last: RegExpExecArray | undefined;
   for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) last = match;
   if (last === undefined) return undefined;

@@ -434,7 +434,7 @@ describe('listPorts', () => {
     for (const port of ports) {
       const found = await findPort(portIdentity(port, ports), {
         lister: { list: () => listPorts(lister()) },
-        timeoutMs: 0,
+        timeoutMs: 10_000,
       });
       expect(found.path).toBe(port.path);
     }
