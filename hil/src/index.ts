@@ -10,6 +10,16 @@ export {
   loadBaseline,
   parseBaseline,
 } from './baseline.js';
+export { type CompareOptions, compareReports } from './compare/compare.js';
+export { type LoadedReport, loadReport, ReportInputError } from './compare/load.js';
+export { type MannWhitneyResult, mannWhitneyU } from './compare/stats.js';
+export {
+  type CompareThresholds,
+  type Comparison,
+  type ComparisonFinding,
+  DEFAULT_COMPARE_THRESHOLDS,
+  type LatencyComparison,
+} from './compare/types.js';
 export {
   type BoardConfig,
   boardEntryFor,
@@ -23,6 +33,13 @@ export {
   SCHEMA_PATH,
   type SessionStart,
 } from './inventory.js';
+export {
+  type MergeInput,
+  type MergeOptions,
+  mergeReports,
+  type Qualification,
+  type QualificationEntry,
+} from './merge.js';
 export {
   type BoardReport,
   type BoardStatus,
