@@ -3,8 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
+  acceptBaselineChanges,
   applyBaseline,
   type Baseline,
+  BaselineChangeError,
   BaselineError,
   DEFAULT_BASELINE_PATH,
   FIXED_DEVIATION_NOTE,
@@ -54,28 +56,119 @@ describe('the default baseline', () => {
 });
 
 describe('applyBaseline', () => {
-  it('turns a listed failure into a known deviation and flags a listed pass as fixed', () => {
-    const results = [
-      result('robustness.error-code', 'failed', 'expected a code, got none'),
-      result('robustness.ping', 'passed', 'answered with a result'),
-      result('latency.ping', 'skipped', 'no calls'),
-      result('robustness.alive', 'failed', 'no reply'),
-      result('robustness.string-id', 'passed'),
-    ];
-    const applied = applyBaseline(results, BASELINE);
+  const results = [
+    result('robustness.error-code', 'failed', 'expected a code, got none'),
+    result('robustness.ping', 'passed', 'answered with a result'),
+    result('latency.ping', 'skipped', 'no calls'),
+    result('robustness.alive', 'failed', 'no reply'),
+    result('robustness.string-id', 'passed'),
+  ];
+
+  it('turns a listed failure into a known deviation, and fails a listed check that passes: the deviation is fixed', () => {
+    const accept = 'hil baseline accept --from out/report.json --baseline rig.json';
+    const applied = applyBaseline(results, BASELINE, { acceptCommand: accept });
     expect(applied.map((c) => [c.id, c.status, c.deviation])).toEqual([
       ['robustness.error-code', 'known-deviation', { reason: 'no code', fixed: false }],
-      ['robustness.ping', 'passed', { reason: 'no ping', fixed: true }],
+      ['robustness.ping', 'failed', { reason: 'no ping', fixed: true }],
       ['latency.ping', 'skipped', undefined],
       ['robustness.alive', 'failed', undefined],
       ['robustness.string-id', 'passed', undefined],
     ]);
-    // The failure still says what came back; the fixed one says to update the baseline.
+    // The known deviation still says what came back; the fixed one says how a person accepts it.
     expect(applied[0]?.message).toBe('expected a code, got none');
-    expect(applied[1]?.message).toBe(`answered with a result; ${FIXED_DEVIATION_NOTE}`);
+    expect(applied[1]).toMatchObject({
+      message: `the deviation is fixed: ${FIXED_DEVIATION_NOTE} (answered with a result). Accept the change with \`${accept}\` (it removes the entry from the baseline), or rerun with --allow-fixed-deviations`,
+      expected: 'the known deviation (baseline: no ping)',
+      actual: 'the check passed',
+    });
     // The input is left as it was.
     expect(results[0]?.status).toBe('failed');
     expect(results[1]?.deviation).toBeUndefined();
+  });
+
+  it('lets a fixed deviation pass, reported as fixed, when allowed (--allow-fixed-deviations)', () => {
+    const applied = applyBaseline(results, BASELINE, { allowFixed: true });
+    expect(applied[1]).toMatchObject({
+      status: 'passed',
+      deviation: { reason: 'no ping', fixed: true },
+      message: expect.stringMatching(
+        /^the baseline lists this deviation but it is gone \(answered with a result\); allowed by --allow-fixed-deviations: accept it with `hil baseline accept --from/,
+      ),
+    });
+    expect(applied[0]?.status).toBe('known-deviation');
+  });
+});
+
+describe('acceptBaselineChanges (hil baseline accept)', () => {
+  const file = {
+    $schema: './baseline.schema.json',
+    description: 'rig A',
+    deviations: [
+      { check: 'robustness.error-code', reason: 'no code', firmware: '2.4.x' },
+      { check: 'robustness.ping', reason: 'no ping' },
+      { check: 'robustness.escaped-messages', reason: 'unescaped' },
+    ],
+  };
+  const fixed = (id: string): CheckResult => ({
+    ...result(id, 'failed'),
+    deviation: { reason: 'x', fixed: true },
+  });
+  const known = (id: string): CheckResult => ({
+    ...result(id, 'known-deviation'),
+    deviation: { reason: 'x', fixed: false },
+  });
+
+  it('removes a deviation fixed on every board that ran it, keeps one still seen on another board, adds only what is named', () => {
+    const report = {
+      boards: [
+        {
+          name: 'a',
+          firmwareVersion: '2.5.0',
+          checks: [
+            fixed('robustness.error-code'),
+            fixed('robustness.ping'),
+            result('latency.calls', 'failed', 'p50 412 ms over the 100 ms budget'),
+            result('tools-call.concurrent', 'failed', 'no reply'),
+          ],
+        },
+        { name: 'b', checks: [fixed('robustness.error-code'), known('robustness.ping')] },
+      ],
+    };
+    const change = acceptBaselineChanges(file, report, ['latency.calls'], 'out/report.json');
+    expect(change.removed).toEqual([{ check: 'robustness.error-code', boards: ['a', 'b'] }]);
+    expect(change.kept).toEqual([{ check: 'robustness.ping', fixedOn: ['a'], deviatesOn: ['b'] }]);
+    expect(change.added).toEqual([
+      {
+        check: 'latency.calls',
+        reason:
+          'accepted by hil baseline accept from out/report.json (a): a: p50 412 ms over the 100 ms budget',
+        firmware: '2.5.0',
+      },
+    ]);
+    // The file keeps its other members and the entries it keeps, in order; the result is valid.
+    expect(change.file).toEqual({
+      $schema: './baseline.schema.json',
+      description: 'rig A',
+      deviations: [file.deviations[1], file.deviations[2], change.added[0]],
+    });
+    expect(parseBaseline(change.file).deviations).toHaveLength(3);
+    // tools-call.concurrent failed too, but nobody named it: it stays a failure.
+    expect(change.file.deviations).not.toContainEqual(
+      expect.objectContaining({ check: 'tools-call.concurrent' }),
+    );
+  });
+
+  it('refuses to add a check that did not fail, or one listed already', () => {
+    const report = { boards: [{ name: 'a', checks: [result('latency.calls', 'failed', 'slow')] }] };
+    expect(() => acceptBaselineChanges(file, report, ['initialize.vision'])).toThrow(
+      new BaselineChangeError(
+        '--add initialize.vision: it did not fail in report.json (failed: latency.calls)',
+      ),
+    );
+    expect(() => acceptBaselineChanges(file, report, ['robustness.ping'])).toThrow(
+      /lists it already/,
+    );
+    expect(() => acceptBaselineChanges(file, report, ['latency'])).toThrow(/not a check id/);
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * Known firmware deviations (docs/hil.md §3): a check the baseline lists reports `known-deviation`
- * instead of `failed`; a listed check that passes stays `passed` and says the deviation is
- * gone, so the baseline is kept honest.
+ * instead of `failed`; a listed check that passes fails the run (the deviation is fixed: a person
+ * accepts that with `hil baseline accept`), or passes with `--allow-fixed-deviations`, so the
+ * baseline changes only when someone says so.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -125,17 +126,34 @@ export function loadBaseline(path: string): Baseline {
   return parseBaseline(value, path);
 }
 
-/** A gone deviation's note: the baseline should drop the entry. */
-export const FIXED_DEVIATION_NOTE =
-  'the baseline lists this deviation but it is gone: update the baseline';
+/** A gone deviation's note, in the check's message whether it fails or is allowed. */
+export const FIXED_DEVIATION_NOTE = 'the baseline lists this deviation but it is gone';
+
+/** What a run does with a listed deviation that is gone (docs/hil.md §3). */
+export interface FixedDeviationPolicy {
+  /** `--allow-fixed-deviations`: a gone deviation passes (reported as fixed) instead of failing. */
+  readonly allowFixed?: boolean;
+  /** The command that accepts the change, quoted in the failure (`hil baseline accept ...`). */
+  readonly acceptCommand?: string;
+}
+
+/** The command a failure quotes when the caller gives none. */
+export const ACCEPT_COMMAND = 'hil baseline accept --from <out>/report.json [--baseline FILE]';
 
 /**
  * The results with the baseline applied (new objects; the input is left as is): a listed
- * check that failed becomes `known-deviation`; a listed check that passed stays `passed`
- * with `deviation.fixed`. Skipped and unlisted checks are unchanged.
+ * check that failed becomes `known-deviation`; a listed check that passed means the deviation
+ * is fixed: it fails, saying how to accept the change, unless `policy.allowFixed` (then it
+ * stays `passed`). Either way it carries `deviation.fixed`. Skipped and unlisted checks are
+ * unchanged.
  */
-export function applyBaseline(results: readonly CheckResult[], baseline: Baseline): CheckResult[] {
+export function applyBaseline(
+  results: readonly CheckResult[],
+  baseline: Baseline,
+  policy: FixedDeviationPolicy = {},
+): CheckResult[] {
   const reasons = new Map(baseline.deviations.map((d) => [d.check, d.reason]));
+  const accept = policy.acceptCommand ?? ACCEPT_COMMAND;
   return results.map((result) => {
     const reason = reasons.get(result.id);
     if (reason === undefined) return result;
@@ -143,15 +161,136 @@ export function applyBaseline(results: readonly CheckResult[], baseline: Baselin
       return { ...result, status: 'known-deviation', deviation: { reason, fixed: false } };
     }
     if (result.status === 'passed') {
+      const passed = result.message === '' ? '' : ` (${result.message})`;
+      if (policy.allowFixed === true) {
+        return {
+          ...result,
+          message: `${FIXED_DEVIATION_NOTE}${passed}; allowed by --allow-fixed-deviations: accept it with \`${accept}\``,
+          deviation: { reason, fixed: true },
+        };
+      }
       return {
         ...result,
-        message:
-          result.message === ''
-            ? FIXED_DEVIATION_NOTE
-            : `${result.message}; ${FIXED_DEVIATION_NOTE}`,
+        status: 'failed',
+        message: `the deviation is fixed: ${FIXED_DEVIATION_NOTE}${passed}. Accept the change with \`${accept}\` (it removes the entry from the baseline), or rerun with --allow-fixed-deviations`,
+        expected: `the known deviation (baseline: ${reason})`,
+        actual: 'the check passed',
         deviation: { reason, fixed: true },
       };
     }
     return result;
   });
+}
+
+/** `hil baseline accept` cannot do what it was asked (bad report, unknown check to add). */
+export class BaselineChangeError extends Error {
+  override readonly name = 'BaselineChangeError';
+}
+
+/** What a run said about one check, as `hil baseline accept` reads it from a report. */
+export interface ReportedCheck {
+  readonly id: string;
+  readonly status: string;
+  readonly message?: string;
+  readonly deviation?: { readonly fixed?: boolean };
+}
+
+/** The part of a report (`report.json`) that `hil baseline accept` reads. */
+export interface ReportedBoards {
+  readonly boards: readonly {
+    readonly name: string;
+    readonly firmwareVersion?: string | undefined;
+    readonly checks: readonly ReportedCheck[];
+  }[];
+}
+
+export interface BaselineChange {
+  /** Listed deviations that are gone on every board that ran their check. */
+  readonly removed: readonly { readonly check: string; readonly boards: readonly string[] }[];
+  /** Listed deviations gone on some boards but still there on others: kept. */
+  readonly kept: readonly {
+    readonly check: string;
+    readonly fixedOn: readonly string[];
+    readonly deviatesOn: readonly string[];
+  }[];
+  /** Failed checks added on request (`--add`). */
+  readonly added: readonly BaselineDeviation[];
+  /** The baseline file's new content (its other members kept). */
+  readonly file: Readonly<Record<string, unknown>>;
+}
+
+const MAX_REASON = 300;
+
+/**
+ * The baseline a person accepts after a run (`hil baseline accept`): every listed deviation the
+ * report shows fixed on each board that ran its check is removed; failed checks named in `add`
+ * become new deviations, their reason quoting the failure. `file` is the baseline file as
+ * parsed (validated by {@link parseBaseline}); `source` names the report in the new reasons.
+ */
+export function acceptBaselineChanges(
+  file: Readonly<Record<string, unknown>>,
+  report: ReportedBoards,
+  add: readonly string[] = [],
+  source = 'report.json',
+): BaselineChange {
+  const baseline = parseBaseline(file);
+  const listed = new Set(baseline.deviations.map((d) => d.check));
+  const removed: { check: string; boards: string[] }[] = [];
+  const kept: { check: string; fixedOn: string[]; deviatesOn: string[] }[] = [];
+  for (const { check } of baseline.deviations) {
+    const fixedOn: string[] = [];
+    const deviatesOn: string[] = [];
+    for (const board of report.boards) {
+      const result = board.checks.find((c) => c.id === check);
+      if (result?.deviation?.fixed === true) fixedOn.push(board.name);
+      else if (result?.status === 'known-deviation' || result?.status === 'failed')
+        deviatesOn.push(board.name);
+    }
+    if (fixedOn.length === 0) continue;
+    if (deviatesOn.length === 0) removed.push({ check, boards: fixedOn });
+    else kept.push({ check, fixedOn, deviatesOn });
+  }
+  const added: BaselineDeviation[] = [];
+  for (const check of new Set(add)) {
+    if (!CHECK_ID.test(check))
+      throw new BaselineChangeError(`--add ${check}: not a check id (<suite>.<check>)`);
+    if (listed.has(check))
+      throw new BaselineChangeError(`--add ${check}: the baseline lists it already`);
+    const failed = report.boards.flatMap((board) =>
+      board.checks
+        .filter((c) => c.id === check && c.status === 'failed' && c.deviation === undefined)
+        .map((c) => ({ board, message: c.message ?? '' })),
+    );
+    if (failed.length === 0) {
+      const failures = [
+        ...new Set(
+          report.boards.flatMap((b) =>
+            b.checks
+              .filter((c) => c.status === 'failed' && c.deviation === undefined)
+              .map((c) => c.id),
+          ),
+        ),
+      ];
+      throw new BaselineChangeError(
+        `--add ${check}: it did not fail in ${source} (${failures.length === 0 ? 'no check failed there' : `failed: ${failures.join(', ')}`})`,
+      );
+    }
+    const first = failed[0];
+    const quoted = `${first?.board.name}: ${first?.message}`;
+    const reason = `accepted by hil baseline accept from ${source} (${failed.map((f) => f.board.name).join(', ')}): ${quoted.length > MAX_REASON ? `${quoted.slice(0, MAX_REASON)}...` : quoted}`;
+    const versions = [
+      ...new Set(failed.flatMap((f) => (f.board.firmwareVersion ? [f.board.firmwareVersion] : []))),
+    ];
+    added.push(
+      versions.length === 0 ? { check, reason } : { check, reason, firmware: versions.join(', ') },
+    );
+  }
+  const gone = new Set(removed.map((r) => r.check));
+  const deviations = [
+    ...(file.deviations as readonly unknown[]).filter(
+      (entry) => !gone.has((entry as BaselineDeviation).check),
+    ),
+    ...added,
+  ];
+  return { removed, kept, added, file: { ...file, deviations } };
 }

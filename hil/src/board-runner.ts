@@ -25,9 +25,15 @@ import {
   runLineSteps,
 } from '@xiaozhi-mcp/serial';
 import type { DeviceRecord, OtaCheckRecord, XiaozhiServer } from '@xiaozhi-mcp/server';
-import { applyBaseline, type Baseline } from './baseline.js';
+import { applyBaseline, type Baseline, type FixedDeviationPolicy } from './baseline.js';
 import type { BoardConfig, LatencyConfig } from './inventory.js';
 import type { BoardReport, RigStep, RigStepName, SuiteName } from './model.js';
+import {
+  BoardClaims,
+  isNetworkBoard,
+  isNetworkBoardCheck,
+  networkIdentity,
+} from './network-board.js';
 import type { ConsoleReporter } from './reporters/console.js';
 import type { SuiteContext } from './suite.js';
 import { SUITES } from './suites/index.js';
@@ -57,6 +63,13 @@ export interface BoardRunOptions {
   readonly suites: readonly SuiteName[];
   readonly latency: LatencyConfig;
   readonly baseline: Baseline;
+  /** A listed deviation that is gone fails the check unless allowed (docs/hil.md §3). */
+  readonly fixedDeviations?: FixedDeviationPolicy;
+  /**
+   * The identities the rig's boards are known by: a board without port and without an identity
+   * of its own takes the first OTA check none of them claims (network-board.ts).
+   */
+  readonly claims?: BoardClaims;
   readonly reporter: ConsoleReporter;
   readonly signal: AbortSignal;
   readonly timeouts?: Partial<RunnerTimeouts>;
@@ -81,6 +94,9 @@ const DEFAULT_TIMEOUTS: RunnerTimeouts = {
   refindMs: 10_000,
   closeMs: 5_000,
 };
+
+/** A run without other boards: nothing is claimed. */
+const NO_CLAIMS = new BoardClaims();
 
 /** The firmware crashed: the board fails (exit 1), the rig did not. */
 class BoardCrash extends Error {}
@@ -150,7 +166,11 @@ export class BoardRunner {
     const { config } = options;
     this.report = {
       name: config.name,
-      kind: config.port.startsWith('virtual:') ? 'virtual' : 'serial',
+      kind: isNetworkBoard(config)
+        ? 'network'
+        : config.port?.startsWith('virtual:')
+          ? 'virtual'
+          : 'serial',
       ...(config.chip ? { chip: config.chip } : {}),
       ...(config.variant ? { variant: config.variant } : {}),
       ...(options.firmware
@@ -187,39 +207,16 @@ export class BoardRunner {
       () => this.#deviceId,
     );
     try {
-      const port = await this.#step('open', async () => {
-        const opened = await this.#options.port();
-        this.report.port =
-          opened.provider === undefined ? opened.path : `${opened.label} (${opened.path})`;
-        return {
-          result: opened,
-          note: opened.info.serialNumber ? `serial ${opened.info.serialNumber}` : opened.path,
-        };
-      });
-      this.#port = port;
-      await this.#flashAndProvision(port);
-      await this.#openConsole(port);
-      await this.#step('reset', async () => {
-        // A hard reset through the console port, so the whole boot log is captured.
-        await runLineSteps(await this.#lines(), RESET_SEQUENCES.hard, { signal: this.#signal });
-        return { note: 'EN pulsed through RTS' };
-      });
-      const clientId = await this.#step('boot', async () => {
-        const console = this.#requireConsole();
-        const version = await console.expect(/app_init: App version:\s+(\S+)/, {
-          timeoutMs: this.#timeouts.bootMs,
-          forbidden: ['panic', 'boot-loop'],
-        });
-        const identity = await console.expect(/Board: UUID=(\S+) SKU=(\S+)/, {
-          timeoutMs: this.#timeouts.bootMs,
-          forbidden: ['panic', 'boot-loop'],
-        });
-        const running = version.match[1] ?? '';
-        const uuid = identity.match[1] ?? '';
-        return { result: uuid, note: `runs ${running} (${identity.match[2] ?? '?'})` };
-      });
+      // A board without a serial port is met at its OTA check; the serial steps are skipped.
+      const clientId = isNetworkBoard(this.#options.config)
+        ? this.#skipSerialSteps()
+        : await this.#bringUpOverSerial();
       const ota = await this.#step('ota-check', async () => {
-        const check = await this.#waitForOtaCheck(clientId);
+        const check =
+          clientId === undefined
+            ? await this.#waitForNetworkBoard()
+            : await this.#waitForOtaCheck(clientId);
+        this.#options.claims?.claim(check.deviceId);
         this.#deviceId = check.deviceId;
         this.report.mac = check.deviceId;
         this.report.otaRequest = check.body;
@@ -266,6 +263,58 @@ export class BoardRunner {
       this.report.durationMs = performance.now() - started;
     }
     return this.report;
+  }
+
+  /** open → identify/flash/provision → reset → boot; resolves the Client-Id the console printed. */
+  async #bringUpOverSerial(): Promise<string> {
+    const port = await this.#step('open', async () => {
+      const opened = await this.#options.port();
+      this.report.port =
+        opened.provider === undefined ? opened.path : `${opened.label} (${opened.path})`;
+      return {
+        result: opened,
+        note: opened.info.serialNumber ? `serial ${opened.info.serialNumber}` : opened.path,
+      };
+    });
+    this.#port = port;
+    await this.#flashAndProvision(port);
+    await this.#openConsole(port);
+    await this.#step('reset', async () => {
+      // A hard reset through the console port, so the whole boot log is captured.
+      await runLineSteps(await this.#lines(), RESET_SEQUENCES.hard, { signal: this.#signal });
+      return { note: 'EN pulsed through RTS' };
+    });
+    const clientId = await this.#step('boot', async () => {
+      const console = this.#requireConsole();
+      const version = await console.expect(/app_init: App version:\s+(\S+)/, {
+        timeoutMs: this.#timeouts.bootMs,
+        forbidden: ['panic', 'boot-loop'],
+      });
+      const identity = await console.expect(/Board: UUID=(\S+) SKU=(\S+)/, {
+        timeoutMs: this.#timeouts.bootMs,
+        forbidden: ['panic', 'boot-loop'],
+      });
+      const running = version.match[1] ?? '';
+      const uuid = identity.match[1] ?? '';
+      return { result: uuid, note: `runs ${running} (${identity.match[2] ?? '?'})` };
+    });
+    this.#options.claims?.claim(this.report.mac);
+    this.#options.claims?.claim(clientId);
+    return clientId;
+  }
+
+  /** A board without port: nothing to open, flash, reset or read; it is met at its OTA check. */
+  #skipSerialSteps(): undefined {
+    const why = 'no serial port: the board is reached over the network only';
+    this.#skip('open', why);
+    this.#skip(
+      'flash',
+      `${why}${this.#options.firmware ? ' (flash it by other means; initialize still expects its version)' : ''}`,
+    );
+    this.#skip('provision', `${why}: point its OTA URL at ${this.#options.server.urls.ota}`);
+    this.#skip('reset', why);
+    this.#skip('boot', `${why}: no console to follow`);
+    return undefined;
   }
 
   /** Stops this board's run, e.g. when its port vanished. */
@@ -471,6 +520,47 @@ export class BoardRunner {
     return this.#console;
   }
 
+  /**
+   * A board without port: its OTA check at our endpoint, from the device the inventory names
+   * (`deviceId`, `clientId`), else the first device no other board claims.
+   */
+  #waitForNetworkBoard(): Promise<OtaCheckRecord> {
+    const { config, server, reporter, claims } = this.#options;
+    const { registry } = server;
+    const ota = server.urls.ota;
+    const mine = (check: OtaCheckRecord) =>
+      check.at >= this.report.startedAt && isNetworkBoardCheck(config, check, claims ?? NO_CLAIMS);
+    const seen = registry.otaChecks().find(mine);
+    if (seen !== undefined) return Promise.resolve(seen);
+    const who = networkIdentity(config);
+    const seconds = this.#timeouts.otaMs / 1000;
+    reporter.log(
+      config.name,
+      `no serial port: waiting ${seconds} s for the OTA check of ${who} at ${ota}`,
+    );
+    return new Promise((resolve, reject) => {
+      const onCheck = (check: OtaCheckRecord) => {
+        if (!mine(check)) return;
+        clearTimeout(timer);
+        registry.off('ota-check', onCheck);
+        resolve(check);
+      };
+      const timer = setTimeout(() => {
+        registry.off('ota-check', onCheck);
+        const others = registry
+          .otaChecks()
+          .filter((c) => c.at >= this.report.startedAt)
+          .map((c) => c.deviceId);
+        reject(
+          new Error(
+            `no OTA check from ${config.name} (${who}) at ${ota} within ${seconds} s: point the device at ${ota} (its OTA URL: NVS wifi/ota_url, the build's default, or a simulator's --ota-url) and restart it${others.length > 0 ? `; checks came from ${[...new Set(others)].join(', ')} only` : ''}`,
+          ),
+        );
+      }, this.#timeouts.otaMs);
+      registry.on('ota-check', onCheck);
+    });
+  }
+
   /** The OTA check this boot made at our endpoint, matched by the Client-Id the console printed. */
   #waitForOtaCheck(clientId: string): Promise<OtaCheckRecord> {
     const { registry } = this.#options.server;
@@ -504,7 +594,9 @@ export class BoardRunner {
   #sessionStart(): { style: 'boot-click' | 'manual' | 'none'; why?: string } {
     const { config } = this.#options;
     const native = this.#port?.info.kind === 'usb-serial-jtag' || config.reset === 'usb-jtag';
-    const style = config.session ?? (native ? 'manual' : 'boot-click');
+    // A board without port opens its sessions by itself unless the inventory says a person does.
+    const style =
+      config.session ?? (isNetworkBoard(config) ? 'none' : native ? 'manual' : 'boot-click');
     if (style === 'boot-click' && native)
       return {
         style: 'manual',
@@ -521,7 +613,8 @@ export class BoardRunner {
   async #startSession(deviceId: string, timeoutMs: number, again = false): Promise<DeviceRecord> {
     const { server, reporter } = this.#options;
     const { style, why } = this.#sessionStart();
-    if (style !== 'none') {
+    const network = isNetworkBoard(this.#options.config);
+    if (style !== 'none' && !network) {
       await this.#requireConsole().expect(/StateMachine: State: \S+ -> idle/, {
         timeoutMs,
         forbidden: ['panic', 'boot-loop'],
@@ -538,7 +631,12 @@ export class BoardRunner {
       );
       press?.();
     }
-    return server.registry.waitForReady(deviceId, timeoutMs);
+    if (!network) return server.registry.waitForReady(deviceId, timeoutMs);
+    return server.registry.waitForReady(deviceId, timeoutMs).catch((error: unknown) => {
+      throw new Error(
+        `no session from ${this.report.name} (${deviceId}) within ${timeoutMs / 1000} s after its OTA check: it was given our WebSocket URL ${server.urls.websocket} but did not open a session there (${error instanceof Error ? error.message : String(error)}): start a conversation on the device (BOOT, the wake word), or set "session": "manual" to be prompted`,
+      );
+    });
   }
 
   async #runSuites(deviceId: string): Promise<void> {
@@ -590,7 +688,7 @@ export class BoardRunner {
     for (const name of suites) {
       if (this.#signal.aborted) break;
       const outcome = await raced(SUITES[name].run(context), this.#signal);
-      for (const check of applyBaseline(outcome.checks, baseline)) {
+      for (const check of applyBaseline(outcome.checks, baseline, this.#options.fixedDeviations)) {
         this.report.checks.push(check);
         reporter.check(config.name, check);
       }

@@ -16,6 +16,7 @@ import {
 } from '@xiaozhi-mcp/serial';
 import { Command, CommanderError, Option } from 'commander';
 import { BaselineError } from './baseline.js';
+import { baselineAcceptCommand } from './commands/baseline.js';
 import { boardsCommand, type Output } from './commands/boards.js';
 import {
   attachComparison,
@@ -26,6 +27,7 @@ import {
 import { loadReport, ReportInputError } from './compare/load.js';
 import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory, type RigConfig } from './inventory.js';
 import { type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
+import { parseListen } from './network-board.js';
 import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
 import { writeGithubSummary } from './reporters/github.js';
 import { REPORTER_NAMES, type ReporterName, writeReports } from './reporters/index.js';
@@ -48,6 +50,8 @@ interface RunFlags {
   reporter?: string[];
   out: string;
   baseline?: string;
+  allowFixedDeviations?: boolean;
+  listen?: string;
   lockWait: string;
   compareTo?: string;
 }
@@ -99,6 +103,8 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
   }
   // Read before any board is touched: a base that is not a hil report is bad input (exit 2).
   const base = flags.compareTo === undefined ? undefined : loadReport(flags.compareTo);
+  const listen = flags.listen === undefined ? undefined : parseListen(flags.listen);
+  if (typeof listen === 'string') throw new UsageError(listen);
   const { rig, kind } = await chooseRig(flags.config);
   const reporter = new ConsoleReporter({
     write: (text) => out.stdout(text),
@@ -122,6 +128,8 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
       ...(flags.otaImage ? { otaImagePath: flags.otaImage } : {}),
       ...(suites ? { suites } : {}),
       ...(flags.baseline ? { baselinePath: flags.baseline } : {}),
+      ...(flags.allowFixedDeviations ? { allowFixedDeviations: true } : {}),
+      ...(listen === undefined ? {} : { listen }),
       provision: flags.provision === true,
       outDir,
       reporter,
@@ -187,6 +195,14 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
       '--baseline <file>',
       'known firmware deviations (default: the baseline shipped with hil)',
     )
+    .option(
+      '--allow-fixed-deviations',
+      'a known deviation that is gone passes (reported as fixed) instead of failing the run',
+    )
+    .option(
+      '--listen <host:port>',
+      'serve the OTA endpoint and WebSocket here (overrides server.host/port); boards without a port are pointed at it',
+    )
     .option('--lock-wait <seconds>', 'wait this long for a board another hil is using', '0')
     .option(
       '--compare-to <report>',
@@ -235,6 +251,20 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     )
     .action(async (reports: string[], flags: { out: string; expect?: string[] }) =>
       setExit(await mergeCommand(reports, flags, out)),
+    );
+
+  program
+    .command('baseline')
+    .description('change the known-deviation baseline after a run (a person decides)')
+    .command('accept')
+    .description(
+      'remove the deviations a run found fixed from the baseline (and add failed checks named with --add); prints what changed',
+    )
+    .requiredOption('--from <report>', "the run's report.json (or its --out folder)")
+    .option('--baseline <file>', 'the baseline to rewrite (default: the one the run used)')
+    .option('--add <check-id...>', 'also accept these failed checks as known deviations')
+    .action((flags: { from: string; baseline?: string; add?: string[] }) =>
+      setExit(baselineAcceptCommand(out, flags)),
     );
 
   program

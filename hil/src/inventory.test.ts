@@ -46,7 +46,12 @@ describe('inventory', () => {
 
   it.each([
     [{ boards: [] }, 'boards', /boards must NOT have fewer than 1 items/],
-    [{ boards: [{ name: 'a' }] }, 'boards[0].port', /boards\[0\]\.port is required/],
+    // A board may leave out its port (met at its OTA check), not give an empty one.
+    [
+      { boards: [{ name: 'a', port: '' }] },
+      'boards[0].port',
+      /boards\[0\]\.port must NOT have fewer than 1/,
+    ],
     [
       { boards: [{ name: 'a', port: 'x', chip: 'esp8266' }] },
       'boards[0].chip',

@@ -36,8 +36,15 @@ export interface LatencyConfig {
 
 export interface BoardConfig {
   readonly name: string;
-  /** A path, `serial:<sn>`, `usb:<vid>:<pid>`, `by-id:<name>`, or `virtual:<name>`. */
-  readonly port: string;
+  /**
+   * A path, `serial:<sn>`, `usb:<vid>:<pid>`, `by-id:<name>`, or `virtual:<name>`. None: a board
+   * without a serial cable, reached over the network only (network-board.ts).
+   */
+  readonly port?: string;
+  /** A board without `port`: its Device-Id (MAC), which tells its OTA check apart. */
+  readonly deviceId?: string;
+  /** A board without `port`: its Client-Id (UUID), when its MAC is not known. */
+  readonly clientId?: string;
   readonly chip?: XiaozhiChipName;
   readonly variant?: string;
   readonly baud?: number;
@@ -173,12 +180,31 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
         `boards[${index}].name`,
       );
     names.add(board.name);
-    if (board.virtual !== undefined && !board.port.startsWith('virtual:')) {
+    if (board.virtual !== undefined && board.port?.startsWith('virtual:') !== true) {
       throw new InventoryError(
         `${source}: boards[${index}].virtual is only for virtual:<name> ports`,
         `boards[${index}].virtual`,
       );
     }
+    if (board.port === undefined && board.session === 'boot-click') {
+      throw new InventoryError(
+        `${source}: boards[${index}].session boot-click needs a serial port (DTR presses BOOT); a board without port opens its sessions by itself (none) or a person starts them (manual)`,
+        `boards[${index}].session`,
+      );
+    }
+  }
+  // A board without port and without deviceId or clientId takes the first device nobody
+  // claims: only one such board can tell which device is whose.
+  const anonymous = config.boards.flatMap((board, index) =>
+    board.port === undefined && board.deviceId === undefined && board.clientId === undefined
+      ? [index]
+      : [],
+  );
+  if (anonymous.length > 1) {
+    throw new InventoryError(
+      `${source}: boards ${anonymous.map((i) => config.boards[i]?.name).join(', ')} have no port and no deviceId or clientId: give each its deviceId (MAC) or clientId, so their OTA checks can be told apart`,
+      `boards[${anonymous[1]}].deviceId`,
+    );
   }
   return config;
 }

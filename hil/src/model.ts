@@ -109,7 +109,8 @@ export interface PageSize {
 export interface BoardReport {
   /** The inventory name. */
   readonly name: string;
-  readonly kind: 'virtual' | 'serial';
+  /** `network`: a board without a serial port, reached at its OTA check (network-board.ts). */
+  readonly kind: 'virtual' | 'serial' | 'network';
   port?: string;
   chip?: string;
   mac?: string;
@@ -166,6 +167,8 @@ export interface RunReport {
     readonly sha256: string;
   };
   readonly suites: readonly SuiteName[];
+  /** The baseline file the run applied: `hil baseline accept` rewrites it by default. */
+  readonly baseline?: string;
   readonly boards: BoardReport[];
   summary: RunSummary;
   exitCode: ExitCode;

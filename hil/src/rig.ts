@@ -5,13 +5,14 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { VirtualBus } from '@xiaozhi-mcp/device';
+import { join } from 'node:path';
+import { type BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { placeImage, resolvePort } from '@xiaozhi-mcp/serial';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
 import { BoardRunner, type FirmwareUnderTest, type RigPort } from './board-runner.js';
-import type { BoardConfig, RigConfig } from './inventory.js';
+import { type BoardConfig, InventoryError, type RigConfig } from './inventory.js';
 import {
   type BoardReport,
   DEFAULT_SUITES,
@@ -20,6 +21,7 @@ import {
   type SuiteName,
   summarize,
 } from './model.js';
+import { BoardClaims, isNetworkBoard, type ListenAddress } from './network-board.js';
 import type { ConsoleReporter } from './reporters/console.js';
 
 export const HIL_VERSION = '0.1.0';
@@ -36,6 +38,13 @@ export interface RigRunOptions {
   /** An app image offered in `ota-upgrade`. */
   readonly otaImagePath?: string;
   readonly baselinePath?: string;
+  /** A listed deviation that is gone passes (reported as fixed) instead of failing the run. */
+  readonly allowFixedDeviations?: boolean;
+  /**
+   * `--listen HOST:PORT`: where the backend listens (overrides `server.host`/`server.port`); a
+   * board without port needs a fixed address to be pointed at.
+   */
+  readonly listen?: ListenAddress;
   readonly outDir: string;
   readonly reporter: ConsoleReporter;
   readonly signal: AbortSignal;
@@ -73,6 +82,18 @@ function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
   return { ...port, pressBoot: () => port.board.click() };
 }
 
+/**
+ * The virtual boards' firmware pauses, shortened: Wi-Fi association (firmware 1.5 s), the pause
+ * before a reboot (1 s) and after an upgrade (3 s). hil waits on events (console lines, OTA
+ * checks, sessions opening and closing), never for fixed times, so a shorter pause only makes
+ * the run shorter (the default rig's ota-upgrade took 5.4 s, almost all of it these pauses).
+ */
+export const VIRTUAL_RIG_TIMING = {
+  wifiConnectMs: 300,
+  rebootMs: 100,
+  upgradeRebootMs: 300,
+} as const satisfies Partial<BoardTiming>;
+
 /** The next patch version: the virtual rig's ota-upgrade candidate. */
 function nextVersion(version: string): string {
   const parts = version.split('.').map((p) => Number.parseInt(p, 10));
@@ -89,8 +110,18 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
   );
   if (boards.length === 0)
     throw new Error(`no board named ${options.boards?.join(', ')} in the inventory`);
-  const baseline: Baseline = loadBaseline(options.baselinePath ?? DEFAULT_BASELINE_PATH);
-  const virtual = boards.every((b) => b.port.startsWith('virtual:'));
+  const baselineFile = options.baselinePath ?? DEFAULT_BASELINE_PATH;
+  const baseline: Baseline = loadBaseline(baselineFile);
+  const virtual = boards.every((b) => b.port?.startsWith('virtual:') === true);
+  const host = options.listen?.host ?? rig.server?.host ?? '127.0.0.1';
+  const listenPort = options.listen?.port ?? rig.server?.port ?? 0;
+  const network = boards.find(isNetworkBoard);
+  if (network !== undefined && listenPort === 0) {
+    throw new InventoryError(
+      `board ${network.name} has no port: it is met at its OTA check, so hil must listen at a fixed address the device is pointed at: give --listen HOST:PORT (e.g. --listen 0.0.0.0:8000 with server.publicUrl, the address the device reaches) or server.port in the inventory`,
+      'server.port',
+    );
+  }
   const firmware =
     options.firmwarePath === undefined ? undefined : readFirmware(options.firmwarePath);
   const otaImage =
@@ -103,19 +134,24 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
   ];
 
   const server = await XiaozhiServer.start({
-    host: rig.server?.host ?? '127.0.0.1',
-    port: rig.server?.port ?? 0,
+    host,
+    port: listenPort,
     ...(rig.server?.publicUrl ? { publicUrl: rig.server.publicUrl } : {}),
     logLevel: 'silent',
     pingIntervalMs: 0,
   });
-  const bus = new VirtualBus({ wifiConnectMs: 300 });
+  const bus = new VirtualBus(VIRTUAL_RIG_TIMING);
   const reports: BoardReport[] = [];
+  // Every inventory board's identity, run or not: the anonymous network board takes none of them.
+  const claims = new BoardClaims(rig.boards);
+  const quote = (path: string) => (/[\s"'$`\\]/.test(path) ? JSON.stringify(path) : path);
+  const acceptCommand = `hil baseline accept --from ${quote(join(options.outDir, 'report.json'))} --baseline ${quote(baselineFile)}`;
   try {
     const wifi = rig.wifi ?? { ssid: 'hil-virtual', password: 'virtual-rig' };
     await Promise.all(
       boards.map(async (config: BoardConfig) => {
-        const isVirtual = config.port.startsWith('virtual:');
+        const isVirtual = config.port?.startsWith('virtual:') === true;
+        const selector = config.port;
         // The virtual rig flashes a virtual firmware image built for each board unless told what to flash.
         const boardFirmware: (FirmwareUnderTest & { app?: Uint8Array }) | undefined =
           firmware ??
@@ -146,14 +182,16 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
         const runner = new BoardRunner({
           config,
           port: async () =>
-            isVirtual
-              ? plugVirtual(bus, config)
-              : // Locked by the board's identity, not by the selector's text, until disposed.
-                resolvePort(config.port, {
-                  findTimeoutMs: 10_000,
-                  lockWaitMs: options.lockWaitMs ?? 0,
-                  signal,
-                }),
+            selector === undefined
+              ? Promise.reject(new Error(`board ${config.name} has no port`))
+              : isVirtual
+                ? plugVirtual(bus, config)
+                : // Locked by the board's identity, not by the selector's text, until disposed.
+                  resolvePort(selector, {
+                    findTimeoutMs: 10_000,
+                    lockWaitMs: options.lockWaitMs ?? 0,
+                    signal,
+                  }),
           server,
           outDir: options.outDir,
           firmware: boardFirmware,
@@ -165,6 +203,11 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
           suites,
           latency: { ...rig.latency, ...config.latency },
           baseline,
+          fixedDeviations: {
+            allowFixed: options.allowFixedDeviations === true,
+            acceptCommand,
+          },
+          claims,
           reporter,
           signal,
         });
@@ -196,6 +239,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
         }
       : {}),
     suites,
+    baseline: baselineFile,
     boards: reports,
     summary: summarize(reports),
     exitCode: exitCodeFor(reports),
