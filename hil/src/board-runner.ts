@@ -27,7 +27,7 @@ import {
 import type { DeviceRecord, OtaCheckRecord, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { applyBaseline, type Baseline, type FixedDeviationPolicy } from './baseline.js';
 import type { BoardConfig, LatencyConfig } from './inventory.js';
-import type { BoardReport, RigStep, RigStepName, SuiteName } from './model.js';
+import type { BoardReport, CheckResult, RigStep, RigStepName, SuiteName } from './model.js';
 import {
   BoardClaims,
   isNetworkBoard,
@@ -37,6 +37,7 @@ import {
 import type { ConsoleReporter } from './reporters/console.js';
 import type { SuiteContext } from './suite.js';
 import { SUITES } from './suites/index.js';
+import { judgeSession, type SessionObservation, SessionWatch } from './suites/session.js';
 import { ConsoleLog, Transcript } from './transcript.js';
 
 export interface FirmwareUnderTest {
@@ -101,12 +102,29 @@ const NO_CLAIMS = new BoardClaims();
 /** The firmware crashed: the board fails (exit 1), the rig did not. */
 class BoardCrash extends Error {}
 
+/** The session did not open because the firmware failed these session checks (exit 1, not 3). */
+class SessionChecksFailed extends Error {
+  constructor(
+    /** The checks that say why, failures first. */
+    readonly checks: readonly CheckResult[],
+  ) {
+    super(`the session did not open: ${checks.map((c) => `${c.id}: ${c.message}`).join('; ')}`);
+  }
+}
+
+/** After the board closed a session that was not ready, how long a panic report may take to arrive. */
+const PANIC_GRACE_MS = 2000;
+
 class StepFailure extends Error {
   constructor(
     readonly step: RigStepName,
     message: string,
-    /** `board`: the firmware failed (a panic); `rig`: the rig could not go on (port lost, timeout). */
-    readonly kind: 'board' | 'rig',
+    /**
+     * `board`: the firmware failed (a panic); `check`: a check failed and the board cannot go
+     * on (the session did not open); `rig`: the rig could not go on (port lost, timeout);
+     * `interrupted`: Ctrl-C.
+     */
+    readonly kind: 'board' | 'check' | 'rig' | 'interrupted',
   ) {
     super(message);
   }
@@ -157,6 +175,8 @@ export class BoardRunner {
   #port: RigPort | undefined;
   #closing = false;
   #deviceId: string | undefined;
+  /** The checks of the first session's start, judged by the session suite. */
+  #sessionChecks: CheckResult[] = [];
   #log: ConsoleLog;
   #transcript: Transcript | undefined;
 
@@ -225,10 +245,19 @@ export class BoardRunner {
           note: `${check.board ?? '?'} ${check.version} checked at our endpoint`,
         };
       });
-      const record = await this.#step('session', async () => ({
-        result: await this.#startSession(ota.deviceId, this.#timeouts.sessionMs),
-        note: 'initialized, tools listed',
-      }));
+      const record = await this.#step('session', async () => {
+        try {
+          const opened = await this.#startSession(ota.deviceId, this.#timeouts.sessionMs);
+          const failed = this.#sessionChecks.filter((c) => c.status === 'failed').length;
+          return {
+            result: opened,
+            note: `initialized, tools listed${failed > 0 ? `; ${failed} session check(s) failed` : ''}`,
+          };
+        } finally {
+          // The session suite's checks, whatever happened (none when a crash or Ctrl-C came first).
+          if (!this.#signal.aborted) this.#recordChecks(this.#sessionChecks.splice(0));
+        }
+      });
       this.report.firmwareVersion = record.initialize?.serverInfo.version ?? record.version;
       this.report.variant ??= record.initialize?.serverInfo.name;
       // What `hil compare` diffs between builds (docs/ci.md §1): the tool list and the pages.
@@ -252,13 +281,32 @@ export class BoardRunner {
       if (this.report.checks.some((c) => c.status === 'failed')) this.report.status = 'failed';
     } catch (error) {
       const step = error instanceof StepFailure ? error.step : 'suites';
-      this.report.status =
-        error instanceof StepFailure && error.kind === 'board' ? 'failed' : 'rig-failed';
-      this.report.failure = {
-        step,
-        reason: error instanceof Error ? error.message : String(error),
-      };
+      const kind = error instanceof StepFailure ? error.kind : 'rig';
+      const reason = error instanceof Error ? error.message : String(error);
+      if (this.#options.signal.aborted) {
+        // Ctrl-C: the board's verdict is unknown, not a rig failure.
+        this.report.status = 'interrupted';
+        this.report.failure = { step, reason: 'interrupted by Ctrl-C' };
+      } else if (kind === 'check') {
+        // A named check failed and the board could not go on: exit 1, and the checks say why.
+        this.report.status = 'failed';
+        this.#skip('suites', `not run: ${reason}`);
+      } else {
+        this.report.status = kind === 'board' ? 'failed' : 'rig-failed';
+        this.report.failure = { step, reason };
+      }
     } finally {
+      // A suite that changed what the board runs (ota-upgrade): the version it reported last.
+      const last =
+        this.#deviceId === undefined
+          ? undefined
+          : server.registry.get(this.#deviceId)?.initialize?.serverInfo.version;
+      if (
+        last !== undefined &&
+        this.report.firmwareVersion !== undefined &&
+        last !== this.report.firmwareVersion
+      )
+        this.report.upgradedVersion = last;
       await this.#close();
       this.report.durationMs = performance.now() - started;
     }
@@ -347,14 +395,31 @@ export class BoardRunner {
       return outcome.result as T;
     } catch (error) {
       step.durationMs = performance.now() - started;
-      step.status = 'failed';
-      step.message = error instanceof Error ? error.message : String(error);
-      this.#options.reporter.boardStep(this.report.name, name, 'failed', step.message, {
+      const interrupted = this.#options.signal.aborted;
+      step.status = interrupted ? 'interrupted' : 'failed';
+      step.message = interrupted
+        ? 'interrupted by Ctrl-C'
+        : error instanceof Error
+          ? error.message
+          : String(error);
+      if (error instanceof SessionChecksFailed && !interrupted)
+        step.check = error.checks[0]?.id ?? 'session';
+      this.#options.reporter.boardStep(this.report.name, name, step.status, step.message, {
         durationMs: step.durationMs,
       });
       const crashed =
         error instanceof BoardCrash || (error as { code?: string }).code === 'EXPECT_FORBIDDEN';
-      throw new StepFailure(name, step.message, crashed ? 'board' : 'rig');
+      throw new StepFailure(
+        name,
+        step.message,
+        interrupted
+          ? 'interrupted'
+          : crashed
+            ? 'board'
+            : error instanceof SessionChecksFailed
+              ? 'check'
+              : 'rig',
+      );
     }
   }
 
@@ -611,6 +676,80 @@ export class BoardRunner {
    * the server has listed the tools.
    */
   async #startSession(deviceId: string, timeoutMs: number, again = false): Promise<DeviceRecord> {
+    // Watching from before the click, so the hello and the first frames are seen.
+    const watch = new SessionWatch(this.#options.server.registry, deviceId);
+    try {
+      return await this.#openSession(watch, deviceId, timeoutMs, again);
+    } finally {
+      watch.dispose();
+    }
+  }
+
+  /**
+   * Waits for the session the click (or the prompt) opens, judged by the session suite: ready,
+   * or failed at once with the session checks that say why ({@link SessionChecksFailed}). Only
+   * no session at all within `timeoutMs` is the rig's failure.
+   */
+  async #sessionOpened(
+    watch: SessionWatch,
+    deviceId: string,
+    timeoutMs: number,
+    again: boolean,
+  ): Promise<DeviceRecord> {
+    const { server, config } = this.#options;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `device ${deviceId} opened no session within ${timeoutMs} ms${server.registry.get(deviceId)?.lastError ? ` (${server.registry.get(deviceId)?.lastError})` : ''}`,
+            ),
+          ),
+        timeoutMs,
+      );
+    });
+    let observed: SessionObservation;
+    try {
+      observed = await raced(Promise.race([watch.outcome, timedOut]), this.#signal);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (observed.refused !== undefined)
+      this.#transcript?.note('hello-refused', {
+        text: observed.hello?.text ?? null,
+        reason: observed.refused,
+      });
+    // A board that closed its session may be crashing: its panic report fails it as a crash.
+    if (observed.failure?.closed === true)
+      await raced(new Promise((resolve) => setTimeout(resolve, PANIC_GRACE_MS)), this.#signal);
+    const judged = applyBaseline(
+      await judgeSession(observed, {
+        name: config.name,
+        ...(config.skip ? { skip: config.skip } : {}),
+      }),
+      this.#options.baseline,
+      this.#options.fixedDeviations,
+    );
+    if (!again) this.#sessionChecks = judged;
+    const record = server.registry.get(deviceId);
+    if (observed.ready && record?.ready === true) return record;
+    const why = [
+      ...judged.filter((c) => c.status === 'failed'),
+      ...judged.filter((c) => c.status === 'known-deviation'),
+    ];
+    if (why.length > 0) throw new SessionChecksFailed(why);
+    throw new Error(
+      `device ${deviceId}: the session did not get ready (${observed.failure?.reason ?? 'no reason given'})`,
+    );
+  }
+
+  async #openSession(
+    watch: SessionWatch,
+    deviceId: string,
+    timeoutMs: number,
+    again: boolean,
+  ): Promise<DeviceRecord> {
     const { server, reporter } = this.#options;
     const { style, why } = this.#sessionStart();
     const network = isNetworkBoard(this.#options.config);
@@ -631,8 +770,9 @@ export class BoardRunner {
       );
       press?.();
     }
-    if (!network) return server.registry.waitForReady(deviceId, timeoutMs);
-    return server.registry.waitForReady(deviceId, timeoutMs).catch((error: unknown) => {
+    if (!network) return this.#sessionOpened(watch, deviceId, timeoutMs, again);
+    return this.#sessionOpened(watch, deviceId, timeoutMs, again).catch((error: unknown) => {
+      if (error instanceof SessionChecksFailed) throw error;
       throw new Error(
         `no session from ${this.report.name} (${deviceId}) within ${timeoutMs / 1000} s after its OTA check: it was given our WebSocket URL ${server.urls.websocket} but did not open a session there (${error instanceof Error ? error.message : String(error)}): start a conversation on the device (BOOT, the wake word), or set "session": "manual" to be prompted`,
       );
@@ -687,12 +827,22 @@ export class BoardRunner {
     };
     for (const name of suites) {
       if (this.#signal.aborted) break;
+      // Judged while the session opened (#sessionOpened).
+      if (name === 'session') continue;
       const outcome = await raced(SUITES[name].run(context), this.#signal);
       for (const check of applyBaseline(outcome.checks, baseline, this.#options.fixedDeviations)) {
         this.report.checks.push(check);
         reporter.check(config.name, check);
       }
       if (outcome.latency) this.report.latency.push(...outcome.latency);
+    }
+  }
+
+  /** Checks into the report (after the baseline) and onto the console. */
+  #recordChecks(checks: readonly CheckResult[]): void {
+    for (const check of checks) {
+      this.report.checks.push(check);
+      this.#options.reporter.check(this.report.name, check);
     }
   }
 

@@ -32,6 +32,7 @@ import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
 import { writeGithubSummary } from './reporters/github.js';
 import { REPORTER_NAMES, type ReporterName, writeReports } from './reporters/index.js';
 import { HIL_VERSION, runRig } from './rig.js';
+import { prepareOutDir, RunInputError } from './run-inputs.js';
 
 const processOutput: Output = {
   stdout: (text) => process.stdout.write(text),
@@ -106,6 +107,8 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
   const listen = flags.listen === undefined ? undefined : parseListen(flags.listen);
   if (typeof listen === 'string') throw new UsageError(listen);
   const { rig, kind } = await chooseRig(flags.config);
+  const outDir = resolve(flags.out);
+  prepareOutDir(outDir);
   const reporter = new ConsoleReporter({
     write: (text) => out.stdout(text),
     live: isLiveTerminal(process.stdout, process.env),
@@ -117,7 +120,6 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const outDir = resolve(flags.out);
   let report: Awaited<ReturnType<typeof runRig>>;
   try {
     report = await runRig({
@@ -145,7 +147,8 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
     outDir,
     reporters: reporters.filter((r): r is Exclude<ReporterName, 'console'> => r !== 'console'),
   });
-  writeGithubSummary(report);
+  // Awaited: the process exits right after, and an unfinished append leaves the summary empty.
+  if (!reporters.includes('github')) await writeGithubSummary(report);
   reporter.finish(report);
   out.stdout(`reports: ${Object.values(files).join(', ')}\n`);
   return report.interrupted ? 130 : report.exitCode;
@@ -301,6 +304,7 @@ export async function main(argv: readonly string[], out: Output = processOutput)
     if (
       error instanceof UsageError ||
       error instanceof ReportInputError ||
+      error instanceof RunInputError ||
       error instanceof InventoryError ||
       error instanceof BaselineError
     ) {

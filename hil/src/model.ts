@@ -6,6 +6,9 @@ import type { Comparison } from './compare/types.js';
 import type { Qualification } from './merge.js';
 
 export const SUITE_NAMES = [
+  // Judged while the rig opens the session (the device hello, initialize, the tools walk); it
+  // always runs, whatever `--suite` says.
+  'session',
   'initialize',
   'tools-list',
   'tools-call',
@@ -65,9 +68,12 @@ export type RigStepName =
 
 export interface RigStep {
   readonly step: RigStepName;
-  status: 'passed' | 'failed' | 'skipped';
+  /** `interrupted`: cut short by Ctrl-C. */
+  status: 'passed' | 'failed' | 'skipped' | 'interrupted';
   durationMs: number;
   message?: string;
+  /** The step stopped because this check failed (e.g. `session.hello-transport`): not a rig failure. */
+  check?: string;
   /** Passed on a retry (e.g. a flash that needed the lower baud). */
   flaky?: boolean;
 }
@@ -88,7 +94,24 @@ export interface LatencyStats {
   readonly valuesMs: readonly number[];
 }
 
-export type BoardStatus = 'passed' | 'failed' | 'rig-failed';
+/** `interrupted`: cut short by Ctrl-C before its verdict. */
+export type BoardStatus = 'passed' | 'failed' | 'rig-failed' | 'interrupted';
+
+/** A firmware image the run used: what was flashed, or offered in `ota-upgrade`. */
+export interface ImageInfo {
+  /** The file, or how the rig made it (`virtual firmware built by hil`). */
+  readonly file: string;
+  readonly sha256: string;
+  readonly bytes?: number;
+  /** `merged` (flashed at 0x0) or `app`. */
+  readonly kind?: string;
+  /** From the app description. */
+  readonly project?: string;
+  readonly version?: string;
+  /** The board the build is for (`BOARD_NAME` in the app). */
+  readonly board?: string;
+  readonly chip?: string;
+}
 
 /** A tool as the board listed it. */
 export interface ToolSummary {
@@ -120,6 +143,10 @@ export interface BoardReport {
   firmwareVersion?: string | undefined;
   /** The version inside the flashed image, when the run flashed one. */
   expectedVersion?: string;
+  /** The version the board reported last, when a suite changed it (`ota-upgrade`). */
+  upgradedVersion?: string;
+  /** The image the run flashed onto this board. */
+  image?: ImageInfo;
   status: BoardStatus;
   /** Why the rig could not finish with this board (exit 3): the step and the reason. */
   failure?: { readonly step: RigStepName; readonly reason: string };
@@ -149,10 +176,21 @@ export interface RunSummary {
   readonly fixedDeviations: number;
   readonly skipped: number;
   readonly rigFailures: number;
+  /** Boards cut short by Ctrl-C. */
+  readonly interrupted?: number;
 }
 
-/** 0 all passed, 1 a check failed, 2 bad usage or config, 3 the rig failed. */
-export type ExitCode = 0 | 1 | 2 | 3;
+/** 0 all passed, 1 a check failed, 2 bad usage or config, 3 the rig failed, 130 interrupted. */
+export type ExitCode = 0 | 1 | 2 | 3 | 130;
+
+/** Where the run ran. */
+export interface HostInfo {
+  readonly hostname: string;
+  /** `linux 6.8.0 x64`. */
+  readonly os: string;
+  /** `v20.19.0`. */
+  readonly node: string;
+}
 
 export interface RunReport {
   readonly tool: { readonly name: 'hil'; readonly version: string };
@@ -160,12 +198,11 @@ export interface RunReport {
   durationMs: number;
   readonly rig: 'virtual' | 'inventory';
   readonly server: { readonly ota: string; readonly websocket: string };
-  readonly firmware?: {
-    readonly file: string;
-    readonly version: string;
-    readonly chip: string;
-    readonly sha256: string;
-  };
+  /** `--firmware`: the image flashed onto every board. */
+  readonly firmware?: ImageInfo & { readonly version: string; readonly chip: string };
+  /** `--ota-image`: the candidate `ota-upgrade` offered. */
+  readonly otaImage?: ImageInfo;
+  readonly host?: HostInfo;
   readonly suites: readonly SuiteName[];
   /** The baseline file the run applied: `hil baseline accept` rewrites it by default. */
   readonly baseline?: string;
@@ -191,11 +228,13 @@ export function summarize(boards: readonly BoardReport[]): RunSummary {
     fixedDeviations: checks.filter((c) => c.deviation?.fixed === true).length,
     skipped: checks.filter((c) => c.status === 'skipped').length,
     rigFailures: boards.filter((b) => b.status === 'rig-failed').length,
+    interrupted: boards.filter((b) => b.status === 'interrupted').length,
   };
 }
 
-/** The exit code docs/hil.md §5 defines, from what happened. */
-export function exitCodeFor(boards: readonly BoardReport[]): ExitCode {
+/** The exit code docs/hil.md §5 defines, from what happened; a run cut short by Ctrl-C is 130. */
+export function exitCodeFor(boards: readonly BoardReport[], interrupted = false): ExitCode {
+  if (interrupted || boards.some((b) => b.status === 'interrupted')) return 130;
   if (boards.some((b) => b.status === 'rig-failed')) return 3;
   if (boards.some((b) => b.status === 'failed')) return 1;
   return 0;

@@ -71,6 +71,7 @@ describe('hil run', () => {
     const run = report(out);
     expect(run.rig).toBe('virtual');
     expect(run.suites).toEqual([
+      'session',
       'initialize',
       'tools-list',
       'tools-call',
@@ -253,8 +254,31 @@ describe('hil run', () => {
     child.kill('SIGINT');
     const [code] = await once(child, 'exit');
     expect(code).toBe(130);
-    const run = report(join(dir, 'out'));
+    const out = join(dir, 'out');
+    const run = report(out);
     expect(run.interrupted).toBe(true);
     expect(run.boards.length).toBe(2);
+    // Recorded as interrupted everywhere, not as a rig failure (exit 3).
+    expect(run.exitCode).toBe(130);
+    expect(run.summary.rigFailures).toBe(0);
+    const cut = run.boards.filter((b) => b.status === 'interrupted');
+    expect(cut.length).toBeGreaterThan(0);
+    expect(run.boards.every((b) => b.status === 'interrupted' || b.status === 'passed')).toBe(true);
+    for (const board of cut) {
+      expect(board.failure).toMatchObject({ reason: 'interrupted by Ctrl-C' });
+      expect(board.steps.some((s) => s.status === 'interrupted')).toBe(true);
+      expect(board.steps.some((s) => s.status === 'failed')).toBe(false);
+    }
+    expect(stdout).toMatch(/Exit code 130: interrupted/);
+    expect(stdout).not.toMatch(/Exit code 3|rig failed|rig\.\w+/);
+    const junit = readFileSync(join(out, 'junit.xml'), 'utf8');
+    expect(junit).not.toContain('<error');
+    expect(junit).toContain('<property name="run.exitCode" value="130"/>');
+    expect(junit).toContain('<property name="status" value="interrupted"/>');
+    expect(junit).toMatch(/<skipped message="interrupted by Ctrl-C at \w+/);
+    const html = readFileSync(join(out, 'report.html'), 'utf8');
+    expect(html).toMatch(/<title>hil: exit 130, [^<]*interrupted<\/title>/);
+    expect(html).toContain('data-exit-code="130"');
+    expect(html).not.toContain('The rig failed');
   });
 });

@@ -3,8 +3,7 @@
  * (one lock per board), and writes the reports. With no inventory and no board attached, it
  * qualifies the default virtual rig, flashing a virtual firmware image into each board.
  */
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { type BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
@@ -23,8 +22,19 @@ import {
 } from './model.js';
 import { BoardClaims, isNetworkBoard, type ListenAddress } from './network-board.js';
 import type { ConsoleReporter } from './reporters/console.js';
+import {
+  hostInfo,
+  type ImageFile,
+  imageInfo,
+  readFirmwareFile,
+  readOtaImageFile,
+  selectBoards,
+} from './run-inputs.js';
 
-export const HIL_VERSION = '0.1.0';
+/** The tool's version, as its package says (the same from src/ and from dist/). */
+export const HIL_VERSION: string = (
+  createRequire(import.meta.url)('../package.json') as { version: string }
+).version;
 
 export interface RigRunOptions {
   readonly rig: RigConfig;
@@ -52,15 +62,13 @@ export interface RigRunOptions {
   readonly lockWaitMs?: number;
 }
 
-function readFirmware(path: string): FirmwareUnderTest & { sha256: string } {
-  const data = new Uint8Array(readFileSync(path));
-  const sha256 = createHash('sha256').update(data).digest('hex');
-  // A merged image goes to 0x0; an app image alone to the board's first app partition.
-  const image = placeImage(path, data, undefined);
-  if (image.version === undefined || image.chip === undefined) {
-    throw new Error(`${path} is neither a merged image with an app nor an app image`);
-  }
-  return { image, version: image.version, chip: image.chip, sha256 };
+/** `--firmware`: a merged image goes to 0x0, an app image alone to the board's first app partition. */
+function readFirmware(
+  path: string,
+  boards: readonly BoardConfig[],
+): FirmwareUnderTest & { file: ImageFile } {
+  const file = readFirmwareFile(path, boards);
+  return { image: file.image, version: file.info.version, chip: file.info.chip, file };
 }
 
 /**
@@ -105,11 +113,8 @@ function nextVersion(version: string): string {
 export async function runRig(options: RigRunOptions): Promise<RunReport> {
   const started = performance.now();
   const { rig, reporter, signal } = options;
-  const boards = rig.boards.filter(
-    (b) => options.boards === undefined || options.boards.includes(b.name),
-  );
-  if (boards.length === 0)
-    throw new Error(`no board named ${options.boards?.join(', ')} in the inventory`);
+  // Bad input is refused here, before the backend starts and any board is touched (exit 2).
+  const boards = selectBoards(rig, options.boards);
   const baselineFile = options.baselinePath ?? DEFAULT_BASELINE_PATH;
   const baseline: Baseline = loadBaseline(baselineFile);
   const virtual = boards.every((b) => b.port?.startsWith('virtual:') === true);
@@ -123,15 +128,16 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
     );
   }
   const firmware =
-    options.firmwarePath === undefined ? undefined : readFirmware(options.firmwarePath);
-  const otaImage =
-    options.otaImagePath === undefined
-      ? undefined
-      : new Uint8Array(readFileSync(options.otaImagePath));
+    options.firmwarePath === undefined ? undefined : readFirmware(options.firmwarePath, boards);
+  const otaFile =
+    options.otaImagePath === undefined ? undefined : readOtaImageFile(options.otaImagePath, boards);
+  const otaImage = otaFile?.image.data;
+  // The session suite is judged while each session opens: it always runs.
   const suites: SuiteName[] = [
+    'session',
     ...(options.suites ??
       (virtual || otaImage ? [...DEFAULT_SUITES, 'ota-upgrade'] : DEFAULT_SUITES)),
-  ];
+  ].filter((suite, i, all): suite is SuiteName => all.indexOf(suite) === i);
 
   const server = await XiaozhiServer.start({
     host,
@@ -211,6 +217,13 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
           reporter,
           signal,
         });
+        // What the report says was flashed: the file, or the image the rig built (a board
+        // without a port is not flashed by the rig).
+        if (boardFirmware !== undefined && selector !== undefined)
+          runner.report.image = imageInfo(
+            firmware === undefined ? 'virtual firmware built by hil' : firmware.file.info.file,
+            boardFirmware.image,
+          );
         reports.push(await runner.run());
       }),
     );
@@ -228,21 +241,14 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
     durationMs: performance.now() - started,
     rig: options.rigKind,
     server: { ota: server.urls.ota, websocket: server.urls.websocket },
-    ...(firmware && options.firmwarePath
-      ? {
-          firmware: {
-            file: options.firmwarePath,
-            version: firmware.version,
-            chip: firmware.chip,
-            sha256: firmware.sha256,
-          },
-        }
-      : {}),
+    host: hostInfo(),
+    ...(firmware === undefined ? {} : { firmware: firmware.file.info }),
+    ...(otaFile === undefined ? {} : { otaImage: otaFile.info }),
     suites,
     baseline: baselineFile,
     boards: reports,
     summary: summarize(reports),
-    exitCode: exitCodeFor(reports),
+    exitCode: exitCodeFor(reports, signal.aborted),
     interrupted: signal.aborted,
   };
   return report;

@@ -53,7 +53,12 @@ export class Transcript {
     if (this.#sessions.has(session)) return;
     this.#sessions.add(session);
     const sessionId = session.info.sessionId;
-    this.note('session', { sessionId, deviceId: session.info.deviceId });
+    // The device's hello opened the session: it is not one of the session's frames.
+    this.note('session', {
+      sessionId,
+      deviceId: session.info.deviceId,
+      hello: session.info.helloText,
+    });
     session.on('frame', (direction, text) => {
       appendFileSync(
         this.path,

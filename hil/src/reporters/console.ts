@@ -7,16 +7,20 @@ import { renderComparisonText } from '../compare/render.js';
 import { renderQualificationText } from '../merge.js';
 import type { CheckResult, RigStep, RigStepName, RunReport } from '../model.js';
 import {
+  boardStatusText,
   checkText,
   EXIT_CODE_MEANING,
   findings,
   formatDuration,
+  hostText,
+  imageText,
   isFixedDeviation,
   isFlaky,
   plural,
   resultLine,
   rigFailures,
   stripControl,
+  versionText,
 } from './format.js';
 
 export type StepStatus = 'running' | RigStep['status'];
@@ -59,6 +63,7 @@ const GLYPH = {
   running: '…',
   fixed: '↑',
   flaky: '⟳',
+  interrupted: '⊘',
 } as const;
 
 const ANSI = { red: 31, green: 32, yellow: 33, cyan: 36, dim: 2, bold: 1 } as const;
@@ -271,18 +276,24 @@ export function renderConsoleSummary(
   const found = findings(report);
 
   for (const board of report.boards) {
-    const glyph = board.status === 'passed' ? c(GLYPH.passed, 'green') : c(GLYPH.failed, 'red');
-    const what = [board.variant, board.firmwareVersion, board.port]
+    const glyph =
+      board.status === 'passed'
+        ? c(GLYPH.passed, 'green')
+        : board.status === 'interrupted'
+          ? c(GLYPH.interrupted, 'yellow')
+          : c(GLYPH.failed, 'red');
+    const what = [board.variant, versionText(board), board.port]
       .filter((v) => v !== undefined)
       .join(', ');
-    const status =
-      board.status === 'rig-failed'
-        ? `rig failed at ${board.failure?.step ?? 'an unknown step'}`
-        : board.status;
     out.push(
-      `${glyph} ${board.name} ${status}${what === '' ? '' : ` (${what})`} in ${formatDuration(board.durationMs)}`,
+      `${glyph} ${board.name} ${boardStatusText(board)}${what === '' ? '' : ` (${what})`} in ${formatDuration(board.durationMs)}`,
     );
+    // The image a board was flashed with, when it is not the run's one --firmware.
+    if (board.image !== undefined && report.firmware === undefined)
+      out.push(`    flashed: ${imageText(board.image)}`);
   }
+  if (report.firmware !== undefined) out.push(`Flashed: ${imageText(report.firmware)}`);
+  if (report.otaImage !== undefined) out.push(`OTA candidate: ${imageText(report.otaImage)}`);
 
   const rig = report.boards.flatMap((board) =>
     rigFailures(board).map((failure) => ({ board, failure })),
@@ -344,10 +355,13 @@ export function renderConsoleSummary(
   const boardsFailed = report.boards.filter((b) => b.status === 'failed').length;
   out.push(
     '',
-    `Boards: ${s.boards} (${boardsPassed} passed, ${boardsFailed} failed, ${s.rigFailures} rig ${s.rigFailures === 1 ? 'failure' : 'failures'})`,
+    `Boards: ${s.boards} (${boardsPassed} passed, ${boardsFailed} failed, ${s.rigFailures} rig ${s.rigFailures === 1 ? 'failure' : 'failures'}${(s.interrupted ?? 0) > 0 ? `, ${s.interrupted} interrupted` : ''})`,
     `Checks: ${s.passed} passed, ${s.failed} failed, ${s.knownDeviations} known ${s.knownDeviations === 1 ? 'deviation' : 'deviations'}, ${s.skipped} skipped`,
   );
   if (report.interrupted) out.push(c('Interrupted: the reports hold what ran.', 'yellow'));
+  out.push(
+    `Ran on ${report.host === undefined ? 'an unrecorded host' : hostText(report.host)} with ${report.tool.name} ${report.tool.version}`,
+  );
   const tone: Tone = report.exitCode === 0 ? 'green' : 'red';
   out.push(`Result: ${resultLine(report)}`);
   out.push(c(`Exit code ${report.exitCode}: ${EXIT_CODE_MEANING[report.exitCode]}`, tone), '');

@@ -2,7 +2,15 @@
  * Wording shared by the reporters, so a failure reads the same in the console, JUnit, HTML and
  * the GitHub summary.
  */
-import type { BoardReport, CheckResult, ExitCode, RigStep, RunReport } from '../model.js';
+import type {
+  BoardReport,
+  CheckResult,
+  ExitCode,
+  HostInfo,
+  ImageInfo,
+  RigStep,
+  RunReport,
+} from '../model.js';
 
 /** What each exit code means (docs/hil.md §5). */
 export const EXIT_CODE_MEANING: Readonly<Record<ExitCode, string>> = {
@@ -10,7 +18,48 @@ export const EXIT_CODE_MEANING: Readonly<Record<ExitCode, string>> = {
   1: 'a check failed, or a regression against the base',
   2: 'bad usage or config',
   3: 'the rig failed (board missing, port lost, backend could not start)',
+  130: 'interrupted (Ctrl-C): the reports hold what ran',
 };
+
+/** A board's outcome in words: `passed`, `failed`, `rig failed at boot`, `interrupted at suites`. */
+export function boardStatusText(board: BoardReport): string {
+  if (board.status === 'rig-failed')
+    return `rig failed at ${board.failure?.step ?? 'an unknown step'}`;
+  if (board.status === 'interrupted')
+    return `interrupted at ${board.failure?.step ?? 'an unknown step'}`;
+  return board.status;
+}
+
+/** An image in one line: `xiaozhi 2.4.2 for bread-compact-wifi (esp32s3), merged image, 129 KB, SHA-256 0123abcd…`. */
+export function imageText(image: ImageInfo): string {
+  const app = [image.project, image.version].filter((v) => v !== undefined).join(' ');
+  const parts = [
+    `${app === '' ? 'an image' : app}${image.board === undefined ? '' : ` for ${image.board}`}${image.chip === undefined ? '' : ` (${image.chip})`}`,
+    image.kind === undefined ? undefined : `${image.kind} image`,
+    image.bytes === undefined ? undefined : formatBytes(image.bytes),
+    `SHA-256 ${image.sha256.slice(0, 12)}…`,
+  ];
+  return `${parts.filter((p) => p !== undefined).join(', ')}; ${image.file}`;
+}
+
+/** `host (linux 6.8.0 x64, Node v20.19.0)`. */
+export function hostText(host: HostInfo): string {
+  return `${host.hostname} (${host.os}, Node ${host.node})`;
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes >= 1024 * 1024) return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+  if (bytes >= 1024) return `${Math.round(bytes / 1024)} KB`;
+  return `${bytes} bytes`;
+}
+
+/** The firmware a board ran: `2.4.2`, or `2.4.2 → 2.4.3` after an upgrade. */
+export function versionText(board: BoardReport): string | undefined {
+  if (board.firmwareVersion === undefined) return undefined;
+  return board.upgradedVersion === undefined
+    ? board.firmwareVersion
+    : `${board.firmwareVersion} → ${board.upgradedVersion}`;
+}
 
 /**
  * Removes what no report format should carry: ANSI escape sequences (a board's coloured console
@@ -99,8 +148,10 @@ export interface RigFailure {
  * the step (e.g. the port vanished before the step started).
  */
 export function rigFailures(board: BoardReport): RigFailure[] {
+  // Ctrl-C is no rig failure; neither is a step a failed check stopped (the check is reported).
+  if (board.status === 'interrupted') return [];
   const failed: RigFailure[] = board.steps
-    .filter((s) => s.status === 'failed')
+    .filter((s) => s.status === 'failed' && s.check === undefined)
     .map((s) => ({
       step: s.step,
       reason: s.message ?? (board.failure?.step === s.step ? board.failure.reason : 'step failed'),

@@ -7,20 +7,25 @@ import { renderComparisonMarkdown } from '../compare/render.js';
 import { renderQualificationMarkdown } from '../merge.js';
 import type { BoardReport, RunReport } from '../model.js';
 import {
+  boardStatusText,
   checkText,
   EXIT_CODE_MEANING,
   findings,
   formatDuration,
   formatMs,
+  hostText,
+  imageText,
   resultLine,
   rigFailures,
   stripControl,
+  versionText,
 } from './format.js';
 
 const BOARD_EMOJI: Readonly<Record<BoardReport['status'], string>> = {
   passed: '✅',
   failed: '❌',
   'rig-failed': '💥',
+  interrupted: '⏹️',
 };
 
 /**
@@ -61,6 +66,18 @@ export function renderGithubSummary(report: RunReport): string {
     `Exit code **${report.exitCode}**: ${markdownText(EXIT_CODE_MEANING[report.exitCode])}.` +
       (report.interrupted ? ' **Interrupted**: the report holds what ran.' : ''),
     '',
+    ...[
+      report.firmware === undefined
+        ? undefined
+        : `Flashed: ${markdownText(imageText(report.firmware))}`,
+      report.otaImage === undefined
+        ? undefined
+        : `OTA candidate: ${markdownText(imageText(report.otaImage))}`,
+      `Ran on ${report.host === undefined ? 'an unrecorded host' : markdownText(hostText(report.host))} with ${markdownText(`${report.tool.name} ${report.tool.version}`)}`,
+    ]
+      .filter((line) => line !== undefined)
+      .map((line) => `${line}  `),
+    '',
   );
 
   out.push(
@@ -81,15 +98,15 @@ export function renderGithubSummary(report: RunReport): string {
       report.boards.map((b) => {
         const count = (status: string): string =>
           String(b.checks.filter((c) => c.status === status).length);
+        const version = versionText(b);
         const firmware =
-          b.firmwareVersion === undefined
+          version === undefined
             ? '–'
-            : markdownText(b.firmwareVersion) +
+            : markdownText(version) +
               (b.expectedVersion !== undefined && b.expectedVersion !== b.firmwareVersion
                 ? ` (expected ${markdownText(b.expectedVersion)})`
                 : '');
-        const status =
-          b.status === 'rig-failed' ? `rig failed at ${b.failure?.step ?? '?'}` : b.status;
+        const status = boardStatusText(b);
         return [
           BOARD_EMOJI[b.status],
           code(b.name),

@@ -7,7 +7,7 @@ import {
   textContent,
   type XmlElement,
 } from './fixture.js';
-import { artefactHref, escapeHtml, renderHtml } from './html.js';
+import { artefactHref, escapeHtml, LABEL_GAP, renderHtml, spreadLabels } from './html.js';
 
 /**
  * The report is written as well-formed markup, so after closing the HTML void elements and
@@ -181,6 +181,42 @@ describe('renderHtml', () => {
     expect(textOf(plots[0] ?? page)).toContain('50 samples: min 3.07 ms, p50 4.40 ms');
   });
 
+  it('keeps the labels right of each latency plot apart, each next to what it names', () => {
+    for (const plot of byTestId(page, 'latency-plot')) {
+      const [curve] = elements(plot, 'svg');
+      const labels = elements(curve ?? page, 'text').filter((t) =>
+        ['marker-label', 'ping-label'].includes(t.attributes.class ?? ''),
+      );
+      expect(labels).toHaveLength(5);
+      const ys = labels.map((t) => Number(t.attributes.y)).sort((a, b) => a - b);
+      for (let i = 1; i < ys.length; i++)
+        expect((ys[i] ?? 0) - (ys[i - 1] ?? 0)).toBeGreaterThanOrEqual(LABEL_GAP - 0.05);
+    }
+    // The fixture's first plot: the ping lines 1.5 ms apart at a 25 ms scale once overlapped.
+    const [first] = byTestId(page, 'latency-plot');
+    const y = (name: string) =>
+      Number(
+        elements(elements(first ?? page, 'svg')[0] ?? page, 'text').find(
+          (t) => t.attributes.class?.endsWith('-label') && textOf(t).startsWith(`${name} `),
+        )?.attributes.y,
+      );
+    expect(y('ping p50') - y('ping p99')).toBeGreaterThanOrEqual(LABEL_GAP - 0.05);
+    // p99 (20 ms) sits high, the pings low: the labels keep that order.
+    expect(y('p99')).toBeLessThan(y('p50'));
+    expect(y('p50')).toBeLessThan(y('ping p99'));
+  });
+
+  it('links every board from the top of the page to its card', () => {
+    const links = byTestId(page, 'board-link');
+    const ids = byTestId(page, 'board-card').map((card) => `#${card.attributes.id}`);
+    expect(links.map((a) => a.attributes.href)).toEqual(ids);
+    expect(links.map(textOf)).toEqual([
+      'bread-compact-wifi: passed',
+      'robot: failed',
+      'vanished: rig failed at session',
+    ]);
+  });
+
   it('links the console log and transcript relative to the report', () => {
     const cards = byTestId(page, 'board-card');
     const links = elements(cards[1] ?? page, 'a').map((a) => [textOf(a), a.attributes.href]);
@@ -216,6 +252,14 @@ describe('renderHtml', () => {
 });
 
 describe('helpers', () => {
+  it('spreads labels apart, near where they want to be, inside the bounds', () => {
+    expect(spreadLabels([50, 100, 150], 13, 0, 200)).toEqual([50, 100, 150]);
+    expect(spreadLabels([100, 95, 101], 13, 0, 200)).toEqual([108, 95, 121]);
+    // Pushed past the bottom, they move up together.
+    expect(spreadLabels([199, 200], 13, 0, 200)).toEqual([187, 200]);
+    expect(spreadLabels([-5], 13, 10, 200)).toEqual([10]);
+  });
+
   it('escapes HTML text and attributes', () => {
     expect(escapeHtml(`<a href="x">'&'</a>`)).toBe(
       '&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;',

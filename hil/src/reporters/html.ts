@@ -7,10 +7,13 @@ import { renderComparisonHtml } from '../compare/render.js';
 import { renderQualificationHtml } from '../merge.js';
 import type { BoardReport, CheckResult, LatencyStats, RigStep, RunReport } from '../model.js';
 import {
+  boardStatusText,
   checkText,
   EXIT_CODE_MEANING,
   formatDuration,
   formatMs,
+  hostText,
+  imageText,
   isFixedDeviation,
   isFlaky,
   orderChecks,
@@ -76,6 +79,38 @@ function axisLabel(ms: number): string {
   return ms >= 1000 ? `${ms / 1000} s` : `${ms} ms`;
 }
 
+/** Height of a label line in the plots (11 px text), the least distance between two labels. */
+export const LABEL_GAP = 13;
+
+/**
+ * Positions for labels that want to sit at `wanted` (y, in any order): each as near its wish
+ * as the others allow, at least `gap` apart, within `lo`..`hi`, in the same order as wished.
+ */
+export function spreadLabels(
+  wanted: readonly number[],
+  gap: number,
+  lo: number,
+  hi: number,
+): number[] {
+  const order = wanted.map((y, i) => ({ y, i })).sort((a, b) => a.y - b.y || a.i - b.i);
+  const placed: number[] = [];
+  // Downwards: each below the one above it.
+  for (const [k, item] of order.entries()) {
+    const above = placed[k - 1];
+    placed.push(Math.max(item.y, lo, above === undefined ? lo : above + gap));
+  }
+  // Upwards: the ones pushed past the bottom move up, and push the ones above them.
+  for (let k = placed.length - 1; k >= 0; k--) {
+    const below = placed[k + 1];
+    placed[k] = Math.min(placed[k] ?? hi, below === undefined ? hi : below - gap);
+  }
+  const out = new Array<number>(wanted.length).fill(lo);
+  order.forEach((item, k) => {
+    out[item.i] = placed[k] ?? lo;
+  });
+  return out;
+}
+
 /**
  * Sorted samples against their percentile rank (a quantile curve): the shape of the tail shows
  * at once, with p50/p90/p99 marked and the ping round trip drawn as a floor for comparison.
@@ -110,6 +145,31 @@ function quantilePlot(stats: LatencyStats, title: string): string {
     `<line class="frame" x1="${left}" x2="${left + plotW}" y1="${top + plotH}" y2="${top + plotH}"/>`,
   );
 
+  // The labels right of the plot, each at the height of what it names (a percentile's dot, a
+  // ping line), spread so that none overlaps another however close their values are.
+  const labels: { cls: string; text: string; ms: number }[] = [];
+  for (const [label, ms] of [
+    ['p50', stats.p50Ms],
+    ['p90', stats.p90Ms],
+    ['p99', stats.p99Ms],
+  ] as const) {
+    if (Number.isFinite(ms))
+      labels.push({ cls: 'marker-label', text: `${label} ${formatMs(ms)}`, ms });
+  }
+  for (const [label, ms] of [
+    ['ping p50', stats.pingP50Ms],
+    ['ping p99', stats.pingP99Ms],
+  ] as const) {
+    if (Number.isFinite(ms))
+      labels.push({ cls: 'ping-label', text: `${label} ${formatMs(ms)}`, ms });
+  }
+  const labelY = spreadLabels(
+    labels.map((l) => y(l.ms) + 4),
+    LABEL_GAP,
+    top + 10,
+    top + plotH + 4,
+  );
+
   // Ping first, so the samples draw over it.
   for (const [label, ms] of [
     ['ping p50', stats.pingP50Ms],
@@ -118,7 +178,6 @@ function quantilePlot(stats: LatencyStats, title: string): string {
     if (!Number.isFinite(ms)) continue;
     parts.push(
       `<line class="ping" x1="${left}" x2="${left + plotW}" y1="${f(y(ms))}" y2="${f(y(ms))}"><title>${h(`${label} ${formatMs(ms)}`)}</title></line>`,
-      `<text class="ping-label" x="${left + plotW + 6}" y="${f(y(ms) + 4)}">${h(`${label} ${formatMs(ms)}`)}</text>`,
     );
   }
 
@@ -138,12 +197,16 @@ function quantilePlot(stats: LatencyStats, title: string): string {
     ['p90', 90, stats.p90Ms],
     ['p99', 99, stats.p99Ms],
   ] as const;
-  marks.forEach(([label, rank, ms], i) => {
-    if (!Number.isFinite(ms)) return;
+  for (const [label, rank, ms] of marks) {
+    if (!Number.isFinite(ms)) continue;
     parts.push(
       `<line class="marker" x1="${f(x(rank))}" x2="${f(x(rank))}" y1="${top}" y2="${top + plotH}"/>`,
       `<circle class="marker-dot" cx="${f(x(rank))}" cy="${f(y(ms))}" r="3.5"><title>${h(`${label} ${formatMs(ms)}`)}</title></circle>`,
-      `<text class="marker-label" x="${left + plotW + 6}" y="${top + 12 + i * 15}">${h(`${label} ${formatMs(ms)}`)}</text>`,
+    );
+  }
+  labels.forEach((label, i) => {
+    parts.push(
+      `<text class="${label.cls}" x="${left + plotW + 6}" y="${f(labelY[i] ?? top)}">${h(label.text)}</text>`,
     );
   });
 
@@ -247,6 +310,9 @@ function identity(board: BoardReport): string {
     ['Port', board.port],
     ['Firmware version', board.firmwareVersion, mismatch ? 'bad' : undefined],
     ['Expected version', board.expectedVersion],
+    ['After ota-upgrade', board.upgradedVersion],
+    ['Flashed image', board.image === undefined ? undefined : imageText(board.image)],
+    ['Image SHA-256', board.image?.sha256],
     ['Started', board.startedAt],
     ['Duration', formatDuration(board.durationMs)],
   ];
@@ -347,13 +413,17 @@ function boardCard(board: BoardReport, index: number): string {
       : `<a href="${h(artefactHref(board.transcript))}">transcript</a>`,
   ].filter((l) => l !== '');
   const status = board.status === 'rig-failed' ? 'rig failed' : board.status;
+  const failure =
+    board.failure === undefined
+      ? ''
+      : board.status === 'interrupted'
+        ? `<p class="rig-failure interrupted" data-testid="rig-failure">Interrupted (Ctrl-C) at <b>${h(board.failure.step)}</b>: the board's verdict is unknown.</p>`
+        : `<p class="rig-failure" data-testid="rig-failure">The rig failed at <b>${h(board.failure.step)}</b>: ${h(board.failure.reason)}</p>`;
   return [
     `<section class="board ${board.status}" id="board-${index}" data-testid="board-card" data-board="${h(board.name)}" data-status="${board.status}">`,
     `<h2><span class="pill ${board.status}">${h(status)}</span> <span data-testid="board-name">${h(board.name)}</span>`,
     `<span class="counts">${counts.passed} passed · ${counts.failed} failed · ${counts.deviations} known deviations · ${counts.skipped} skipped</span></h2>`,
-    board.failure === undefined
-      ? ''
-      : `<p class="rig-failure" data-testid="rig-failure">The rig failed at <b>${h(board.failure.step)}</b>: ${h(board.failure.reason)}</p>`,
+    failure,
     identity(board),
     links.length === 0 ? '' : `<p class="files">Files: ${links.join(' · ')}</p>`,
     '<h3>Rig steps</h3>',
@@ -379,13 +449,11 @@ function summary(report: RunReport): string {
     ['Suites', report.suites.join(', ')],
     ['OTA endpoint', report.server.ota],
     ['WebSocket', report.server.websocket],
-    [
-      'Firmware',
-      report.firmware === undefined
-        ? undefined
-        : `${report.firmware.version} (${report.firmware.chip}) ${report.firmware.file}`,
-    ],
+    ['Flashed', report.firmware === undefined ? undefined : imageText(report.firmware)],
     ['SHA-256', report.firmware?.sha256],
+    ['OTA candidate', report.otaImage === undefined ? undefined : imageText(report.otaImage)],
+    ['OTA candidate SHA-256', report.otaImage?.sha256],
+    ['Host', report.host === undefined ? undefined : hostText(report.host)],
     ['Tool', `${report.tool.name} ${report.tool.version}`],
   ];
   const tiles: [string, number, string][] = [
@@ -396,9 +464,12 @@ function summary(report: RunReport): string {
     ['deviations fixed', s.fixedDeviations, s.fixedDeviations > 0 ? 'fixed' : ''],
     ['skipped', s.skipped, ''],
     ['rig failures', s.rigFailures, s.rigFailures > 0 ? 'failed' : ''],
+    ...((s.interrupted ?? 0) > 0
+      ? [['interrupted', s.interrupted ?? 0, 'interrupted'] as [string, number, string]]
+      : []),
   ];
   return [
-    `<header class="summary ${report.exitCode === 0 ? 'ok' : 'bad'}" data-testid="run-summary" data-exit-code="${report.exitCode}">`,
+    `<header class="summary ${report.exitCode === 0 ? 'ok' : report.exitCode === 130 ? 'interrupted' : 'bad'}" data-testid="run-summary" data-exit-code="${report.exitCode}">`,
     `<h1>hil run: <span class="exit" data-testid="exit-code">exit ${report.exitCode}</span></h1>`,
     `<p class="result">${h(resultLine(report))}</p>`,
     `<p class="meaning">Exit code ${report.exitCode}: ${h(EXIT_CODE_MEANING[report.exitCode])}.${report.interrupted ? ' <b>Interrupted</b>: the report holds what ran.' : ''}</p>`,
@@ -408,7 +479,7 @@ function summary(report: RunReport): string {
     '<nav class="board-nav">',
     ...report.boards.map(
       (b, i) =>
-        `<a href="#board-${i}" class="pill ${b.status}">${h(b.name)}: ${h(b.status === 'rig-failed' ? 'rig failed' : b.status)}</a>`,
+        `<a href="#board-${i}" class="pill ${b.status}" data-testid="board-link">${h(b.name)}: ${h(boardStatusText(b))}</a>`,
     ),
     '</nav>',
     '<dl class="facts">',
@@ -430,7 +501,7 @@ h1{margin:0 0 4px;font-size:22px}h2{margin:0 0 12px;font-size:18px;display:flex;
 code{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-word}
 .summary,.board{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 20px;margin:0 auto 20px;max-width:1200px}
 .summary.ok{border-top:4px solid var(--ok)}.summary.bad,.board.failed,.board.rig-failed{border-top:4px solid var(--bad)}.board.passed{border-top:4px solid var(--ok)}
-.summary.ok .exit{color:var(--ok)}.summary.bad .exit{color:var(--bad)}
+.summary.ok .exit{color:var(--ok)}.summary.bad .exit{color:var(--bad)}.summary.interrupted{border-top:4px solid var(--warn)}.summary.interrupted .exit{color:var(--warn)}
 .result{font-size:15px;margin:4px 0}.meaning{color:var(--muted);margin:0 0 12px}
 .tiles{display:flex;flex-wrap:wrap;gap:8px;list-style:none;padding:0;margin:0 0 12px}.tiles li{border:1px solid var(--line);border-radius:8px;padding:6px 10px;color:var(--muted)}.tiles b{color:var(--fg);font-size:16px}
 .tiles li.failed b{color:var(--bad)}.tiles li.passed b{color:var(--ok)}.tiles li.known-deviation b,.tiles li.fixed b{color:var(--warn)}
@@ -444,7 +515,7 @@ table{border-collapse:collapse;width:100%}th,td{text-align:left;vertical-align:t
 td.num{white-space:nowrap;text-align:right}.timeline{width:22%}.timeline .bar{display:block;height:8px;border-radius:4px;background:var(--info);opacity:.6}
 tr.step.failed .bar{background:var(--bad)}
 .pill{display:inline-block;border-radius:999px;padding:1px 8px;font-size:12px;font-weight:600;white-space:nowrap;border:1px solid currentColor}
-.pill.passed{color:var(--ok)}.pill.failed,.pill.rig-failed{color:var(--bad)}.pill.known-deviation,.pill.fixed,.pill.flaky{color:var(--warn)}.pill.skipped{color:var(--muted)}
+.pill.passed{color:var(--ok)}.pill.failed,.pill.rig-failed{color:var(--bad)}.pill.interrupted,.tiles li.interrupted b{color:var(--warn)}.rig-failure.interrupted{border-left-color:var(--warn);background:color-mix(in srgb,var(--warn) 12%,transparent)}.pill.known-deviation,.pill.fixed,.pill.flaky{color:var(--warn)}.pill.skipped{color:var(--muted)}
 tr.check-row.failed{background:color-mix(in srgb,var(--bad) 7%,transparent)}tr.check-row.known-deviation,tr.check-row.fixed{background:color-mix(in srgb,var(--warn) 7%,transparent)}
 .desc,.note{color:var(--muted);font-size:12px}.note{margin-top:2px}.severity.critical{color:var(--bad);font-weight:600}
 dl.diff{display:grid;grid-template-columns:auto 1fr;gap:2px 8px;margin:4px 0 0}dl.diff dt{font-size:12px}

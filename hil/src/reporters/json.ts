@@ -29,6 +29,10 @@ const CHECK: Shape = {
   nested: { deviation: { keys: ['reason', 'fixed'] } },
 };
 
+const IMAGE: Shape = {
+  keys: ['file', 'sha256', 'bytes', 'kind', 'project', 'version', 'board', 'chip'],
+};
+
 const BOARD: Shape = {
   keys: [
     'name',
@@ -41,6 +45,8 @@ const BOARD: Shape = {
     'variant',
     'firmwareVersion',
     'expectedVersion',
+    'upgradedVersion',
+    'image',
     'startedAt',
     'durationMs',
     'consoleLog',
@@ -51,7 +57,8 @@ const BOARD: Shape = {
   ],
   nested: {
     failure: { keys: ['step', 'reason'] },
-    steps: { keys: ['step', 'status', 'durationMs', 'message', 'flaky'] },
+    image: IMAGE,
+    steps: { keys: ['step', 'status', 'durationMs', 'message', 'check', 'flaky'] },
     checks: CHECK,
     latency: {
       keys: [
@@ -79,13 +86,17 @@ const REPORT: Shape = {
     'interrupted',
     'summary',
     'rig',
+    'host',
     'server',
     'firmware',
+    'otaImage',
     'suites',
     'boards',
   ],
   nested: {
     tool: { keys: ['name', 'version'] },
+    host: { keys: ['hostname', 'os', 'node'] },
+    otaImage: IMAGE,
     summary: {
       keys: [
         'boards',
@@ -95,10 +106,11 @@ const REPORT: Shape = {
         'fixedDeviations',
         'skipped',
         'rigFailures',
+        'interrupted',
       ],
     },
     server: { keys: ['ota', 'websocket'] },
-    firmware: { keys: ['file', 'version', 'chip', 'sha256'] },
+    firmware: IMAGE,
     boards: BOARD,
   },
 };

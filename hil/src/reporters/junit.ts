@@ -106,6 +106,16 @@ function rigTestcase(board: BoardReport, failure: RigFailure): string {
   ].join('\n');
 }
 
+/** A board cut short by Ctrl-C: the step it was in, skipped (its verdict is unknown, not failed). */
+function interruptedTestcase(board: BoardReport): string {
+  const step = board.failure?.step ?? board.steps.find((s) => s.status === 'interrupted')?.step;
+  return [
+    `    <testcase${attrs({ classname: `${board.name}.rig`, name: `rig.${step ?? 'run'}`, time: '0.000' })}>`,
+    `      <skipped${attrs({ message: `interrupted by Ctrl-C${step === undefined ? '' : ` at ${step}`}` })}/>`,
+    '    </testcase>',
+  ].join('\n');
+}
+
 /** A step that passed on a retry (a flash at the lower baud) is flaky in the same shape as a check. */
 function flakyStepTestcase(board: BoardReport, step: BoardReport['steps'][number]): string {
   return [
@@ -122,19 +132,31 @@ interface Counts {
   skipped: number;
 }
 
-function testsuite(board: BoardReport): { xml: string; counts: Counts } {
+function testsuite(board: BoardReport, report: RunReport): { xml: string; counts: Counts } {
   const failures = rigFailures(board);
   const flakySteps = board.steps.filter((s) => s.flaky === true && s.status === 'passed');
+  const interrupted = board.status === 'interrupted' ? 1 : 0;
   const counts: Counts = {
-    tests: board.checks.length + failures.length + flakySteps.length,
+    tests: board.checks.length + failures.length + flakySteps.length + interrupted,
     failures: board.checks.filter((c) => c.status === 'failed').length,
     errors: failures.length,
-    skipped: board.checks.filter((c) => c.status === 'skipped' || c.status === 'known-deviation')
-      .length,
+    skipped:
+      board.checks.filter((c) => c.status === 'skipped' || c.status === 'known-deviation').length +
+      interrupted,
   };
+  const image = board.image ?? report.firmware;
   const properties: [string, string | undefined][] = [
     ['firmwareVersion', board.firmwareVersion],
     ['expectedVersion', board.expectedVersion],
+    ['upgradedVersion', board.upgradedVersion],
+    ['image.file', image?.file],
+    ['image.sha256', image?.sha256],
+    ['image.project', image?.project],
+    ['image.version', image?.version],
+    ['image.board', image?.board],
+    ['otaImage.file', report.otaImage?.file],
+    ['otaImage.sha256', report.otaImage?.sha256],
+    ['otaImage.version', report.otaImage?.version],
     ['chip', board.chip],
     ['mac', board.mac],
     ['variant', board.variant],
@@ -143,6 +165,12 @@ function testsuite(board: BoardReport): { xml: string; counts: Counts } {
     ['status', board.status],
     ['consoleLog', board.consoleLog],
     ['transcript', board.transcript],
+    ['run.exitCode', String(report.exitCode)],
+    ['run.interrupted', String(report.interrupted)],
+    ['host', report.host?.hostname],
+    ['host.os', report.host?.os],
+    ['host.node', report.host?.node],
+    ['tool', `${report.tool.name} ${report.tool.version}`],
   ];
   const lines = [
     `  <testsuite${attrs({
@@ -160,6 +188,7 @@ function testsuite(board: BoardReport): { xml: string; counts: Counts } {
       .map(([name, value]) => `      <property${attrs({ name, value })}/>`),
     '    </properties>',
     ...failures.map((f) => rigTestcase(board, f)),
+    ...(interrupted > 0 ? [interruptedTestcase(board)] : []),
     ...flakySteps.map((s) => flakyStepTestcase(board, s)),
     ...board.checks.map((c) => testcase(board, c)),
     '  </testsuite>',
@@ -168,7 +197,7 @@ function testsuite(board: BoardReport): { xml: string; counts: Counts } {
 }
 
 export function renderJunit(report: RunReport): string {
-  const suites = report.boards.map(testsuite);
+  const suites = report.boards.map((board) => testsuite(board, report));
   // `hil run --compare-to`: a `comparison` testsuite, a failing testcase per regression.
   if (report.comparison !== undefined) {
     const { xml, tests, failures } = renderComparisonTestsuite(report.comparison);

@@ -6,10 +6,12 @@ import { LATENCY_CHECKS, latencySuite } from './latency.js';
 import { OTA_UPGRADE_CHECKS, otaUpgradeSuite } from './ota-upgrade.js';
 import { REBOOT_CHECKS, rebootSuite } from './reboot.js';
 import { ROBUSTNESS_CHECKS, robustnessSuite } from './robustness.js';
+import { SESSION_CHECKS, sessionSuite } from './session.js';
 import { TOOLS_CALL_CHECKS, toolsCallSuite } from './tools-call.js';
 import { TOOLS_LIST_CHECKS, toolsListSuite } from './tools-list.js';
 
 export const SUITES: Record<SuiteName, Suite> = {
+  session: sessionSuite,
   initialize: initializeSuite,
   'tools-list': toolsListSuite,
   'tools-call': toolsCallSuite,
@@ -21,6 +23,7 @@ export const SUITES: Record<SuiteName, Suite> = {
 
 /** The checks of each suite, in the order they run; ids are `<suite>.<id>`. */
 export const SUITE_CHECKS: Record<SuiteName, readonly CheckSpec[]> = {
+  session: Object.values(SESSION_CHECKS),
   initialize: Object.values(INITIALIZE_CHECKS),
   'tools-list': Object.values(TOOLS_LIST_CHECKS),
   'tools-call': Object.values(TOOLS_CALL_CHECKS),
@@ -42,5 +45,12 @@ export { latencyStats, latencySuite } from './latency.js';
 export { otaUpgradeSuite } from './ota-upgrade.js';
 export { rebootSuite } from './reboot.js';
 export { QUOTED_TOOL_NAME, robustnessSuite } from './robustness.js';
+export {
+  judgeSession,
+  SESSION_CHECKS,
+  type SessionObservation,
+  SessionWatch,
+  sessionSuite,
+} from './session.js';
 export { STATUS_TOOL, toolsCallSuite, VOLUME_TOOL } from './tools-call.js';
 export { schemaProblems, toolsListSuite } from './tools-list.js';
