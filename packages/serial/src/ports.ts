@@ -702,6 +702,9 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
   });
 }
 
+/** How long the one listing of a look-once {@link findPort} may take. */
+const LOOK_ONCE_BUDGET_MS = 2000;
+
 export interface FindPortOptions {
   /** Default: {@link listPorts} with its defaults. */
   lister?: PortLister;
@@ -747,8 +750,13 @@ export async function findPort(
   for (;;) {
     signal?.throwIfAborted();
     try {
-      // A hung lister must not outlive the deadline by more than one poll.
-      const budget = Math.max(deadline - Date.now(), pollMs);
+      // A hung lister must not outlive the deadline by more than one poll; a look-once find
+      // (`timeoutMs: 0`) gives its one listing LOOK_ONCE_BUDGET_MS, so that a slow one (udevadm,
+      // sysfs on a loaded host) is not taken for none.
+      const budget = Math.max(
+        deadline - Date.now(),
+        timeoutMs === 0 ? LOOK_ONCE_BUDGET_MS : pollMs,
+      );
       seen = await abortable(withTimeout(lister.list(), budget, 'port lister'), signal);
       listError = undefined;
     } catch (error) {
