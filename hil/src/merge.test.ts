@@ -137,6 +137,9 @@ describe('mergeReports', () => {
     });
     expect(rigNameFor('artifacts/hil-reports-lab-2/report.json')).toBe('lab-2');
     expect(rigNameFor('desk/report.json')).toBe('desk');
+    // The default --out folder says nothing: the host the run ran on names the rig.
+    expect(rigNameFor('a/hil-reports/report.json', 'lab-host-3')).toBe('lab-host-3');
+    expect(rigNameFor('a/hil-reports/report.json')).toBe('hil-reports');
   });
 });
 
@@ -202,7 +205,7 @@ describe('two real runs of the virtual rig, as two rigs of one build', () => {
       expect(board.tools?.length).toBeGreaterThan(3);
       expect(board.pages?.plain.length).toBeGreaterThan(0);
       expect(board.otaRequest?.minimum_free_heap_size).toBeDefined();
-      expect(board.imageBytes).toBeGreaterThan(0);
+      expect(board.image?.bytes).toBeGreaterThan(0);
     }
     expect(candidate.comparison?.boards.map((b) => b.latency[0]?.verdict)).toEqual([
       'same',

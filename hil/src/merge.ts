@@ -25,6 +25,8 @@ export interface QualificationSource {
   readonly interrupted: boolean;
   readonly boards: number;
   readonly firmware?: string;
+  /** The machine the rig's run ran on. */
+  readonly host?: string;
 }
 
 /** One board of one rig on one build. */
@@ -73,16 +75,24 @@ export function parseMergeArgument(argument: string): { rig: string | undefined;
   return { rig: undefined, path: argument };
 }
 
-/** The rig a report came from when the command line does not name it: its folder's name. */
-export function rigNameFor(file: string): string {
+/**
+ * The rig a report came from when the command line does not name it: its folder's name
+ * (`hil-reports-lab-1` is `lab-1`), else, for the default folder `hil-reports`, the host it ran on.
+ */
+export function rigNameFor(file: string, host?: string): string {
   const folder = basename(dirname(resolve(file)));
+  if (folder === 'hil-reports' && host !== undefined && host !== '') return host;
   return folder.replace(/^hil-reports-/, '') || 'rig';
 }
 
 /** The build a board ran: the flashed file's version, else the version the board was flashed with or reported. */
 function buildOf(report: RunReport, board: BoardReport): string {
   return (
-    report.firmware?.version ?? board.expectedVersion ?? board.firmwareVersion ?? 'unknown build'
+    report.firmware?.version ??
+    board.image?.version ??
+    board.expectedVersion ??
+    board.firmwareVersion ??
+    'unknown build'
   );
 }
 
@@ -189,6 +199,7 @@ export function mergeReports(inputs: readonly MergeInput[], options: MergeOption
         interrupted: report.interrupted,
         boards: report.boards.length,
         ...(report.firmware === undefined ? {} : { firmware: report.firmware.version }),
+        ...(report.host === undefined ? {} : { host: report.host.hostname }),
       })),
       builds,
       entries,
@@ -203,6 +214,7 @@ const STATUS_EMOJI: Readonly<Record<string, string>> = {
   passed: '✅',
   failed: '❌',
   'rig-failed': '💥',
+  interrupted: '⏹️',
   missing: '❔',
 };
 
@@ -210,6 +222,7 @@ const STATUS_WORD: Readonly<Record<string, string>> = {
   passed: 'passed',
   failed: 'failed',
   'rig-failed': 'rig failed',
+  interrupted: 'interrupted',
   missing: 'no report',
 };
 
@@ -282,7 +295,7 @@ export function renderQualificationMarkdown(q: Qualification): string {
       ]),
     ),
     '',
-    `From ${q.sources.length} report${q.sources.length === 1 ? '' : 's'}: ${q.sources.map((s) => `${mdCode(s.rig)} (exit ${s.exitCode}${s.interrupted ? ', interrupted' : ''})`).join(', ')}.`,
+    `From ${q.sources.length} report${q.sources.length === 1 ? '' : 's'}: ${q.sources.map((s) => `${mdCode(s.rig)} (${s.host === undefined ? '' : `on ${mdText(s.host)}, `}exit ${s.exitCode}${s.interrupted ? ', interrupted' : ''})`).join(', ')}.`,
     ...(q.missing.length === 0
       ? []
       : ['', `**No report from ${q.missing.map(mdCode).join(', ')}**: counted as rig failures.`]),

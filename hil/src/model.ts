@@ -159,8 +159,6 @@ export interface BoardReport {
   pages?: { readonly plain: readonly PageSize[]; readonly withUserTools: readonly PageSize[] };
   /** The body of the board's OTA check at our endpoint (its system info: `minimum_free_heap_size`, ...). */
   otaRequest?: Readonly<Record<string, unknown>>;
-  /** The size of the image the run flashed, in bytes. */
-  imageBytes?: number;
   /** Paths of the board's artefacts, relative to the output directory. */
   consoleLog?: string;
   transcript?: string;

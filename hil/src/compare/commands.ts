@@ -124,7 +124,7 @@ export async function mergeCommand(
   const inputs: MergeInput[] = paths.map((argument) => {
     const { rig, path } = parseMergeArgument(argument);
     const { report, file } = loadReport(path);
-    return { rig: rig ?? rigNameFor(file), file, report };
+    return { rig: rig ?? rigNameFor(file, report.host?.hostname), file, report };
   });
   const outDir = resolve(flags.out);
   const merged = mergeReports(inputs, {

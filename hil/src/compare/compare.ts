@@ -380,7 +380,7 @@ const METRICS: readonly MetricRule[] = [
     metric: 'image',
     unit: 'bytes',
     label: 'image size',
-    value: (b) => b.imageBytes,
+    value: (b) => b.image?.bytes,
     worse: 'larger',
     minRatio: (t) => t.imageMinRatio,
     minDelta: (t) => t.imageMinBytes,

@@ -150,7 +150,12 @@ export function syntheticBoard(options: SyntheticBoard = {}): BoardReport {
       application: { version: options.version ?? '2.4.2' },
       minimum_free_heap_size: options.freeHeap ?? '98304',
     },
-    imageBytes: options.imageBytes ?? 2_000_000,
+    image: {
+      file: 'virtual firmware built by hil',
+      sha256: '0'.repeat(64),
+      bytes: options.imageBytes ?? 2_000_000,
+      version: options.version ?? '2.4.2',
+    },
     consoleLog: `${name}/console.log`,
     transcript: `${name}/transcript.jsonl`,
     startedAt: '2025-01-01T00:00:00.000Z',
