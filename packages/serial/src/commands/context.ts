@@ -4,6 +4,7 @@
  * one-line failure report, option parsing and opening the port a command names.
  */
 import { FirmwareError } from '@xiaozhi-mcp/firmware';
+import { type Command, Option } from 'commander';
 import { SerialError } from '../errors.js';
 import { BoardLockError } from '../lock.js';
 import type { PortInfo } from '../ports.js';
@@ -186,4 +187,19 @@ export async function runPortCommand(
   } finally {
     opened?.dispose();
   }
+}
+
+/** `--port`, `--board` and `--flash-size`: how every board command names its board. */
+export function withPortOptions(command: Command): Command {
+  return command
+    .option(
+      '--port <selector>',
+      'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name>, by-path:<name> or virtual:<name> (default: the only board attached)',
+    )
+    .addOption(
+      new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
+    )
+    .addOption(
+      new Option('--flash-size <mb>', "a new virtual board's flash: 4, 8 or 16 (default 16)"),
+    );
 }

@@ -8,7 +8,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { Presets, SingleBar } from 'cli-progress';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import {
   describeChip,
   describeImage,
@@ -31,6 +31,7 @@ import {
   runPortCommand,
   type SerialCommandContext,
   usageError,
+  withPortOptions,
 } from './context.js';
 
 /** The first rung of the baud ladder (`--baud`). */
@@ -190,25 +191,14 @@ export function registerFlashCommand(
   context: SerialCommandContext,
   setExit: (code: number) => void,
 ): Command {
-  return program
-    .command('flash')
+  return withPortOptions(program.command('flash'))
     .description(
       'flash a firmware build: a merged image at 0x0, or an app image at --offset; verifies MD5, resets the board',
     )
     .argument('<image>', 'merged-binary.bin (at 0x0), or xiaozhi.bin with --offset')
-    .option(
-      '--port <selector>',
-      'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name> or virtual:<name> (default: the only board attached)',
-    )
     .option('--baud <rate>', BAUD_OPTION_HELP, String(DEFAULT_FLASH_BAUD))
     .option('--reset <strategy>', RESET_OPTION_HELP, 'auto')
     .option('--offset <offset>', 'where the image goes (default 0x0: a merged image)')
-    .addOption(
-      new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
-    )
-    .addOption(
-      new Option('--flash-size <mb>', "a new virtual board's flash: 4, 8 or 16 (default 16)"),
-    )
     .action(async (image: string, options: FlashCommandOptions) =>
       setExit(await flashCommand(context, image, options)),
     );

@@ -12,7 +12,7 @@
  * file (what `flash` and `provision` wrote) and makes its OTA check at the provisioned URL.
  */
 import type { SerialPortStream } from '@serialport/stream';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import {
   ConsoleLineSplitter,
   type ConsoleRecord,
@@ -31,6 +31,7 @@ import {
   type SerialCommandContext,
   SerialCommandError,
   usageError,
+  withPortOptions,
 } from './context.js';
 
 export const DEFAULT_MONITOR_BAUD = 115_200;
@@ -381,61 +382,58 @@ export async function monitorCommand(
     const seconds = parseSeconds(options.timeout);
     const until = parseUntil(options.until);
     const port = await open();
-    try {
-      if (options.click === true && port.info.kind === 'usb-serial-jtag') {
-        throw usageError(
-          "--click needs a USB-UART bridge with the auto-reset transistors; this port is the chip's USB-Serial-JTAG, so press the BOOT button by hand",
-        );
-      }
-      const session = new MonitorSession(context, port, {
-        baud,
-        until,
-        click: options.click === true,
-        color: useColor(context.terminal, context.env ?? process.env),
-      });
-      const ending = [
-        seconds === undefined ? undefined : `${seconds} s`,
-        until === undefined ? undefined : `a line matching ${until}`,
-        'Ctrl-C',
-      ].filter((part) => part !== undefined);
-      const announce = () => {
+    if (options.click === true && port.info.kind === 'usb-serial-jtag') {
+      throw usageError(
+        "--click needs a USB-UART bridge with the auto-reset transistors; this port is the chip's USB-Serial-JTAG, so press the BOOT button by hand",
+      );
+    }
+    const session = new MonitorSession(context, port, {
+      baud,
+      until,
+      click: options.click === true,
+      color: useColor(context.terminal, context.env ?? process.env),
+    });
+    const ending = [
+      seconds === undefined ? undefined : `${seconds} s`,
+      until === undefined ? undefined : `a line matching ${until}`,
+      'Ctrl-C',
+    ].filter((part) => part !== undefined);
+    const announce = () => {
+      context.out.stderr(
+        `--- monitor ${port.label} at ${baud} baud until ${ending.join(' or ')} ---\n`,
+      );
+      if (options.click === true && options.reset !== true && port.provider === undefined) {
         context.out.stderr(
-          `--- monitor ${port.label} at ${baud} baud until ${ending.join(' or ')} ---\n`,
+          '--- --click waits for the board to report idle; add --reset if it is already running ---\n',
         );
-        if (options.click === true && options.reset !== true && port.provider === undefined) {
-          context.out.stderr(
-            '--- --click waits for the board to report idle; add --reset if it is already running ---\n',
-          );
-        }
-      };
-      const started = performance.now();
-      const outcome = await session.run({
-        reset: options.reset === true,
-        timeoutMs: seconds === undefined ? undefined : seconds * 1000,
-        announce,
-      });
-      const elapsed = ((performance.now() - started) / 1000).toFixed(1);
-      const summary = `${elapsed} s, ${session.lines} lines, ${describePanics(session.panics)}`;
-      switch (outcome.kind) {
-        case 'failed':
-          throw outcome.error;
-        case 'matched':
-          context.out.stderr(`--- matched ${until ?? ''} (${summary}) ---\n`);
-          return 0;
-        case 'stopped':
-          context.out.stderr(`--- stopped (${summary}) ---\n`);
-          return 0;
-        case 'timeout':
-          if (until === undefined) {
-            context.out.stderr(`--- timeout (${summary}) ---\n`);
-            return 0;
-          }
-          throw new SerialCommandError(
-            `no console line matched ${until} within ${seconds ?? 0} s (${summary}); check the board's log above, or raise --timeout`,
-            'failed',
-          );
       }
-    } finally {
+    };
+    const started = performance.now();
+    const outcome = await session.run({
+      reset: options.reset === true,
+      timeoutMs: seconds === undefined ? undefined : seconds * 1000,
+      announce,
+    });
+    const elapsed = ((performance.now() - started) / 1000).toFixed(1);
+    const summary = `${elapsed} s, ${session.lines} lines, ${describePanics(session.panics)}`;
+    switch (outcome.kind) {
+      case 'failed':
+        throw outcome.error;
+      case 'matched':
+        context.out.stderr(`--- matched ${until ?? ''} (${summary}) ---\n`);
+        return 0;
+      case 'stopped':
+        context.out.stderr(`--- stopped (${summary}) ---\n`);
+        return 0;
+      case 'timeout':
+        if (until === undefined) {
+          context.out.stderr(`--- timeout (${summary}) ---\n`);
+          return 0;
+        }
+        throw new SerialCommandError(
+          `no console line matched ${until} within ${seconds ?? 0} s (${summary}); check the board's log above, or raise --timeout`,
+          'failed',
+        );
     }
   });
 }
@@ -445,26 +443,15 @@ export function registerMonitorCommand(
   context: SerialCommandContext,
   setExit: (code: number) => void,
 ): Command {
-  return program
-    .command('monitor')
+  return withPortOptions(program.command('monitor'))
     .description(
       "print the board's console (panics highlighted) without resetting it, until Ctrl-C, --timeout or --until",
-    )
-    .option(
-      '--port <selector>',
-      'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name> or virtual:<name> (default: the only board attached)',
     )
     .option('--baud <rate>', 'console rate', String(DEFAULT_MONITOR_BAUD))
     .option('--reset', 'hard-reset the board first (EN through RTS), so the boot log shows')
     .option('--click', 'press BOOT (a DTR pulse) once the board reports idle: starts a session')
     .option('--timeout <seconds>', 'stop after this long (exit 0, or 1 with --until)')
     .option('--until <regex>', 'stop at the first line matching this (exit 0)')
-    .addOption(
-      new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
-    )
-    .addOption(
-      new Option('--flash-size <mb>', "a new virtual board's flash: 4, 8 or 16 (default 16)"),
-    )
     .action(async (options: MonitorCommandOptions) =>
       setExit(await monitorCommand(context, options)),
     );

@@ -5,7 +5,7 @@
  * kept, so the board keeps its identity. Then a hard reset, so it boots with them.
  */
 import { FirmwareError } from '@xiaozhi-mcp/firmware';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { describeChip, flasherFor, hex } from '../flash-image.js';
 import { flashBaudLadder } from '../flasher.js';
 import { type ProvisionSettings, provisionBoard, provisionEntries } from '../provision.js';
@@ -16,6 +16,7 @@ import {
   type SerialCommandContext,
   SerialCommandError,
   usageError,
+  withPortOptions,
 } from './context.js';
 import {
   BAUD_OPTION_HELP,
@@ -124,8 +125,7 @@ export function registerProvisionCommand(
   context: SerialCommandContext,
   setExit: (code: number) => void,
 ): Command {
-  return program
-    .command('provision')
+  return withPortOptions(program.command('provision'))
     .description(
       "write Wi-Fi and the OTA URL into the board's NVS (keeping its other entries, like board/uuid), then reset it",
     )
@@ -137,18 +137,8 @@ export function registerProvisionCommand(
       'a WebSocket URL to store (websocket/url); the OTA reply usually sets it',
     )
     .option('--ws-token <token>', 'the WebSocket token (websocket/token), with --ws-url')
-    .option(
-      '--port <selector>',
-      'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name> or virtual:<name> (default: the only board attached)',
-    )
     .option('--baud <rate>', BAUD_OPTION_HELP, String(DEFAULT_FLASH_BAUD))
     .option('--reset <strategy>', RESET_OPTION_HELP, 'auto')
-    .addOption(
-      new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
-    )
-    .addOption(
-      new Option('--flash-size <mb>', "a new virtual board's flash: 4, 8 or 16 (default 16)"),
-    )
     .action(async (options: ProvisionCommandOptions) =>
       setExit(await provisionCommand(context, options)),
     );
