@@ -40,6 +40,38 @@ export interface ServerConfig {
   /** Extra `websocket` members stored on boards (NVS keys): checked for hazards. */
   readonly websocketExtra: Readonly<Record<string, string | number>>;
   readonly logLevel: LogLevel;
+
+  // --- the API's front door (docs/architecture.md: everything that listens faces hostile input)
+  /**
+   * Bearer tokens the API requires, apart from device tokens (`tokens`). With none, the API
+   * is open, which only a loopback bind allows unless `auth` is `off` explicitly.
+   */
+  readonly apiTokens: readonly string[];
+  /**
+   * `Origin`/`Host` values the API accepts besides the server's own (a DNS name or reverse
+   * proxy in front of it). Requests from any other origin are refused (DNS rebinding, cross-site POST).
+   */
+  readonly allowedOrigins: readonly string[];
+  /** Node's `headersTimeout`: a client gets this long to send its request headers. */
+  readonly headersTimeoutMs: number;
+  /** Node's `requestTimeout`: a client gets this long to send its whole request. */
+  readonly requestTimeoutMs: number;
+  /** Most open TCP connections (HTTP and WebSocket together); 0: no cap. */
+  readonly maxConnections: number;
+
+  // --- bounded memory
+  /** Largest OTA check body accepted (a board's system info is a few KB). */
+  readonly maxOtaBodyBytes: number;
+  /** Most device records kept; the longest-offline devices are evicted first. */
+  readonly maxDevices: number;
+  /** An offline device is forgotten after this long without an OTA check or connection; 0: never. */
+  readonly offlineDeviceTtlMs: number;
+  /**
+   * Opt-in activation (docs/protocol.md §7): the HMAC-SHA256 key (hex) of each board serial
+   * number. A board that sends a `Serial-Number` listed here must answer the OTA reply's
+   * challenge before it gets a token.
+   */
+  readonly activationKeys: Readonly<Record<string, string>> | undefined;
 }
 
 export const DEFAULT_CONFIG: ServerConfig = {
@@ -61,6 +93,15 @@ export const DEFAULT_CONFIG: ServerConfig = {
   pingIntervalMs: 60_000,
   websocketExtra: {},
   logLevel: 'info',
+  apiTokens: [],
+  allowedOrigins: [],
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  maxConnections: 0,
+  maxOtaBodyBytes: 32 * 1024,
+  maxDevices: 10_000,
+  offlineDeviceTtlMs: 24 * 60 * 60 * 1000,
+  activationKeys: undefined,
 };
 
 function invalid(field: string, message: string): never {
@@ -103,6 +144,10 @@ export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig
     ['callTimeoutMs', config.callTimeoutMs],
     ['helloTimeoutMs', config.helloTimeoutMs],
     ['maxFrameBytes', config.maxFrameBytes],
+    ['headersTimeoutMs', config.headersTimeoutMs],
+    ['requestTimeoutMs', config.requestTimeoutMs],
+    ['maxOtaBodyBytes', config.maxOtaBodyBytes],
+    ['maxDevices', config.maxDevices],
   ] as const) {
     if (!Number.isInteger(value) || value <= 0)
       invalid(field, `must be a positive integer, got ${String(value)}`);
@@ -117,9 +162,32 @@ export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig
   }
   if (config.vision !== undefined && !/^https?:\/\/\S+$/.test(config.vision.url))
     invalid('vision.url', 'must be an http(s) URL');
-  for (const token of config.tokens) {
-    if (typeof token !== 'string' || token === '' || /\s/.test(token))
-      invalid('tokens', 'each token must be a non-empty string without spaces');
+  for (const [field, value] of [
+    ['maxConnections', config.maxConnections],
+    ['offlineDeviceTtlMs', config.offlineDeviceTtlMs],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 0)
+      invalid(field, `must be 0 or a positive integer, got ${String(value)}`);
+  }
+  for (const [field, tokens] of [
+    ['tokens', config.tokens],
+    ['apiTokens', config.apiTokens],
+  ] as const) {
+    for (const token of tokens) {
+      if (typeof token !== 'string' || token === '' || /\s/.test(token))
+        invalid(field, 'each token must be a non-empty string without spaces');
+    }
+  }
+  for (const origin of config.allowedOrigins) {
+    if (typeof origin !== 'string' || origin === '' || /\s/.test(origin))
+      invalid('allowedOrigins', 'each must be an origin (http://host:port) or a host[:port]');
+  }
+  for (const [serial, key] of Object.entries(config.activationKeys ?? {})) {
+    if (serial === '' || !/^(?:[0-9a-f]{2}){16,64}$/i.test(key))
+      invalid(
+        'activationKeys',
+        `the key of ${JSON.stringify(serial)} must be 16 to 64 bytes of hex`,
+      );
   }
   return config;
 }
