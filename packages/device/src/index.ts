@@ -5,8 +5,11 @@ export type { BoardApi, BoardHardware, BoardPreset, ChipModel, DisplayInfo } fro
 export {
   BoardConsole,
   type BoardConsoleEvents,
+  CONSOLE_HISTORY_BYTES,
   type ConsoleLine,
   type LogLevel,
+  MAX_CONSOLE_LINE_BYTES,
+  truncateConsoleLine,
 } from './console.js';
 export {
   BoardPanic,
@@ -35,8 +38,12 @@ export {
   Settings,
 } from './nvs-storage.js';
 export {
+  type ActivationIdentity,
   type ActivationOutcome,
+  activationHmac,
+  activationPayload,
   isNewVersionAvailable,
+  MAX_OTA_REPLY_BYTES,
   type OtaActivation,
   type OtaCheck,
   OtaClient,
@@ -132,6 +139,7 @@ export {
   type VirtualBoardOptions,
 } from './virtual-board.js';
 export {
+  MAX_BACKEND_FRAME_BYTES,
   MAX_DEVICE_FRAME_BYTES,
   upgradeHeaders,
   WebsocketChannel,

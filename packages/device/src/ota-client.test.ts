@@ -1,6 +1,12 @@
-import { describe, expect, it } from 'vitest';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { buildOtaRequestHeaders } from '@xiaozhi-mcp/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BoardConsole } from './console.js';
 import { BoardPanic } from './errors.js';
-import { isNewVersionAvailable } from './ota-client.js';
+import { NvsStorage } from './nvs-storage.js';
+import { isNewVersionAvailable, OtaClient, type OtaClientOptions } from './ota-client.js';
 
 describe('isNewVersionAvailable (Ota::IsNewVersionAvailable)', () => {
   it.each([
@@ -36,5 +42,190 @@ describe('isNewVersionAvailable (Ota::IsNewVersionAvailable)', () => {
   it('reads what std::stoi reads: leading spaces and a sign', () => {
     expect(isNewVersionAvailable('2.4.2', ' 2.4.+3')).toBe(true);
     expect(isNewVersionAvailable('2.4.2', '2.4.-3')).toBe(false);
+  });
+});
+
+interface Received {
+  readonly url: string;
+  readonly headers: IncomingMessage['headers'];
+  readonly body: string;
+}
+
+let server: Server | undefined;
+afterEach(async () => {
+  server?.closeAllConnections();
+  await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
+  server = undefined;
+});
+
+/** A local HTTP server answering every request with `reply`; records what it received. */
+async function serve(reply: (request: Received, res: ServerResponse) => void) {
+  const received: Received[] = [];
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const request = {
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+      };
+      received.push(request);
+      reply(request, res);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/xiaozhi/ota/`;
+  return { url, received };
+}
+
+function client(options: Partial<OtaClientOptions> & { serialNumber?: string } = {}) {
+  const { serialNumber, ...rest } = options;
+  const storage = new NvsStorage();
+  const console = new BoardConsole();
+  const ota = new OtaClient({
+    currentVersion: '2.4.2',
+    headers: () =>
+      buildOtaRequestHeaders({
+        macAddress: 'f4:12:fa:00:00:01',
+        uuid: '0b6e2b6c-6f0e-4f4e-8a53-5d1f0c9d2f10',
+        board: 'bread-compact-wifi',
+        version: '2.4.2',
+        language: 'zh-CN',
+        ...(serialNumber === undefined ? {} : { serialNumber }),
+      }),
+    body: () => ({}) as never,
+    storage,
+    console,
+    timeoutMs: 3000,
+    ...rest,
+  });
+  return { ota, storage, console };
+}
+
+const texts = (console: BoardConsole) =>
+  console.history.map((line) => line.text.replace(/^(\w) \(\d+\) /, '$1 '));
+
+const reply = (padding: number) =>
+  JSON.stringify({
+    websocket: { url: 'ws://127.0.0.1:9/xiaozhi/v1/', token: 't', version: 1 },
+    padding: 'p'.repeat(padding),
+  });
+
+describe('OtaClient reply bound (the firmware reads the whole reply into memory)', () => {
+  it('takes a reply of 60 KiB', async () => {
+    const { url } = await serve((_, res) => res.end(reply(60 * 1024)));
+    const { ota, storage } = client();
+    expect(await ota.check(url)).toMatchObject({ hasWebsocket: true });
+    expect(storage.open('websocket').getString('url')).toBe('ws://127.0.0.1:9/xiaozhi/v1/');
+  });
+
+  it('refuses a 4 MB reply: the check fails, nothing is stored', async () => {
+    const { url } = await serve((_, res) => res.end(reply(4 * 1024 * 1024)));
+    const { ota, storage, console } = client();
+    expect(await ota.check(url)).toBeUndefined();
+    expect(storage.open('websocket').getString('url')).toBe('');
+    expect(texts(console)).toContain('E Ota: Failed to read response: over 65536 bytes');
+  });
+
+  it('stops reading a chunked 50 MB reply at the bound instead of buffering it', async () => {
+    let written = 0;
+    let finished = false;
+    const { url } = await serve((_, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write(`{"websocket":{"url":"ws://127.0.0.1:9/"},"padding":"`);
+      const chunk = 'p'.repeat(64 * 1024);
+      const pump = () => {
+        while (written < 50 * 1024 * 1024) {
+          if (res.destroyed) return;
+          written += chunk.length;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        finished = true;
+        res.end('"}');
+      };
+      res.on('error', () => {});
+      pump();
+    });
+    const { ota, storage } = client();
+    expect(await ota.check(url)).toBeUndefined();
+    expect(storage.open('websocket').getString('url')).toBe('');
+    expect(finished).toBe(false);
+    expect(written).toBeLessThan(50 * 1024 * 1024);
+  });
+});
+
+describe('OtaClient activation payload (Ota::GetActivationPayload)', () => {
+  // RFC 4231 test case 1: HMAC-SHA256 with key 0x0b × 20 of "Hi There".
+  const KEY = '0b'.repeat(20);
+  const HMAC = 'b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7';
+  const activation = { message: 'say it', code: '123456', challenge: 'Hi There', timeoutMs: 3000 };
+
+  it('signs the challenge with the eFuse key and sends the serial number in its headers', async () => {
+    const statuses = [202, 200];
+    const { url, received } = await serve((_, res) => res.writeHead(statuses.shift() ?? 500).end());
+    const { ota } = client({
+      serialNumber: 'SN0001',
+      activation: { serialNumber: 'SN0001', key: KEY, hasHmac: true },
+    });
+    expect(await ota.activate(url, activation)).toBe('retry');
+    expect(await ota.activate(url, activation)).toBe('done');
+    expect(received.map((r) => r.url)).toEqual(['/xiaozhi/ota/activate', '/xiaozhi/ota/activate']);
+    const [first] = received;
+    expect(first?.body).toBe(
+      `{"algorithm":"hmac-sha256","serial_number":"SN0001","challenge":"Hi There","hmac":"${HMAC}"}`,
+    );
+    expect(first?.headers['activation-version']).toBe('2');
+    expect(first?.headers['serial-number']).toBe('SN0001');
+    expect(first?.headers['content-type']).toBe('application/json');
+  });
+
+  it('escapes the challenge as cJSON prints it', async () => {
+    const { url, received } = await serve((_, res) => res.writeHead(200).end());
+    const { ota } = client({
+      serialNumber: 'SN0001',
+      activation: { serialNumber: 'SN0001', key: KEY, hasHmac: true },
+    });
+    await ota.activate(url, { ...activation, challenge: 'a"b\\c\n语' });
+    expect(received[0]?.body).toMatch(/"challenge":"a\\"b\\\\c\\n语","hmac":"[0-9a-f]{64}"}$/);
+  });
+
+  it('sends {} without a serial number, and an empty hmac on a chip without the HMAC peripheral', async () => {
+    const { url, received } = await serve((_, res) => res.writeHead(200).end());
+    await client().ota.activate(url, activation);
+    expect(received[0]?.body).toBe('{}');
+    expect(received[0]?.headers['activation-version']).toBe('1');
+    expect(received[0]?.headers['serial-number']).toBeUndefined();
+    await client({
+      serialNumber: 'SN0002',
+      activation: { serialNumber: 'SN0002', key: undefined, hasHmac: false },
+    }).ota.activate(url, activation);
+    expect(received[1]?.body).toBe(
+      '{"algorithm":"hmac-sha256","serial_number":"SN0002","challenge":"Hi There","hmac":""}',
+    );
+  });
+
+  it('sends {} when no key is burnt: the HMAC fails', async () => {
+    const { url, received } = await serve((_, res) => res.writeHead(200).end());
+    const { ota, console } = client({
+      serialNumber: 'SN0003',
+      activation: { serialNumber: 'SN0003', key: undefined, hasHmac: true },
+    });
+    await ota.activate(url, activation);
+    expect(received[0]?.body).toBe('{}');
+    expect(texts(console)).toContain('E Ota: HMAC calculation failed: ESP_FAIL');
+  });
+
+  it('logs a refused activation with its body, bounded', async () => {
+    const { url } = await serve((_, res) => res.writeHead(403).end('x'.repeat(1024 * 1024)));
+    const { ota, console } = client();
+    expect(await ota.activate(url, activation)).toBe('failed');
+    expect(texts(console)).toContain(
+      'E Ota: Failed to activate, code: 403, body: (over 65536 bytes)',
+    );
   });
 });

@@ -4,6 +4,8 @@
  * and `mqtt` members in NVS, and take the firmware offer and activation. Hazards in the reply
  * do to this client what they do to a board: a {@link BoardPanic}.
  */
+
+import { createHmac } from 'node:crypto';
 import {
   type CJsonNode,
   compareVersionSegments,
@@ -12,6 +14,7 @@ import {
   type OtaRequestBody,
   type OtaRequestHeaders,
   parseCJson,
+  printCJson,
   readFirmwareVersion,
   toCInt,
 } from '@xiaozhi-mcp/protocol';
@@ -40,6 +43,66 @@ export interface OtaCheck {
 
 export type ActivationOutcome = 'done' | 'retry' | 'failed';
 
+/**
+ * The largest OTA reply (check or activation) the board takes. The firmware reads the whole
+ * reply into memory (`http->ReadAll()`) and then builds its cJSON tree, on a heap of a few
+ * hundred KB: our model's bound (docs/protocol.md §7 gives none) is 64 KiB, far above any real
+ * reply (under 2 KB). A larger reply fails the check as a failed HTTP read does.
+ */
+export const MAX_OTA_REPLY_BYTES = 64 * 1024;
+
+/** What a board with an eFuse serial number signs activation challenges with (docs/protocol.md §7). */
+export interface ActivationIdentity {
+  /** The serial number in eFuse USER_DATA (up to 32 bytes): sent as `Serial-Number`. */
+  readonly serialNumber: string;
+  /** The HMAC key in eFuse KEY0, hex; undefined when none is burnt (the HMAC then fails). */
+  readonly key: string | undefined;
+  /** False on chips without the HMAC peripheral (ESP32, ESP32-C2): `hmac` is sent empty. */
+  readonly hasHmac: boolean;
+}
+
+/** HMAC-SHA256 of the challenge's bytes with the key, as `esp_hmac_calculate` and `%02x` give it. */
+export function activationHmac(keyHex: string, challenge: string): string {
+  return createHmac('sha256', Buffer.from(keyHex, 'hex')).update(challenge, 'utf8').digest('hex');
+}
+
+/**
+ * `Ota::GetActivationPayload` for a board with a serial number: the four members in the order
+ * the firmware adds them, printed as `cJSON_PrintUnformatted` prints them. Boards without a
+ * serial number send `{}`.
+ */
+export function activationPayload(serialNumber: string, challenge: string, hmac: string): string {
+  return printCJson({ algorithm: 'hmac-sha256', serial_number: serialNumber, challenge, hmac });
+}
+
+/** A reply body as text, or undefined when it is over `limit` bytes (the rest is not read). */
+export async function readReplyBody(
+  response: Response,
+  limit = MAX_OTA_REPLY_BYTES,
+): Promise<string | undefined> {
+  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
+  if (declared > limit) {
+    await response.body?.cancel().catch(() => {});
+    return undefined;
+  }
+  if (response.body === null) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  // TextDecoder, as Response.text() does: replacement characters, a BOM dropped.
+  return new TextDecoder().decode(Buffer.concat(chunks));
+}
+
 export interface OtaClientOptions {
   /** The running version, compared with the offer. */
   readonly currentVersion: string;
@@ -49,6 +112,8 @@ export interface OtaClientOptions {
   readonly console: BoardConsole;
   /** Bound on each HTTP exchange. */
   readonly timeoutMs?: number;
+  /** The board's eFuse serial number and key; without one, activation sends `{}`. */
+  readonly activation?: ActivationIdentity;
 }
 
 /**
@@ -88,8 +153,7 @@ export class OtaClient {
       console.log('E', 'Ota', 'Check version URL is not properly set');
       return undefined;
     }
-    let status: number;
-    let text: string;
+    let text: string | undefined;
     try {
       const response = await fetch(url, {
         method: 'POST',
@@ -97,14 +161,18 @@ export class OtaClient {
         body: JSON.stringify(this.#options.body()),
         signal: AbortSignal.timeout(this.#options.timeoutMs ?? 10_000),
       });
-      status = response.status;
-      text = await response.text();
+      if (response.status !== 200) {
+        await response.body?.cancel().catch(() => {});
+        console.log('E', 'Ota', `Failed to check version, status code: ${response.status}`);
+        return undefined;
+      }
+      text = await readReplyBody(response);
     } catch (error) {
       console.log('E', 'Ota', `Failed to open HTTP connection: ${(error as Error).message}`);
       return undefined;
     }
-    if (status !== 200) {
-      console.log('E', 'Ota', `Failed to check version, status code: ${status}`);
+    if (text === undefined) {
+      console.log('E', 'Ota', `Failed to read response: over ${MAX_OTA_REPLY_BYTES} bytes`);
       return undefined;
     }
     const root = parseCJson(text);
@@ -207,13 +275,14 @@ export class OtaClient {
       const response = await fetch(target, {
         method: 'POST',
         headers: this.#options.headers(),
-        // Boards without an eFuse serial number send an empty payload.
-        body: '{}',
+        body: this.#payload(activation.challenge),
         signal: AbortSignal.timeout(activation.timeoutMs ?? this.#options.timeoutMs ?? 10_000),
       });
-      const body = await response.text();
+      if (response.status === 202 || response.status === 200)
+        await response.body?.cancel().catch(() => {});
       if (response.status === 202) return 'retry';
       if (response.status !== 200) {
+        const body = (await readReplyBody(response)) ?? `(over ${MAX_OTA_REPLY_BYTES} bytes)`;
         console.log('E', 'Ota', `Failed to activate, code: ${response.status}, body: ${body}`);
         return 'failed';
       }
@@ -223,6 +292,22 @@ export class OtaClient {
     }
     console.log('I', 'Ota', 'Activation successful');
     return 'done';
+  }
+
+  /** `Ota::GetActivationPayload`: `{}` without a serial number, or when the HMAC fails. */
+  #payload(challenge: string): string {
+    const identity = this.#options.activation;
+    if (identity === undefined) return '{}';
+    let hmac = '';
+    if (identity.hasHmac) {
+      if (identity.key === undefined) {
+        // No key with the HMAC_UP purpose in KEY0: esp_hmac_calculate fails.
+        this.#options.console.log('E', 'Ota', 'HMAC calculation failed: ESP_FAIL');
+        return '{}';
+      }
+      hmac = activationHmac(identity.key, challenge);
+    }
+    return activationPayload(identity.serialNumber, challenge, hmac);
   }
 
   /** Downloads an app image: a plain GET that needs 200 and a Content-Length (no chunked replies). */

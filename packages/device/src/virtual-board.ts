@@ -21,7 +21,7 @@ import { BoardPanic, DeviceError } from './errors.js';
 import type { FlashStorage } from './flash-storage.js';
 import { McpServer } from './mcp-server.js';
 import { NvsStorage } from './nvs-storage.js';
-import { type OtaCheck, OtaClient } from './ota-client.js';
+import { type ActivationIdentity, type OtaCheck, OtaClient } from './ota-client.js';
 import { boardPreset } from './presets.js';
 import { Application } from './virtual-board/application.js';
 import { Bootloader, bootFailureLine } from './virtual-board/bootloader.js';
@@ -60,6 +60,31 @@ const DEFAULT_APP: RunningApp = {
   compileTime: 'Aug 20 2026T10:12:03Z',
 };
 
+/** Chips without the HMAC peripheral (`SOC_HMAC_SUPPORTED` unset): their payload's `hmac` is empty. */
+const CHIPS_WITHOUT_HMAC: ReadonlySet<string> = new Set(['esp32', 'esp32c2']);
+
+/** The eFuse identity the options describe, checked as eFuse holds it. */
+function activationIdentity(
+  options: Pick<VirtualBoardOptions, 'serialNumber' | 'activationKey'>,
+  chip: string,
+): ActivationIdentity | undefined {
+  const { serialNumber, activationKey } = options;
+  if (serialNumber === undefined || serialNumber === '') {
+    if (activationKey !== undefined)
+      throw new DeviceError('BOARD_OPTIONS_INVALID', 'activationKey needs a serialNumber');
+    return undefined;
+  }
+  // USER_DATA holds 32 bytes; the firmware sends them as a C string in a header.
+  if (!/^[\x21-\x7e]{1,32}$/.test(serialNumber))
+    throw new DeviceError(
+      'BOARD_OPTIONS_INVALID',
+      `serialNumber must be 1 to 32 printable ASCII characters, got ${JSON.stringify(serialNumber)}`,
+    );
+  if (activationKey !== undefined && !/^(?:[0-9a-f]{2}){16,64}$/i.test(activationKey))
+    throw new DeviceError('BOARD_OPTIONS_INVALID', 'activationKey must be 16 to 64 bytes of hex');
+  return { serialNumber, key: activationKey, hasHmac: !CHIPS_WITHOUT_HMAC.has(chip) };
+}
+
 function randomMac(): string {
   return [
     'f4',
@@ -84,6 +109,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #mcp: McpServer;
   #lastOta: OtaCheck | undefined;
   #powered = false;
+  readonly #activation: ActivationIdentity | undefined;
   readonly #options: VirtualBoardOptions;
   readonly #bootloader: Bootloader;
   readonly #application: Application;
@@ -98,6 +124,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
         ? options.preset
         : boardPreset(options.preset ?? 'bread-compact-wifi');
     this.mac = (options.mac ?? randomMac()).toLowerCase();
+    this.#activation = activationIdentity(options, this.preset.chip);
     this.timing = { ...FIRMWARE_TIMING, ...options.timing };
     this.faults = {
       replyLatencyMs: 0,
@@ -404,11 +431,15 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
           board: this.preset.name,
           version: this.#app.version,
           language: this.#options.language ?? 'zh-CN',
+          ...(this.#activation === undefined
+            ? {}
+            : { serialNumber: this.#activation.serialNumber }),
         }),
       body: () => this.systemInfo(),
       storage: this.storage,
       console: this.console,
       timeoutMs: this.timing.httpTimeoutMs,
+      ...(this.#activation === undefined ? {} : { activation: this.#activation }),
     });
   }
 

@@ -87,3 +87,96 @@ describe('WebsocketChannel', () => {
     expect(channel.isOpen).toBe(false);
   });
 });
+
+describe('WebsocketChannel receive bound (65,535 bytes, as the board)', () => {
+  let wss: WebSocketServer | undefined;
+  afterEach(() => wss?.close());
+
+  /** A backend that says hello, then sends `after` frames; resolves the device socket's close code. */
+  async function backend(after: (string | Buffer)[], before: (string | Buffer)[] = []) {
+    const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    wss = server;
+    await once(server, 'listening');
+    const closeCode = new Promise<number>((resolve) => {
+      server.on('connection', (socket) => {
+        socket.on('close', (code) => resolve(code));
+        socket.on('error', () => {});
+        socket.once('message', () => {
+          for (const frame of before) socket.send(frame);
+          socket.send('{"type":"hello","transport":"websocket","session_id":"s"}');
+          for (const frame of after) socket.send(frame);
+        });
+      });
+    });
+    const console = new BoardConsole();
+    const channel = new WebsocketChannel({
+      ...base,
+      url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+      token: '',
+      hello: buildDeviceHello({ transport: 'websocket', version: 1 }),
+      console,
+      helloTimeoutMs: 1000,
+    });
+    return { channel, console, closeCode };
+  }
+
+  const within = <T>(promise: Promise<T>, ms: number, what: string) =>
+    Promise.race([
+      promise,
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms),
+      ),
+    ]);
+
+  const historyBytes = (console: BoardConsole) =>
+    console.history.reduce((sum, line) => sum + Buffer.byteLength(line.text), 0);
+
+  /** An `stt` frame of exactly `size` bytes. */
+  const sttFrame = (size: number) => {
+    const empty = '{"type":"stt","text":""}';
+    return `{"type":"stt","text":"${'x'.repeat(size - empty.length)}"}`;
+  };
+
+  it('takes a frame of 65,535 bytes', async () => {
+    const { channel, closeCode } = await backend([sttFrame(65_535)]);
+    const frames: unknown[] = [];
+    channel.on('json', (frame) => frames.push(frame));
+    await channel.open();
+    while (frames.length === 0) await new Promise((r) => setTimeout(r, 5));
+    expect(channel.isOpen).toBe(true);
+    channel.close();
+    expect(await closeCode).toBe(1006);
+  });
+
+  it('ends the session on a 1 MB frame after the hello: an error line, TCP dropped, no close frame', async () => {
+    const { channel, console, closeCode } = await backend(['x'.repeat(1024 * 1024)]);
+    const closed = once(channel, 'closed');
+    const frames: unknown[] = [];
+    channel.on('json', (frame) => frames.push(frame));
+    await channel.open();
+    expect(await within(closed, 3000, 'close')).toEqual(['frame too large']);
+    expect(channel.isOpen).toBe(false);
+    expect(frames).toEqual([]);
+    // The firmware drops TCP: the backend sees no close frame (1006), not 1009.
+    expect(await closeCode).toBe(1006);
+    const texts = console.history.map((line) => line.text.replace(/^(\w) \(\d+\) /, '$1 '));
+    expect(texts).toContain('E WS: Received a frame over 65535 bytes');
+    expect(texts.at(-1)).toBe('I WS: Websocket disconnected');
+    expect(historyBytes(console)).toBeLessThan(4096);
+  });
+
+  it('ends the session on a binary frame over the bound too', async () => {
+    const { channel, closeCode } = await backend([Buffer.alloc(65_536)]);
+    const closed = once(channel, 'closed');
+    await channel.open();
+    expect(await within(closed, 3000, 'close')).toEqual(['frame too large']);
+    expect(await closeCode).toBe(1006);
+  });
+
+  it('fails the open on an oversized frame before the hello', async () => {
+    const { channel, console } = await backend([], ['x'.repeat(1024 * 1024)]);
+    await expect(channel.open()).rejects.toMatchObject({ code: 'WS_FRAME_TOO_LARGE' });
+    expect(channel.isOpen).toBe(false);
+    expect(historyBytes(console)).toBeLessThan(4096);
+  });
+});

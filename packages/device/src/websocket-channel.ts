@@ -22,6 +22,28 @@ import { BoardPanic, DeviceError } from './errors.js';
 /** The firmware's largest text frame; a larger send kills the session. */
 export const MAX_DEVICE_FRAME_BYTES = 65_535;
 
+/**
+ * The largest frame the board takes from its backend. docs/protocol.md §4 bounds only what the
+ * device sends; this receive bound is our model of the board's receive buffer (the same
+ * 65,535 bytes), since a board cannot take the megabytes a Node client could. A larger frame
+ * ends the session as a failed receive does on a board: an error line, TCP dropped, idle.
+ */
+export const MAX_BACKEND_FRAME_BYTES = MAX_DEVICE_FRAME_BYTES;
+
+/**
+ * A `ws` client that drops TCP where `ws` would send a 1009 close frame for an oversized frame:
+ * the firmware's client never sends a close frame (docs/protocol.md §4).
+ */
+class BoardSocket extends WebSocket {
+  override close(code?: number, data?: string | Buffer): void {
+    if (code === 1009) this.terminate();
+    else super.close(code, data);
+  }
+}
+
+const isOversized = (error: Error): boolean =>
+  (error as Error & { code?: unknown }).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+
 export interface WebsocketChannelOptions {
   readonly url: string;
   /** NVS `websocket/token`; sent as `Authorization`, with `Bearer ` added unless it has a space. */
@@ -86,9 +108,11 @@ export class WebsocketChannel extends EventEmitter<WebsocketChannelEvents> {
   open(): Promise<void> {
     const { console, url, version } = this.#options;
     console.log('I', 'WS', `Connecting to websocket server: ${url} with version: ${version}`);
-    const socket = new WebSocket(url, {
+    const socket = new BoardSocket(url, {
       headers: upgradeHeaders(this.#options),
       perMessageDeflate: false,
+      // Checked on the frame header: an oversized frame is refused before it is buffered.
+      maxPayload: MAX_BACKEND_FRAME_BYTES,
       handshakeTimeout: this.#options.helloTimeoutMs ?? 10_000,
     });
     this.#socket = socket;
@@ -109,6 +133,18 @@ export class WebsocketChannel extends EventEmitter<WebsocketChannelEvents> {
         );
       });
       socket.on('error', (error) => {
+        if (isOversized(error)) {
+          console.log('E', 'WS', `Received a frame over ${MAX_BACKEND_FRAME_BYTES} bytes`);
+          if (settled) this.#teardown('frame too large', true);
+          else
+            fail(
+              new DeviceError(
+                'WS_FRAME_TOO_LARGE',
+                `the server sent a frame over ${MAX_BACKEND_FRAME_BYTES} bytes`,
+              ),
+            );
+          return;
+        }
         if (!settled) {
           console.log('E', 'WS', 'Failed to connect to websocket server');
           fail(new DeviceError('WS_CONNECT_FAILED', error.message, { cause: error }));

@@ -104,6 +104,19 @@ export interface VirtualBoardOptions {
   readonly preset?: string | BoardPreset;
   /** Lowercase Wi-Fi MAC; random with an Espressif prefix by default. */
   readonly mac?: string;
+  /**
+   * The serial number burnt in eFuse USER_DATA (1 to 32 printable ASCII characters). With one,
+   * the OTA check sends `Serial-Number` and `Activation-Version: 2`, and activation signs the
+   * challenge (docs/protocol.md §7). Without one, the board sends `Activation-Version: 1` and an
+   * empty activation payload, as most boards do.
+   */
+  readonly serialNumber?: string;
+  /**
+   * The HMAC key burnt in eFuse KEY0, hex (a real board's is 32 bytes; 16 to 64 are taken, as
+   * the server takes them). Needs `serialNumber`. A board with a serial number and no key
+   * fails its HMAC and sends `{}`.
+   */
+  readonly activationKey?: string;
   /** The app the board runs at first power-on. */
   readonly app?: Partial<RunningApp>;
   /** Storage to start from (it is kept and mutated, so it can outlive the board). */
