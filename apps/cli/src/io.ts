@@ -53,7 +53,11 @@ export async function readJsonFile(io: CliIo, path: string): Promise<unknown> {
 /** Resolves at the first Ctrl-C (SIGINT) or SIGTERM: how long-running commands wait to stop. */
 export function interrupted(): Promise<void> {
   return new Promise((resolve) => {
+    // A signal listener does not keep the process alive: with nothing else pending (`sim
+    // --session none` once every board is idle) node would end with an unsettled await (13).
+    const keepAlive = setInterval(() => {}, 2 ** 30);
     const stop = () => {
+      clearInterval(keepAlive);
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       resolve();

@@ -15,6 +15,9 @@ export function createProgram(io: CliIo, setExit: (code: number) => void): Comma
   const program = new Command('xiaozhi-mcp')
     .description('Toolkit for ESP32 boards running the xiaozhi firmware (MCP over WebSocket/MQTT)')
     .version(VERSION)
+    // The program's options (--version, --help) only before the command: after it they are the
+    // command's own (`sim --version V` was the tool's version, not the boards').
+    .enablePositionalOptions()
     .exitOverride()
     .showHelpAfterError(false)
     .configureOutput({

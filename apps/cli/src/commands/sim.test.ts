@@ -1,39 +1,80 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { dirname, join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { TestBackend } from '@xiaozhi-mcp/device/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../test-io.js';
+import { simMac, simUuid } from './sim.js';
 
 const bin = join(
   resolve(dirname(fileURLToPath(import.meta.url)), '../../..'),
   'cli/bin/xiaozhi-mcp.js',
 );
 let backend: TestBackend | undefined;
+const children: ChildProcess[] = [];
 
 afterEach(async () => {
+  for (const child of children.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  }
   await backend?.close();
+  backend = undefined;
 });
 
+/** `xiaozhi-mcp sim` from a shell, its output collected. */
+function startSim(...argv: string[]) {
+  const process_ = spawn(process.execPath, [bin, 'sim', ...argv], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(process_);
+  const output = { stdout: '', stderr: '' };
+  process_.stdout.on('data', (chunk) => {
+    output.stdout += chunk;
+  });
+  process_.stderr.on('data', (chunk) => {
+    output.stderr += chunk;
+  });
+  return { process: process_, output };
+}
+
+/** Resolves once `n` OTA checks have reached the backend, or throws with what the sims said. */
+async function otaChecks(
+  target: TestBackend,
+  n: number,
+  sims: readonly ReturnType<typeof startSim>[],
+): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (target.otaRequests.length < n) {
+    const ended = sims.find((sim) => sim.process.exitCode !== null);
+    if (ended !== undefined || Date.now() > deadline)
+      throw new Error(
+        `${target.otaRequests.length} of ${n} OTA checks; ${sims.map((sim) => `exit ${sim.process.exitCode}: ${sim.output.stdout}${sim.output.stderr}`).join('; ')}`,
+      );
+    await sleep(20);
+  }
+}
+
+async function stop(sims: readonly ReturnType<typeof startSim>[]): Promise<(number | null)[]> {
+  return Promise.all(
+    sims.map(async (sim) => {
+      const exited = once(sim.process, 'exit');
+      sim.process.kill('SIGINT');
+      const [code] = (await exited) as [number | null];
+      return code;
+    }),
+  );
+}
+
 describe('xiaozhi-mcp sim', () => {
-  it('runs boards against a backend from a shell until Ctrl-C', async () => {
+  it('runs boards against a backend from a shell until Ctrl-C', { timeout: 20_000 }, async () => {
     backend = await TestBackend.start();
-    const child = spawn(
-      process.execPath,
-      [bin, 'sim', '--ota-url', backend.otaUrl, '--count', '2'],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
+    const sim = startSim('--ota-url', backend.otaUrl, '--count', '2');
+    const macs = [simMac('bread-compact-wifi', 0), simMac('bread-compact-wifi', 1)];
     try {
       const connections = [
         await backend.connection(0, 15_000),
@@ -47,19 +88,132 @@ describe('xiaozhi-mcp sim', () => {
         });
       }
       expect(new Set(connections.map((c) => c.upgrade.headers['device-id']))).toEqual(
-        new Set(['f4:12:fa:00:00:01', 'f4:12:fa:00:00:02']),
+        new Set(macs),
       );
       expect(backend.otaRequests).toHaveLength(2);
-      expect(stdout).toMatch(/^f4:12:fa:00:00:01 \| I \(\d+\) WS: Session ID: session-\d$/m);
+      expect(sim.output.stdout).toMatch(
+        new RegExp(`^${macs[0]} \\| I \\(\\d+\\) WS: Session ID: session-\\d$`, 'm'),
+      );
     } finally {
-      child.kill('SIGINT');
+      sim.process.kill('SIGINT');
     }
-    const [code] = await once(child, 'exit');
+    const [code] = await once(sim.process, 'exit');
     expect(code).toBe(0);
-    expect(stderr).toMatch(/stopped 2 boards \(2 in a session\)/);
+    expect(sim.output.stderr).toMatch(/stopped 2 boards \(2 in a session\)/);
   });
 
-  it('refuses an unknown preset or a bad URL with one line and exit 2', async () => {
+  it('runs the boards at --fw-version, or --version after sim; the tool keeps its own --version', {
+    timeout: 20_000,
+  }, async () => {
+    const target = await TestBackend.start();
+    backend = target;
+    const flags = ['--version', '--fw-version'];
+    const sims = flags.map((flag, i) =>
+      startSim('--ota-url', target.otaUrl, flag, `2.5.${i}`, '--session', 'none'),
+    );
+    await otaChecks(target, 2, sims);
+    expect(new Set(target.otaRequests.map((r) => r.headers['user-agent']))).toEqual(
+      new Set(['bread-compact-wifi/2.5.0', 'bread-compact-wifi/2.5.1']),
+    );
+    expect(await stop(sims)).toEqual([0, 0]);
+    for (const sim of sims) expect(sim.output.stdout).not.toMatch(/^0\.1\.0$/m);
+    expect(await runCli('--version')).toEqual({ code: 0, stdout: '0.1.0\n', stderr: '' });
+  });
+
+  it('refuses a firmware version the firmware cannot read with exit 2', async () => {
+    for (const flag of ['--fw-version', '--version']) {
+      const bad = await runCli('sim', '--ota-url', 'http://127.0.0.1:1/ota/', flag, 'v2.5');
+      expect(bad.code, flag).toBe(2);
+      expect(bad.stderr, flag).toMatch(/^xiaozhi-mcp: --fw-version: firmware version "v2\.5" /);
+    }
+    const both = await runCli(
+      'sim',
+      '--ota-url',
+      'http://127.0.0.1:1/ota/',
+      '--fw-version',
+      '2.5.0',
+      '--version',
+      '2.6.0',
+    );
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/disagree/);
+  });
+
+  it('keeps running with --session none once the boards are idle, until Ctrl-C', {
+    timeout: 20_000,
+  }, async () => {
+    backend = await TestBackend.start();
+    const sim = startSim('--ota-url', backend.otaUrl, '--session', 'none');
+    const deadline = Date.now() + 15_000;
+    while (!/State: activating -> idle$/m.test(sim.output.stdout)) {
+      if (sim.process.exitCode !== null || Date.now() > deadline)
+        throw new Error(`the board did not get idle: ${sim.output.stdout}${sim.output.stderr}`);
+      await sleep(20);
+    }
+    // With nothing pending, node used to end here with an unsettled await (exit 13).
+    const early = await Promise.race([once(sim.process, 'exit'), sleep(1000, 'running')]);
+    expect(early).toBe('running');
+    expect(backend.connections).toHaveLength(0);
+    sim.process.kill('SIGINT');
+    const [code] = await once(sim.process, 'exit');
+    expect(code).toBe(0);
+    expect(sim.output.stderr).toMatch(/stopped 1 board \(0 in a session\)/);
+  });
+
+  it('gives each board its own stable MAC and Client-Id, apart from other presets', {
+    timeout: 20_000,
+  }, async () => {
+    const target = await TestBackend.start();
+    backend = target;
+    const sims = [
+      ['bread-compact-wifi', '3'],
+      ['otto-robot', '2'],
+    ].map(([preset = '', count = '']) =>
+      startSim(
+        '--ota-url',
+        target.otaUrl,
+        '--board',
+        preset,
+        '--count',
+        count,
+        '--session',
+        'none',
+      ),
+    );
+    await otaChecks(target, 5, sims);
+    expect(await stop(sims)).toEqual([0, 0]);
+    const seen = target.otaRequests.map((r) => ({
+      mac: r.headers['device-id'],
+      uuid: r.headers['client-id'],
+    }));
+    expect(new Set(seen.map((s) => s.mac)).size).toBe(5);
+    expect(new Set(seen.map((s) => s.uuid)).size).toBe(5);
+    for (const { mac, uuid } of seen) {
+      expect(mac).toMatch(/^f4:12:fa(:[0-9a-f]{2}){3}$/);
+      expect(uuid).toBe(simUuid(String(mac)));
+    }
+    expect(seen.map((s) => s.mac).sort()).toEqual(
+      [0, 1, 2]
+        .map((i) => simMac('bread-compact-wifi', i))
+        .concat([0, 1].map((i) => simMac('otto-robot', i)))
+        .sort(),
+    );
+  });
+
+  it('derives MACs and uuids the same way every time, counting up from --first-mac', () => {
+    expect(simMac('otto-robot', 0)).toBe(simMac('otto-robot', 0));
+    expect(simMac('otto-robot', 0)).not.toBe(simMac('bread-compact-wifi', 0));
+    expect(simMac('x', 0, 'F4-12-FA-00-00-FF')).toBe('f4:12:fa:00:00:ff');
+    expect(simMac('x', 1, 'f4:12:fa:00:00:ff')).toBe('f4:12:fa:00:01:00');
+    // The count-up stays in the last three bytes: the OUI is kept.
+    expect(simMac('x', 1, 'f4:12:fa:ff:ff:ff')).toBe('f4:12:fa:00:00:00');
+    expect(simUuid('f4:12:fa:00:00:01')).toMatch(
+      /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    );
+    expect(simUuid('f4:12:fa:00:00:01')).not.toBe(simUuid('f4:12:fa:00:00:02'));
+  });
+
+  it('refuses an unknown preset, a bad URL, count or --first-mac with one line and exit 2', async () => {
     const preset = await runCli('sim', '--ota-url', 'http://127.0.0.1:1/ota/', '--board', 'nope');
     expect(preset.code).toBe(2);
     expect(preset.stderr).toBe(
@@ -70,5 +224,14 @@ describe('xiaozhi-mcp sim', () => {
     expect(url.stderr).toMatch(/--ota-url must be an http/);
     const count = await runCli('sim', '--ota-url', 'http://127.0.0.1:1/', '--count', '0');
     expect(count.code).toBe(2);
+    const multicast = await runCli(
+      'sim',
+      '--ota-url',
+      'http://127.0.0.1:1/',
+      '--first-mac',
+      '01:00:5e:00:00:01',
+    );
+    expect(multicast.code).toBe(2);
+    expect(multicast.stderr).toMatch(/--first-mac must be a unicast MAC/);
   });
 });

@@ -1,5 +1,7 @@
-import { BOARD_PRESETS, type McpProfile, VirtualBoard } from '@xiaozhi-mcp/device';
-import type { Command } from 'commander';
+import { createHash } from 'node:crypto';
+import { BOARD_PRESETS, type McpProfile, NvsStorage, VirtualBoard } from '@xiaozhi-mcp/device';
+import { ProtocolError, parseFirmwareVersion } from '@xiaozhi-mcp/protocol';
+import { type Command, Option } from 'commander';
 import { CliError, type CliIo, ExitCode, interrupted } from '../io.js';
 
 export interface SimOptions {
@@ -9,7 +11,12 @@ export interface SimOptions {
   session: 'auto' | 'none';
   profile: McpProfile;
   ssid: string;
+  /** The firmware version the boards run (`--fw-version`). */
+  fwVersion?: string;
+  /** `--version` after `sim`, the old spelling of `--fw-version`. */
   version?: string;
+  /** The first board's MAC (`--first-mac`); the others count up from it. */
+  firstMac?: string;
   /** Resolves when the simulation should stop (Ctrl-C by default). */
   until?: Promise<void>;
 }
@@ -24,11 +31,83 @@ function positiveInt(value: string): number {
   return n;
 }
 
-function macFor(index: number): string {
-  const n = index + 1;
-  return ['f4', '12', 'fa', (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff]
-    .map((part) => (typeof part === 'number' ? part.toString(16).padStart(2, '0') : part))
+const ESPRESSIF_OUI = [0xf4, 0x12, 0xfa];
+
+function parseMac(text: string): number[] | undefined {
+  const match =
+    /^([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})$/i.exec(
+      text.trim(),
+    );
+  return match?.slice(1).map((byte) => Number.parseInt(byte, 16));
+}
+
+/**
+ * The MAC of board `index` of a `sim` run: the first board's MAC (`first`, else Espressif's OUI
+ * and three bytes of the preset's hash) counted up by `index` in its last three bytes. So each
+ * board of a run has its own MAC, the same one every run (a backend that pins a device to its
+ * first Client-Id knows it again), and runs of different presets do not share MACs.
+ */
+export function simMac(preset: string, index: number, first?: string): string {
+  const base =
+    first === undefined
+      ? [
+          ...ESPRESSIF_OUI,
+          ...createHash('sha256').update(`xiaozhi-mcp sim ${preset}`).digest().subarray(0, 3),
+        ]
+      : parseMac(first);
+  if (base === undefined || base.length !== 6) throw new Error(`not a MAC: ${String(first)}`);
+  const nic = (((base[3] ?? 0) << 16) | ((base[4] ?? 0) << 8) | (base[5] ?? 0)) + index;
+  return [base[0], base[1], base[2], (nic >> 16) & 0xff, (nic >> 8) & 0xff, nic & 0xff]
+    .map((byte) => (byte ?? 0).toString(16).padStart(2, '0'))
     .join(':');
+}
+
+/**
+ * The Client-Id (NVS `board/uuid`) of a simulated board, derived from its MAC (a name-based
+ * UUID, version 5): a real board keeps its uuid in NVS across reboots, and a backend that pins
+ * a device to it refuses a board that comes back with another one.
+ */
+export function simUuid(mac: string): string {
+  const hash = createHash('sha1').update(`xiaozhi-mcp sim board ${mac}`).digest();
+  hash[6] = ((hash[6] ?? 0) & 0x0f) | 0x50;
+  hash[8] = ((hash[8] ?? 0) & 0x3f) | 0x80;
+  const hex = hash.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** `--first-mac`: six bytes, unicast (a board's own address never has the group bit). */
+function checkFirstMac(text: string): string {
+  const bytes = parseMac(text);
+  if (bytes === undefined)
+    throw new CliError(
+      `--first-mac must be a MAC such as f4:12:fa:00:00:01, got ${JSON.stringify(text)}`,
+      ExitCode.usage,
+    );
+  if (((bytes[0] ?? 0) & 1) !== 0)
+    throw new CliError(
+      `--first-mac must be a unicast MAC (the first byte even), got ${JSON.stringify(text)}`,
+      ExitCode.usage,
+    );
+  return text;
+}
+
+/** `--fw-version` (or the old `--version`): a version the firmware reads as it is meant. */
+function firmwareVersion(options: SimOptions): string | undefined {
+  const { fwVersion, version } = options;
+  if (fwVersion !== undefined && version !== undefined && fwVersion !== version)
+    throw new CliError(
+      `--fw-version ${fwVersion} and --version ${version} disagree; give --fw-version only`,
+      ExitCode.usage,
+    );
+  const chosen = fwVersion ?? version;
+  if (chosen === undefined) return undefined;
+  try {
+    parseFirmwareVersion(chosen);
+  } catch (error) {
+    if (!(error instanceof ProtocolError)) throw error;
+    throw new CliError(`--fw-version: ${error.message}`, ExitCode.usage);
+  }
+  return chosen;
 }
 
 /** Runs virtual boards against a backend until stopped, printing their console lines. */
@@ -44,18 +123,20 @@ export async function simCommand(io: CliIo, options: SimOptions): Promise<number
       ExitCode.usage,
     );
   }
-  const boards = Array.from(
-    { length: options.count },
-    (_, index) =>
-      new VirtualBoard({
-        preset: options.board,
-        mac: macFor(index),
-        wifi: { ssid: options.ssid, password: 'virtual' },
-        otaUrl: options.otaUrl,
-        profile: options.profile,
-        ...(options.version === undefined ? {} : { app: { version: options.version } }),
-      }),
-  );
+  const version = firmwareVersion(options);
+  const firstMac = options.firstMac === undefined ? undefined : checkFirstMac(options.firstMac);
+  const boards = Array.from({ length: options.count }, (_, index) => {
+    const mac = simMac(options.board, index, firstMac);
+    return new VirtualBoard({
+      preset: options.board,
+      mac,
+      storage: new NvsStorage({ board: { uuid: simUuid(mac) } }),
+      wifi: { ssid: options.ssid, password: 'virtual' },
+      otaUrl: options.otaUrl,
+      profile: options.profile,
+      ...(version === undefined ? {} : { app: { version } }),
+    });
+  });
   const timers = new Set<NodeJS.Timeout>();
   for (const board of boards) {
     const label = options.count === 1 ? '' : `${board.mac} | `;
@@ -112,7 +193,16 @@ export function registerSim(program: Command, io: CliIo, setExit: (code: number)
       'firmware',
     )
     .option('--ssid <name>', 'the Wi-Fi network the boards are provisioned with', 'xiaozhi-sim')
-    .option('--version <version>', 'the firmware version the boards run (default 2.4.2)')
+    .option(
+      '--fw-version <version>',
+      'the firmware version the boards run and report, e.g. 2.5.0 (default 2.4.2)',
+    )
+    // The old spelling; the program's own --version (before `sim`) still prints the tool's.
+    .addOption(new Option('--version <version>', 'same as --fw-version').hideHelp())
+    .option(
+      '--first-mac <mac>',
+      "the first board's MAC; the others count up from it (default: derived from the preset, the same every run)",
+    )
     .action(async (options: SimOptions) => {
       if (options.session !== 'auto' && options.session !== 'none') {
         throw new CliError(
