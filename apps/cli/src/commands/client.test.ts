@@ -1,5 +1,6 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,11 +11,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../test-io.js';
 import {
   buildArguments,
+  checkArguments,
   closeNames,
   formatContent,
   normalizeDeviceId,
   toolSignature,
 } from './client.js';
+import { simMac } from './sim.js';
 
 const FAST: Partial<BoardTiming> = {
   bootMs: 5,
@@ -122,6 +125,9 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
     const call = (...words: string[]) =>
       runCli('call', MAC, 'self.audio_speaker.set_volume', ...words, '--server', url);
     const before = board.hardware.volume;
+    const sent: string[] = [];
+    const onCall = (name: string) => sent.push(name);
+    board.on('tool-call', onCall);
     const cases: [string[], string][] = [
       [['volume=loud'], 'self.audio_speaker.set_volume: volume must be an integer, got "loud"'],
       [['volume=3.5'], 'self.audio_speaker.set_volume: volume must be an integer, got "3.5"'],
@@ -129,6 +135,19 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
       [['volume'], 'arguments are key=value, got "volume"'],
       [['volume=1', 'volume=2'], 'volume is given twice'],
       [[], 'self.audio_speaker.set_volume needs volume=<integer 0..100>'],
+      [
+        ['volume=300'],
+        'self.audio_speaker.set_volume: volume must be an integer from 0 to 100, got 300 (the device would answer "Value exceeds maximum allowed: 100"); --no-check sends it anyway',
+      ],
+      [
+        ['volume=-1'],
+        'self.audio_speaker.set_volume: volume must be an integer from 0 to 100, got -1 (the device would answer "Value is below minimum allowed: 0"); --no-check sends it anyway',
+      ],
+      // The firmware saturates to int32 before its range check.
+      [
+        ['volume=99999999999'],
+        'self.audio_speaker.set_volume: volume must be an integer from 0 to 100, got 99999999999 (the device would answer "Value exceeds maximum allowed: 100"); --no-check sends it anyway',
+      ],
     ];
     for (const [words, message] of cases) {
       const result = await call(...words);
@@ -143,6 +162,8 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
       'xiaozhi-mcp: self.lamp.turn_on has no property "on"; it takes no arguments\n',
     );
     expect(board.hardware.volume).toBe(before);
+    board.off('tool-call', onCall);
+    expect(sent).toEqual([]);
 
     const typo = await runCli('call', MAC, 'self.lamp.turnon', '--server', url);
     expect(typo.code).toBe(2);
@@ -159,12 +180,13 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
     expect(timeout.stderr).toMatch(/^xiaozhi-mcp: --timeout must be a positive integer/);
   });
 
-  it("reports the device's error reply with exit 1", async () => {
+  it("sends unchecked arguments with --no-check and reports the device's error reply with exit 1", async () => {
     const result = await runCli(
       'call',
       MAC,
       'self.audio_speaker.set_volume',
       'volume=101',
+      '--no-check',
       '--server',
       url,
     );
@@ -173,6 +195,31 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
       stdout: '',
       stderr: `xiaozhi-mcp: ${MAC} answered with an error: Value exceeds maximum allowed: 100\n`,
     });
+    // As given: a value of the wrong type, and a tool the device does not list.
+    const wrongType = await runCli(
+      'call',
+      MAC,
+      'self.audio_speaker.set_volume',
+      'volume=loud',
+      '--no-check',
+      '--server',
+      url,
+    );
+    expect(wrongType.stderr).toBe(
+      `xiaozhi-mcp: ${MAC} answered with an error: Missing valid argument: volume\n`,
+    );
+    const unknown = await runCli(
+      'call',
+      MAC,
+      'self.fly',
+      'high=true',
+      '--no-check',
+      '--server',
+      url,
+    );
+    expect(unknown.stderr).toBe(
+      `xiaozhi-mcp: ${MAC} answered with an error: Unknown tool: self.fly\n`,
+    );
   });
 
   it('reports a call without a reply in time (504) with exit 1', async () => {
@@ -218,18 +265,55 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
     });
     const devices = await runCli('devices', '--server', url);
     expect(devices.stdout).toMatch(new RegExp(`^${OTHER} .* offline `, 'm'));
+
+    // Its tools are those of its last session: listed, with a word that it is offline.
+    const cached = await runCli('tools', OTHER, '--server', url);
+    expect(cached.code).toBe(0);
+    expect(cached.stdout).toContain('self.audio_speaker.set_volume(volume: integer 0..100)\n');
+    expect(cached.stderr).toMatch(
+      new RegExp(
+        `^xiaozhi-mcp: device ${OTHER} is offline \\(last seen \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ\\); this list is from its last session\n$`,
+      ),
+    );
+    const json = await runCli('tools', OTHER, '--server', url, '--json');
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ connected: false, cached: true });
+    expect((JSON.parse(json.stdout) as { tools: unknown[] }).tools).toHaveLength(14);
+    const online = await runCli('tools', OTHER, '--server', url, '--online');
+    expect(online).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: expect.stringMatching(
+        new RegExp(
+          `^xiaozhi-mcp: device ${OTHER} is offline \\(last seen .*\\); --online wants its live tool list\n$`,
+        ),
+      ),
+    });
+    // A connected device's list is live: no note.
+    const live = await runCli('tools', MAC, '--server', url, '--online', '--json');
+    expect(live.code).toBe(0);
+    expect(live.stderr).toBe('');
+    expect(JSON.parse(live.stdout)).toMatchObject({ connected: true, cached: false });
   });
 
   it('reads --server and --token from the environment; a missing token is refused', async () => {
-    const guarded = await XiaozhiServer.start({ port: 0, logLevel: 'silent', tokens: ['s3cret'] });
+    // The API token; device tokens alike for a server from before they were apart.
+    const guarded = await XiaozhiServer.start({
+      port: 0,
+      logLevel: 'silent',
+      tokens: ['s3cret'],
+      apiTokens: ['s3cret'],
+    });
     const saved = { server: process.env.XIAOZHI_SERVER, token: process.env.XIAOZHI_TOKEN };
     try {
       process.env.XIAOZHI_SERVER = guarded.urls.http;
       delete process.env.XIAOZHI_TOKEN;
       const refused = await runCli('devices');
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toBe(
-        `xiaozhi-mcp: the server at ${guarded.urls.http} refused the request: the API needs one of the configured tokens as a Bearer token (pass --token or set XIAOZHI_TOKEN)\n`,
+      expect(refused.stderr).toMatch(
+        new RegExp(
+          `^xiaozhi-mcp: the server at ${guarded.urls.http} refused the request: .* \\(pass its API token with --token or \\$XIAOZHI_TOKEN\\)\n$`,
+        ),
       );
       process.env.XIAOZHI_TOKEN = 's3cret';
       expect(await runCli('devices')).toEqual({
@@ -271,6 +355,154 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
   });
 });
 
+/** A stand-in API server for routes the real one does not have yet; it records each request. */
+async function fakeApi(
+  answer: (req: IncomingMessage, url: URL) => { status: number; body: unknown },
+): Promise<{ url: string; requests: string[]; close: () => Promise<void> }> {
+  const requests: string[] = [];
+  const server = createHttpServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    requests.push(`${req.method} ${url.pathname}${url.search}`);
+    const { status, body } = answer(req, url);
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+function device(n: number): Record<string, unknown> {
+  return {
+    deviceId: `f4:12:fa:00:01:${n.toString(16).padStart(2, '0')}`,
+    board: 'bread-compact-wifi',
+    version: '2.4.2',
+    connected: false,
+    ready: false,
+    toolCount: 14,
+    lastOtaCheck: null,
+  };
+}
+
+describe('devices pages and devices forget', () => {
+  it('follows nextCursor until the last page', async () => {
+    const all = Array.from({ length: 5 }, (_, i) => device(i));
+    const api = await fakeApi((_req, url) => {
+      const from = Number(url.searchParams.get('cursor') ?? 0);
+      const page = all.slice(from, from + 2);
+      return {
+        status: 200,
+        body: { devices: page, ...(from + 2 < all.length ? { nextCursor: String(from + 2) } : {}) },
+      };
+    });
+    try {
+      const json = await runCli('devices', '--server', api.url, '--json');
+      expect(json.code).toBe(0);
+      expect(JSON.parse(json.stdout)).toEqual({ devices: all });
+      expect(api.requests).toEqual([
+        'GET /api/devices',
+        'GET /api/devices?cursor=2',
+        'GET /api/devices?cursor=4',
+      ]);
+      const table = await runCli('devices', '--server', api.url);
+      expect(table.stdout.trimEnd().split('\n')).toHaveLength(6);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('stops on a cursor given twice instead of looping', async () => {
+    const api = await fakeApi(() => ({
+      status: 200,
+      body: { devices: [device(1)], nextCursor: 'again' },
+    }));
+    try {
+      const result = await runCli('devices', '--server', api.url);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(
+        `xiaozhi-mcp: the server at ${api.url} gave the device list cursor "again" twice\n`,
+      );
+      expect(api.requests).toHaveLength(2);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('forgets a device by DELETE /devices/:id; an unknown one is exit 1', async () => {
+    const known = new Set(['f4:12:fa:00:00:21']);
+    let authorization: string | undefined;
+    const api = await fakeApi((req, url) => {
+      authorization = req.headers.authorization;
+      const id = decodeURIComponent(url.pathname.split('/').pop() ?? '');
+      if (req.method !== 'DELETE')
+        return { status: 404, body: { error: { code: 'NOT_FOUND', message: 'no route' } } };
+      if (!known.delete(id))
+        return {
+          status: 404,
+          body: { error: { code: 'DEVICE_NOT_FOUND', message: `no device ${id} has been seen` } },
+        };
+      return { status: 200, body: { forgotten: id } };
+    });
+    try {
+      const forgot = await runCli(
+        'devices',
+        'forget',
+        'F4-12-FA-00-00-21',
+        '--server',
+        api.url,
+        '--token',
+        'api-secret',
+      );
+      expect(forgot).toEqual({
+        code: 0,
+        stdout: 'forgot f4:12:fa:00:00:21; the next board with this id registers as a new device\n',
+        stderr: '',
+      });
+      expect(authorization).toBe('Bearer api-secret');
+      expect(api.requests).toEqual(['DELETE /api/devices/f4%3A12%3Afa%3A00%3A00%3A21']);
+      // The options may come before `forget` too.
+      const again = await runCli('devices', '--server', api.url, 'forget', 'f4:12:fa:00:00:21');
+      expect(again).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'xiaozhi-mcp: no device f4:12:fa:00:00:21 has been seen\n',
+      });
+      known.add('board-7');
+      const json = await runCli('devices', 'forget', 'Board-7', '--server', api.url, '--json');
+      expect(json.stdout).toBe('{"forgotten":"board-7"}\n');
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('says so when the server has no route to forget devices', async () => {
+    const api = await fakeApi((req, url) => ({
+      status: 404,
+      body: { error: { code: 'NOT_FOUND', message: `no API route ${req.method} ${url.pathname}` } },
+    }));
+    try {
+      const result = await runCli('devices', 'forget', 'f4:12:fa:00:00:21', '--server', api.url);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(
+        `xiaozhi-mcp: the server at ${api.url} cannot forget devices (no DELETE /devices/:id route); it is older than this client\n`,
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('describes --token as the API token', async () => {
+    for (const command of [['devices'], ['devices', 'forget'], ['tools'], ['call']]) {
+      const help = await runCli(...command, '--help');
+      expect(help.stdout, command.join(' ')).toMatch(/--token <token> +the server's API token/);
+    }
+  });
+});
+
 describe('client helpers', () => {
   const tool = {
     name: 'self.display.show_text',
@@ -304,6 +536,33 @@ describe('client helpers', () => {
     expect(() => buildArguments(tool, ['text=x', 'blink=yes'])).toThrow(
       'self.display.show_text: blink must be true, false, 1 or 0, got "yes"',
     );
+  });
+
+  it('checks values by the firmware rules of the listed schema', () => {
+    const ranged = {
+      ...tool,
+      inputSchema: {
+        type: 'object',
+        properties: {
+          seconds: { type: 'integer', minimum: 1, maximum: 60 },
+          floor: { type: 'integer', minimum: 10 },
+          ratio: { type: 'number', minimum: 0, maximum: 1 },
+          text: { type: 'string' },
+        },
+      },
+    };
+    expect(() =>
+      checkArguments(ranged, { seconds: 60, floor: 2 ** 40, ratio: 7, text: 'x' }),
+    ).not.toThrow();
+    expect(() => checkArguments(ranged, { seconds: 61 })).toThrow(
+      'self.display.show_text: seconds must be an integer from 1 to 60, got 61',
+    );
+    // One-sided (not what the firmware lists, but another server's may be).
+    expect(() => checkArguments(ranged, { floor: 9 })).toThrow(
+      'floor must be an integer of at least 10, got 9 (the device would answer "Value is below minimum allowed: 10")',
+    );
+    // Declaration order decides which is named first, as on the device.
+    expect(() => checkArguments(ranged, { floor: 9, seconds: 0 })).toThrow(/: seconds must/);
   });
 
   it('suggests close tool names', () => {
@@ -389,7 +648,7 @@ describe('serve, sim and call from a shell', () => {
       expect(ota).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\/$/);
 
       sim = spawnBin('sim', '--ota-url', ota, '--count', '2');
-      const macs = ['f4:12:fa:00:00:01', 'f4:12:fa:00:00:02'];
+      const macs = [simMac('bread-compact-wifi', 0), simMac('bread-compact-wifi', 1)];
       const readyBy = Date.now() + 30_000;
       for (;;) {
         const { stdout } = await shell('devices', '--server', http, '--json');
@@ -402,7 +661,13 @@ describe('serve, sim and call from a shell', () => {
         await new Promise((r) => setTimeout(r, 200));
       }
 
-      const call = await shell('call', 'F4:12:FA:00:00:02', 'self.lamp.turn_on', '--server', http);
+      const call = await shell(
+        'call',
+        (macs[1] ?? '').toUpperCase(),
+        'self.lamp.turn_on',
+        '--server',
+        http,
+      );
       expect(call).toEqual({ code: 0, stdout: 'true\n', stderr: '' });
       const state = await shell('call', macs[1] ?? '', 'self.lamp.get_state', '--server', http);
       expect(state.stdout).toMatch(/"power": ?true/);
@@ -423,9 +688,9 @@ describe('serve, sim and call from a shell', () => {
       );
 
       expect(serve.output()).toMatch(
-        /^ready f4:12:fa:00:00:01 bread-compact-wifi 2\.4\.2 14 tools$/m,
+        new RegExp(`^ready ${macs[0]} bread-compact-wifi 2\\.4\\.2 14 tools$`, 'm'),
       );
-      expect(serve.output()).toMatch(/^ready f4:12:fa:00:00:02 /m);
+      expect(serve.output()).toMatch(new RegExp(`^ready ${macs[1]} `, 'm'));
     } finally {
       // Both stopped even when an expectation failed; their exit codes are checked below.
       codes.push(sim === undefined ? null : await stopChild(sim), await stopChild(serve));

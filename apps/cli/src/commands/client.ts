@@ -1,3 +1,9 @@
+import {
+  defineTool,
+  type Property,
+  type Tool,
+  validateArgumentValues,
+} from '@xiaozhi-mcp/protocol';
 import type { Command } from 'commander';
 import { CliError, type CliIo, ExitCode } from '../io.js';
 
@@ -8,9 +14,16 @@ export interface ClientOptions {
   json?: boolean;
 }
 
+export interface ToolsOptions extends ClientOptions {
+  /** Only a live list will do: a device that is offline (a cached list) fails with exit 1. */
+  online?: boolean;
+}
+
 export interface CallOptions extends ClientOptions {
   /** Bound on the device's reply, sent to the server as `timeoutMs`. */
   timeout?: number;
+  /** `--no-check` sets it false: the arguments are sent as given, unchecked (robustness tests). */
+  check?: boolean;
 }
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:8000';
@@ -73,7 +86,7 @@ interface ApiAnswer {
 
 async function request(
   target: Target,
-  method: 'GET' | 'POST',
+  method: 'GET' | 'POST' | 'DELETE',
   path: string,
   timeoutMs: number,
   body?: unknown,
@@ -127,7 +140,7 @@ function apiFailure(target: Target, answer: ApiAnswer, device?: string): CliErro
         : `HTTP ${answer.status}`;
   if (answer.status === 401)
     return new CliError(
-      `the server at ${target.server} refused the request: ${message} (pass --token or set XIAOZHI_TOKEN)`,
+      `the server at ${target.server} refused the request: ${message} (pass its API token with --token or $XIAOZHI_TOKEN)`,
     );
   if (answer.status === 502 && details.source === 'device' && device !== undefined)
     return new CliError(`${device} answered with an error: ${message}`);
@@ -168,14 +181,42 @@ function table(rows: readonly (readonly string[])[]): string {
     .join('');
 }
 
+/**
+ * Every device the server has seen, page by page: `GET /devices?cursor=C` answers
+ * `{devices, nextCursor?}`, without `nextCursor` on the last page (and from a server that does
+ * not paginate).
+ */
+async function listDevices(target: Target): Promise<unknown[]> {
+  const devices: unknown[] = [];
+  const cursors = new Set<string>();
+  let cursor: string | undefined;
+  for (;;) {
+    const query = cursor === undefined ? '' : `?${new URLSearchParams({ cursor })}`;
+    const body = record(await getJson(target, `/devices${query}`));
+    if (!Array.isArray(body.devices)) throw unexpected(target, 'a device list');
+    devices.push(...body.devices);
+    const next = body.nextCursor;
+    if (next === undefined || next === null) return devices;
+    if (typeof next !== 'string' || next === '')
+      throw new CliError(
+        `the server at ${target.server} answered with a nextCursor that is not a string: ${JSON.stringify(next)}`,
+      );
+    // A server that hands out a cursor twice would be followed forever.
+    if (cursors.has(next))
+      throw new CliError(
+        `the server at ${target.server} gave the device list cursor ${JSON.stringify(next)} twice`,
+      );
+    cursors.add(next);
+    cursor = next;
+  }
+}
+
 /** Lists every device the server has seen. */
 export async function devicesCommand(io: CliIo, options: ClientOptions): Promise<number> {
   const target = targetOf(options);
-  const body = await getJson(target, '/devices');
-  const devices = record(body).devices;
-  if (!Array.isArray(devices)) throw unexpected(target, 'a device list');
+  const devices = await listDevices(target);
   if (options.json) {
-    io.stdout(`${JSON.stringify(body)}\n`);
+    io.stdout(`${JSON.stringify({ devices })}\n`);
     return ExitCode.ok;
   }
   if (devices.length === 0) {
@@ -191,10 +232,48 @@ export async function devicesCommand(io: CliIo, options: ClientOptions): Promise
       cell(d.version),
       d.ready === true ? 'ready' : d.connected === true ? 'connected' : 'offline',
       cell(d.toolCount),
-      typeof at === 'string' ? at.replace(/\.\d+Z$/, 'Z') : '-',
+      typeof at === 'string' ? timestamp(at) : '-',
     ];
   });
   io.stdout(table([['DEVICE', 'BOARD', 'VERSION', 'STATE', 'TOOLS', 'LAST OTA CHECK'], ...rows]));
+  return ExitCode.ok;
+}
+
+/** An API timestamp to the second. */
+function timestamp(at: string): string {
+  return at.replace(/\.\d+Z$/, 'Z');
+}
+
+/**
+ * Makes the server forget a device (`DELETE /devices/:id`): its record, its token and the
+ * Client-Id it is pinned to, so that a board replaced under the same MAC can register again.
+ */
+export async function forgetCommand(
+  io: CliIo,
+  deviceInput: string,
+  options: ClientOptions,
+): Promise<number> {
+  const target = targetOf(options);
+  const device = normalizeDeviceId(deviceInput);
+  const answer = await request(
+    target,
+    'DELETE',
+    `/devices/${encodeURIComponent(device)}`,
+    LIST_TIMEOUT_MS,
+  );
+  if (answer.status === 404 && record(record(answer.body).error).code === 'NOT_FOUND')
+    throw new CliError(
+      `the server at ${target.server} cannot forget devices (no DELETE /devices/:id route); it is older than this client`,
+    );
+  if (answer.status !== 200) throw apiFailure(target, answer);
+  if (options.json) {
+    io.stdout(`${JSON.stringify(answer.body)}\n`);
+    return ExitCode.ok;
+  }
+  const forgotten = record(answer.body).forgotten;
+  io.stdout(
+    `forgot ${typeof forgotten === 'string' ? forgotten : device}; the next board with this id registers as a new device\n`,
+  );
   return ExitCode.ok;
 }
 
@@ -248,7 +327,13 @@ export function toolSignature(tool: ApiTool): string {
 }
 
 async function fetchTools(target: Target, device: string): Promise<ApiTool[]> {
-  const body = await getJson(target, `/devices/${encodeURIComponent(device)}/tools`, device);
+  return toolsOf(
+    target,
+    await getJson(target, `/devices/${encodeURIComponent(device)}/tools`, device),
+  );
+}
+
+function toolsOf(target: Target, body: unknown): ApiTool[] {
   const tools = record(body).tools;
   if (!Array.isArray(tools)) throw unexpected(target, 'a tool list');
   return tools.map((value) => {
@@ -262,20 +347,60 @@ async function fetchTools(target: Target, device: string): Promise<ApiTool[]> {
   });
 }
 
-/** Lists a device's tools, one signature a line. */
+/** Where a device stands, from `GET /devices/:id`: whether its tool list is live. */
+interface DeviceStanding {
+  readonly connected: boolean;
+  readonly ready: boolean;
+  /** When it was last heard of, for a device that is not connected. */
+  readonly lastSeen: string | undefined;
+}
+
+async function fetchStanding(target: Target, device: string): Promise<DeviceStanding> {
+  const summary = record(
+    record(await getJson(target, `/devices/${encodeURIComponent(device)}`, device)).device,
+  );
+  const seen = [summary.disconnectedAt, record(summary.lastOtaCheck).at, summary.connectedAt].find(
+    (at): at is string => typeof at === 'string',
+  );
+  return {
+    connected: summary.connected === true,
+    ready: summary.ready === true,
+    lastSeen: seen === undefined ? undefined : timestamp(seen),
+  };
+}
+
+/** Why a tool list is not the device's live one. */
+function cachedReason(device: string, standing: DeviceStanding): string {
+  return standing.connected
+    ? `device ${device} is connected but has not listed its tools yet`
+    : `device ${device} is offline (last seen ${standing.lastSeen ?? 'at an unknown time'})`;
+}
+
+/**
+ * Lists a device's tools, one signature a line. The server keeps the list of a device that
+ * went offline: it is still printed, with a note on stderr (`--online` makes it a failure).
+ */
 export async function toolsCommand(
   io: CliIo,
   deviceInput: string,
-  options: ClientOptions,
+  options: ToolsOptions,
 ): Promise<number> {
   const target = targetOf(options);
   const device = normalizeDeviceId(deviceInput);
+  const standing = await fetchStanding(target, device);
+  const cached = !standing.ready;
+  if (cached && options.online)
+    throw new CliError(`${cachedReason(device, standing)}; --online wants its live tool list`);
+  const body = await getJson(target, `/devices/${encodeURIComponent(device)}/tools`, device);
+  const tools = toolsOf(target, body);
+  if (cached)
+    io.stderr(
+      `xiaozhi-mcp: ${cachedReason(device, standing)}; this list is from its last session\n`,
+    );
   if (options.json) {
-    const body = await getJson(target, `/devices/${encodeURIComponent(device)}/tools`, device);
-    io.stdout(`${JSON.stringify(body)}\n`);
+    io.stdout(`${JSON.stringify({ ...record(body), connected: standing.connected, cached })}\n`);
     return ExitCode.ok;
   }
-  const tools = await fetchTools(target, device);
   io.stdout(
     tools.map((tool) => `${toolSignature(tool)}${tool.userOnly ? ' [user]' : ''}\n`).join(''),
   );
@@ -390,6 +515,114 @@ export function buildArguments(tool: ApiTool, words: readonly string[]): Record<
   return args;
 }
 
+const INT32_MIN = -2147483648;
+const INT32_MAX = 2147483647;
+
+function isInt32(value: unknown): value is number {
+  return (
+    Number.isInteger(value) && (value as number) >= INT32_MIN && (value as number) <= INT32_MAX
+  );
+}
+
+/**
+ * A listed property in the firmware's property model (boolean, integer with an optional range,
+ * string), for the protocol core to check a value as the firmware will; undefined for what the
+ * firmware never lists (other types, a range that is not int32), which is left unchecked.
+ */
+function firmwareProperty(property: PropertySchema): Property | undefined {
+  const { name, type, schema } = property;
+  if (type === 'boolean' || type === 'string') return { name, type };
+  if (type !== 'integer') return undefined;
+  const { minimum, maximum } = schema;
+  if (minimum === undefined && maximum === undefined) return { name, type };
+  if ((minimum !== undefined && !isInt32(minimum)) || (maximum !== undefined && !isInt32(maximum)))
+    return undefined;
+  // The firmware's ranges have both ends; a one-sided one from elsewhere is open at int32.
+  return {
+    name,
+    type,
+    minimum: isInt32(minimum) ? minimum : INT32_MIN,
+    maximum: isInt32(maximum) ? maximum : INT32_MAX,
+  };
+}
+
+/** What a property's bounds allow, in words: `an integer from 0 to 100`. */
+function describeBounds(property: PropertySchema): string {
+  const { minimum, maximum } = property.schema;
+  if (typeof minimum === 'number' && typeof maximum === 'number')
+    return `an integer from ${minimum} to ${maximum}`;
+  if (typeof minimum === 'number') return `an integer of at least ${minimum}`;
+  if (typeof maximum === 'number') return `an integer of at most ${maximum}`;
+  return `a ${property.type}`;
+}
+
+/**
+ * Checks arguments against the listed schema by the firmware's own rules (the protocol core's
+ * `validateArgumentValues`: types, int32 saturation, then the range), property by property in
+ * declaration order, so a refusal names the argument the device would refuse. Throws exit 2.
+ */
+export function checkArguments(tool: ApiTool, args: Readonly<Record<string, unknown>>): void {
+  for (const property of propertiesOf(tool)) {
+    if (!Object.hasOwn(args, property.name)) continue;
+    const model = firmwareProperty(property);
+    if (model === undefined) continue;
+    let single: Tool;
+    try {
+      single = defineTool({ name: tool.name, description: '', properties: [model] });
+    } catch {
+      continue; // a range the firmware could not register: nothing to check it by
+    }
+    const value = args[property.name];
+    const outcome = validateArgumentValues(single, { [property.name]: value });
+    if (!outcome.ok)
+      throw new CliError(
+        `${tool.name}: ${property.name} must be ${describeBounds(property)}, got ${JSON.stringify(value)} (the device would answer "${outcome.message}"); --no-check sends it anyway`,
+        ExitCode.usage,
+      );
+  }
+}
+
+/** A value by its property's type when it converts, else a JSON literal, else the text. */
+function asGiven(text: string, byType: () => unknown): unknown {
+  try {
+    const value = byType();
+    if (value !== undefined) return value;
+  } catch {
+    // not of the property's type: sent all the same
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * `--no-check`: arguments as given, for robustness tests. A value is converted by its
+ * property's type when it can be, else read as a JSON literal (`3.5`, `null`), else sent as
+ * the text; unknown properties and missing required ones are not refused.
+ */
+export function uncheckedArguments(
+  tool: ApiTool | undefined,
+  words: readonly string[],
+): Record<string, unknown> {
+  const properties = tool === undefined ? [] : propertiesOf(tool);
+  const args: Record<string, unknown> = {};
+  for (const word of words) {
+    const equals = word.indexOf('=');
+    if (equals < 1)
+      throw new CliError(`arguments are key=value, got ${JSON.stringify(word)}`, ExitCode.usage);
+    const key = word.slice(0, equals);
+    const text = word.slice(equals + 1);
+    if (Object.hasOwn(args, key)) throw new CliError(`${key} is given twice`, ExitCode.usage);
+    const property = properties.find((p) => p.name === key);
+    args[key] = asGiven(text, () =>
+      tool === undefined || property === undefined ? undefined : convert(tool, property, text),
+    );
+  }
+  return args;
+}
+
 /** One line for a content item: its text, or a short note for an image or anything else. */
 export function formatContent(item: unknown): string {
   const content = record(item);
@@ -413,7 +646,8 @@ export async function callCommand(
   const device = normalizeDeviceId(deviceInput);
   const tools = await fetchTools(target, device);
   const tool = tools.find((t) => t.name === toolName);
-  if (tool === undefined) {
+  const unchecked = options.check === false;
+  if (tool === undefined && !unchecked) {
     const close = closeNames(
       toolName,
       tools.map((t) => t.name),
@@ -427,14 +661,20 @@ export async function callCommand(
       ExitCode.usage,
     );
   }
-  const args = buildArguments(tool, words);
+  let args: Record<string, unknown>;
+  if (unchecked || tool === undefined) {
+    args = uncheckedArguments(tool, words);
+  } else {
+    args = buildArguments(tool, words);
+    checkArguments(tool, args);
+  }
   const answer = await request(
     target,
     'POST',
     `/devices/${encodeURIComponent(device)}/call`,
     options.timeout === undefined ? CALL_TIMEOUT_MS : options.timeout + CALL_MARGIN_MS,
     {
-      name: tool.name,
+      name: toolName,
       arguments: args,
       ...(options.timeout === undefined ? {} : { timeoutMs: options.timeout }),
     },
@@ -467,25 +707,45 @@ function withClientOptions(command: Command): Command {
       '--server <url>',
       `the server's base URL (default: $XIAOZHI_SERVER, else ${DEFAULT_SERVER})`,
     )
-    .option('--token <token>', 'sent as a Bearer token (default: $XIAOZHI_TOKEN)')
+    .option(
+      '--token <token>',
+      "the server's API token, sent as a Bearer token (default: $XIAOZHI_TOKEN)",
+    )
     .option('--json', "print the API's JSON answer");
 }
 
 export function registerClient(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  withClientOptions(
+  const devices = withClientOptions(
     program
       .command('devices')
       .description('list the devices a running server has seen: board, version, state, tools'),
   ).action(async (options: ClientOptions) => setExit(await devicesCommand(io, options)));
 
   withClientOptions(
+    devices
+      .command('forget')
+      .description(
+        'make the server forget a device: its record, token and Client-Id pin (a replaced board registers anew)',
+      )
+      .argument('<device>', 'device id (the MAC, in any case)'),
+  ).action(async (device: string, _options: ClientOptions, command: Command) =>
+    // `devices --server X forget ID` gives the options to `devices`: take both.
+    setExit(await forgetCommand(io, device, command.optsWithGlobals<ClientOptions>())),
+  );
+
+  withClientOptions(
     program
       .command('tools')
       .description("list a device's tools with their arguments ([user]: user-only)")
       .argument('<device>', 'device id (the MAC, in any case)'),
-  ).action(async (device: string, options: ClientOptions) =>
-    setExit(await toolsCommand(io, device, options)),
-  );
+  )
+    .option(
+      '--online',
+      'fail (exit 1) when the device is offline, instead of listing the tools of its last session',
+    )
+    .action(async (device: string, options: ToolsOptions) =>
+      setExit(await toolsCommand(io, device, options)),
+    );
 
   withClientOptions(
     program
@@ -493,12 +753,19 @@ export function registerClient(program: Command, io: CliIo, setExit: (code: numb
       .description("call a device's tool through a running server and print the result")
       .argument('<device>', 'device id (the MAC, in any case)')
       .argument('<tool>', 'tool name, e.g. self.audio_speaker.set_volume')
-      .argument('[arguments...]', 'key=value, converted by the tool schema (e.g. volume=30)'),
+      .argument(
+        '[arguments...]',
+        'key=value, converted by the tool schema and checked against it (e.g. volume=30)',
+      ),
   )
     .option(
       '--timeout <ms>',
       "bound on the device's reply (default: the server's call timeout)",
       timeoutMs,
+    )
+    .option(
+      '--no-check',
+      'send the arguments as given, without checking them against the schema (robustness tests)',
     )
     .action(async (device: string, tool: string, words: string[], options: CallOptions) =>
       setExit(await callCommand(io, device, tool, words, options)),
