@@ -20,6 +20,10 @@ describe('resolveConfig', () => {
     [{ callTimeoutMs: 0 }, /callTimeoutMs/],
     [{ publicUrl: 'http://h:1/path' }, /publicUrl/],
     [{ tokens: ['has space'] }, /tokens/],
+    [{ headersTimeoutMs: 5000, requestTimeoutMs: 1000 }, /headersTimeoutMs/],
+    [{ allowedOrigins: ['http://lab.example/path'] }, /allowedOrigins/],
+    [{ allowedOrigins: ['ftp://lab.example'] }, /allowedOrigins/],
+    [{ allowedOrigins: ['user@lab.example'] }, /allowedOrigins/],
   ])('refuses %j naming the field', (partial, field) => {
     expect(() => resolveConfig(partial)).toThrow(
       expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringMatching(field) }),
@@ -30,6 +34,41 @@ describe('resolveConfig', () => {
     expect(() => resolveConfig({ websocketVersion: 4 as 1 })).toThrow(
       expect.objectContaining({ code: 'CONFIG_HAZARD' }),
     );
+  });
+});
+
+describe('the API on a network address', () => {
+  it.each(['0.0.0.0', '::', '192.168.1.5', 'lab.example', '128.0.0.1'])(
+    'refuses to bind %s with no API token, naming apiTokens and the two ways out',
+    (host) => {
+      expect(() => resolveConfig({ host })).toThrow(
+        expect.objectContaining({
+          code: 'CONFIG_HAZARD',
+          message: expect.stringMatching(/^config apiTokens: .*--api-token.*--auth off/),
+        }),
+      );
+    },
+  );
+
+  it.each(['127.0.0.1', '127.3.2.1', 'localhost', 'LocalHost', '::1', '[::1]', '::ffff:127.0.0.1'])(
+    'leaves the API open on loopback %s',
+    (host) => {
+      expect(resolveConfig({ host }).apiTokens).toEqual([]);
+    },
+  );
+
+  it('binds a network address with an API token, or with auth off given on purpose', () => {
+    expect(resolveConfig({ host: '0.0.0.0', apiTokens: ['t'] }).host).toBe('0.0.0.0');
+    expect(resolveConfig({ host: '0.0.0.0', auth: 'off' }).auth).toBe('off');
+    // Device tokens do not guard the API.
+    expect(() => resolveConfig({ host: '0.0.0.0', tokens: ['t'] })).toThrow(/apiTokens/);
+  });
+
+  it('accepts origins, hosts and * in allowedOrigins', () => {
+    expect(
+      resolveConfig({ allowedOrigins: ['http://lab.example:3000', 'lab.example', '*'] })
+        .allowedOrigins,
+    ).toHaveLength(3);
   });
 });
 

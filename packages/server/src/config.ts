@@ -2,8 +2,10 @@
  * Server configuration, validated at start-up. A configuration whose OTA replies would crash
  * or brick a board (docs/protocol.md §7) is refused here, before any board sees it.
  */
+import { BlockList, isIP } from 'node:net';
 import { type OtaReply, validateOtaReply } from '@xiaozhi-mcp/protocol';
 import { ServerError } from './errors.js';
+import { hostKey, originKey } from './http.js';
 
 export type AuthMode = 'token' | 'off';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -19,8 +21,13 @@ export interface ServerConfig {
   readonly prefix: string;
   /** Prefix of the JSON API. */
   readonly apiPrefix: string;
-  /** `token`: the upgrade needs the token the OTA reply issued, or one of `tokens`. */
+  /**
+   * Device upgrades only (the API has `apiTokens`). `token`: the upgrade needs the token the
+   * OTA reply issued, or one of `tokens`. `off`: no check, and an open API may bind a
+   * non-loopback address.
+   */
   readonly auth: AuthMode;
+  /** Device tokens accepted at the WebSocket upgrade; they do not open the API. */
   readonly tokens: readonly string[];
   /** `websocket.version` in the OTA reply: the binary protocol version boards use. */
   readonly websocketVersion: 1 | 2 | 3;
@@ -104,6 +111,18 @@ export const DEFAULT_CONFIG: ServerConfig = {
   activationKeys: undefined,
 };
 
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** True for a bind address only this machine can reach: 127.0.0.0/8, ::1 (IPv4-mapped too), localhost. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  if (bare.toLowerCase() === 'localhost') return true;
+  const family = isIP(bare);
+  return family !== 0 && LOOPBACK.check(bare, family === 4 ? 'ipv4' : 'ipv6');
+}
+
 function invalid(field: string, message: string): never {
   throw new ServerError('CONFIG_INVALID', `config ${field}: ${message}`);
 }
@@ -152,6 +171,12 @@ export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig
     if (!Number.isInteger(value) || value <= 0)
       invalid(field, `must be a positive integer, got ${String(value)}`);
   }
+  // Node refuses a header bound longer than the whole request's.
+  if (config.headersTimeoutMs > config.requestTimeoutMs)
+    invalid(
+      'headersTimeoutMs',
+      `must not exceed requestTimeoutMs (${config.requestTimeoutMs}), got ${config.headersTimeoutMs}`,
+    );
   if (!Number.isInteger(config.pingIntervalMs) || config.pingIntervalMs < 0)
     invalid('pingIntervalMs', 'must be 0 or a positive integer');
   if (config.publicUrl !== undefined && !/^https?:\/\/[^/\s]+$/.test(config.publicUrl)) {
@@ -179,8 +204,21 @@ export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig
     }
   }
   for (const origin of config.allowedOrigins) {
-    if (typeof origin !== 'string' || origin === '' || /\s/.test(origin))
-      invalid('allowedOrigins', 'each must be an origin (http://host:port) or a host[:port]');
+    if (
+      typeof origin !== 'string' ||
+      (origin !== '*' && originKey(origin) === undefined && hostKey(origin) === undefined)
+    )
+      invalid(
+        'allowedOrigins',
+        `each must be an origin (http://host:port), a host[:port] or *, got ${JSON.stringify(origin)}`,
+      );
+  }
+  // An open API drives every board's tools: only this machine may reach it, unless asked for.
+  if (config.apiTokens.length === 0 && config.auth !== 'off' && !isLoopbackHost(config.host)) {
+    throw new ServerError(
+      'CONFIG_HAZARD',
+      `config apiTokens: none given while binding to ${config.host}, not loopback, would open the API (it runs tools on every board) to the network: give an API token (apiTokens, --api-token), or auth off (--auth off) to run an open API on purpose`,
+    );
   }
   for (const [serial, key] of Object.entries(config.activationKeys ?? {})) {
     if (serial === '' || !/^(?:[0-9a-f]{2}){16,64}$/i.test(key))
