@@ -3,21 +3,33 @@
  *
  * | method and path | answer |
  * |---|---|
- * | `GET /devices` | every device seen: id, board, version, connected, ready, tool count, last OTA check |
+ * | `GET /devices?limit=N&cursor=C` | `{devices, nextCursor?}`: devices by id (id, board, version, connected, ready, tool count, last OTA check), a page of N (default 100, at most 1000) after the cursor |
  * | `GET /devices/:id` | one device |
+ * | `DELETE /devices/:id` | forgets it (closing its session): `{forgotten: id}`; its next check or connection is a new device |
  * | `GET /devices/:id/tools` | its tools (`userOnly` marks user-only tools) |
- * | `POST /devices/:id/call` | body `{name, arguments?, timeoutMs?}` → `{result}` (standard MCP content) |
+ * | `POST /devices/:id/call` | body `{name, arguments?, timeoutMs?}` → `{result}` (standard MCP content); `timeoutMs` 1..600000 |
  * | `GET /ota-checks?limit=N` | recent OTA checks, newest last |
  *
  * Errors are `{error: {code, message}}`: 400 bad request, 404 unknown device, 409 not
  * connected or not ready, 502 the device answered with an error (`code` is the JSON-RPC code,
- * `codeless` tells whether the device sent one), 504 no reply in time.
+ * `codeless` tells whether the device sent one) or an unusable reply, 504 no reply in time.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WireError } from '@xiaozhi-mcp/protocol';
 import { ServerError } from './errors.js';
 import { HttpError, readBody, sendJson } from './http.js';
-import type { DeviceRecord, DeviceRegistry } from './registry.js';
+import {
+  type DeviceRecord,
+  type DeviceRegistry,
+  MAX_DEVICE_JSON_DEPTH,
+  nestsWithin,
+} from './registry.js';
+
+/** `GET /devices`: the default page, and the largest. */
+export const DEVICES_PAGE_DEFAULT = 100;
+export const DEVICES_PAGE_MAX = 1000;
+/** `timeoutMs` of a call: at most 10 minutes. */
+export const CALL_TIMEOUT_MAX_MS = 600_000;
 
 export function deviceSummary(record: DeviceRecord) {
   return {
@@ -35,6 +47,7 @@ export function deviceSummary(record: DeviceRecord) {
     lastOtaCheck: record.lastOtaCheck ?? null,
     lastError: record.lastError ?? null,
     pageViolations: record.pageViolations,
+    activatedSerial: record.activatedSerial ?? null,
   };
 }
 
@@ -68,17 +81,52 @@ function sendError(res: ServerResponse, error: unknown): void {
   }
 }
 
+/** A page of devices in id order, after `cursor` (the last id of the previous page). */
+function devicesPage(
+  registry: DeviceRegistry,
+  query: URLSearchParams,
+): { devices: ReturnType<typeof deviceSummary>[]; nextCursor?: string } {
+  const limitText = query.get('limit');
+  const limit = limitText === null ? DEVICES_PAGE_DEFAULT : Number(limitText);
+  if (
+    !/^\d+$/.test(limitText ?? '1') ||
+    !Number.isInteger(limit) ||
+    limit < 1 ||
+    limit > DEVICES_PAGE_MAX
+  )
+    throw new HttpError(
+      400,
+      `limit must be an integer 1..${DEVICES_PAGE_MAX}, got ${JSON.stringify(limitText)}`,
+    );
+  const cursor = query.get('cursor') ?? '';
+  const after = registry
+    .list()
+    .filter((record) => record.deviceId > cursor)
+    .sort((a, b) => (a.deviceId < b.deviceId ? -1 : 1));
+  const page = after.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    devices: page.map(deviceSummary),
+    ...(after.length > limit && last !== undefined ? { nextCursor: last.deviceId } : {}),
+  };
+}
+
 export async function handleApi(
   registry: DeviceRegistry,
   path: string,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  const url = new URL(path, 'http://localhost');
-  const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
   try {
+    const url = new URL(path, 'http://localhost');
+    let parts: string[];
+    try {
+      parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    } catch {
+      throw new HttpError(400, `malformed %-escape in ${url.pathname}`);
+    }
     if (req.method === 'GET' && parts.length === 1 && parts[0] === 'devices') {
-      sendJson(res, 200, { devices: registry.list().map(deviceSummary) });
+      sendJson(res, 200, devicesPage(registry, url.searchParams));
       return;
     }
     if (req.method === 'GET' && parts.length === 1 && parts[0] === 'ota-checks') {
@@ -94,6 +142,11 @@ export async function handleApi(
         throw new ServerError('DEVICE_NOT_FOUND', `no device ${parts[1]} has been seen`);
       if (req.method === 'GET' && parts.length === 2) {
         sendJson(res, 200, { device: deviceSummary(record) });
+        return;
+      }
+      if (req.method === 'DELETE' && parts.length === 2) {
+        registry.forget(record.deviceId);
+        sendJson(res, 200, { forgotten: record.deviceId });
         return;
       }
       if (req.method === 'GET' && parts.length === 3 && parts[2] === 'tools') {
@@ -128,7 +181,30 @@ export async function handleApi(
         ) {
           throw new HttpError(400, 'body.arguments must be an object');
         }
-        const timeoutMs = typeof body.timeoutMs === 'number' ? body.timeoutMs : undefined;
+        if (
+          body.arguments !== undefined &&
+          !nestsWithin(body.arguments, MAX_DEVICE_JSON_DEPTH + 1)
+        ) {
+          throw new HttpError(
+            400,
+            `body.arguments nests deeper than ${MAX_DEVICE_JSON_DEPTH} levels`,
+          );
+        }
+        const timeoutMs = body.timeoutMs;
+        if (
+          timeoutMs !== undefined &&
+          !(
+            typeof timeoutMs === 'number' &&
+            Number.isInteger(timeoutMs) &&
+            timeoutMs >= 1 &&
+            timeoutMs <= CALL_TIMEOUT_MAX_MS
+          )
+        ) {
+          throw new HttpError(
+            400,
+            `body.timeoutMs must be an integer number of milliseconds, 1..${CALL_TIMEOUT_MAX_MS}, got ${typeof timeoutMs === 'number' ? timeoutMs : typeof timeoutMs}`,
+          );
+        }
         const abort = new AbortController();
         // A client that goes away cancels its call.
         res.on('close', () => abort.abort(new Error('the API client went away')));
@@ -141,6 +217,12 @@ export async function handleApi(
             signal: abort.signal,
           },
         );
+        // What the device answered is sent on: it must be safe to serialise.
+        if (!nestsWithin(result, MAX_DEVICE_JSON_DEPTH + 1))
+          throw new ServerError(
+            'INVALID_REPLY',
+            `the result from ${record.deviceId} nests deeper than ${MAX_DEVICE_JSON_DEPTH} levels`,
+          );
         sendJson(res, 200, { result });
         return;
       }

@@ -3,7 +3,9 @@
  * numeric id (the firmware drops string ids) and are registered before they are sent;
  * replies are matched by id in any order; an error reply, codeless or unescaped, rejects
  * with the protocol's `WireError` carrying the device's message; every pending request is
- * rejected at once with `DEVICE_DISCONNECTED` when the socket drops.
+ * rejected at once with `DEVICE_DISCONNECTED` when the socket drops. Nothing the device sends,
+ * and no event listener, can throw out of the socket's handlers: such an error is reported to
+ * `onError` and the session goes on.
  */
 import { EventEmitter } from 'node:events';
 import {
@@ -22,7 +24,7 @@ import type { WebSocket } from 'ws';
 import { ServerError } from './errors.js';
 
 export interface RequestOptions {
-  /** Default: the session's call timeout (30 s unless configured). */
+  /** Default: the session's call timeout (30 s unless configured); 1 ms to 24.8 days (Node's timer). */
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
 }
@@ -78,6 +80,25 @@ export interface SessionStats {
 
 // The firmware reads ids as a C int; stay inside int32 so they echo back unchanged.
 const MAX_ID = 2_147_483_647;
+/** Node's timers overflow past this (and then fire at once). */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
+
+export interface DeviceSessionOptions {
+  /** Default bound on each request. */
+  readonly callTimeoutMs?: number;
+  /** Where an error that must not escape the socket's handlers goes (default: stderr). */
+  readonly onError?: (error: unknown, where: string) => void;
+}
+
+/** A JSON-RPC id as the device sent it, short and safe to print (it may be any JSON). */
+function describeId(id: unknown): string {
+  if (typeof id === 'number' || id === null) return String(id);
+  if (typeof id === 'string') return JSON.stringify(id.length > 64 ? `${id.slice(0, 64)}…` : id);
+  return Array.isArray(id) ? 'an array' : `a ${typeof id}`;
+}
+
+const STDERR_ON_ERROR = (error: unknown, where: string) =>
+  process.stderr.write(`xiaozhi-mcp session: ${where}: ${String(error)}\n`);
 
 export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   readonly info: DeviceSessionInfo;
@@ -93,28 +114,31 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   readonly #socket: WebSocket;
   readonly #pending = new Map<number, Pending>();
   readonly #callTimeoutMs: number;
+  readonly #onError: (error: unknown, where: string) => void;
   #nextId = 1;
   #closedReason: string | undefined;
   /** Replies that matched no pending request, lately: a timeout names them. */
-  readonly #strayReplies: { readonly id: unknown; readonly at: number }[] = [];
+  readonly #strayReplies: { readonly id: string; readonly at: number }[] = [];
 
-  constructor(
-    socket: WebSocket,
-    info: DeviceSessionInfo,
-    options: { callTimeoutMs?: number } = {},
-  ) {
+  constructor(socket: WebSocket, info: DeviceSessionInfo, options: DeviceSessionOptions = {}) {
     super();
     this.#socket = socket;
     this.info = info;
     this.#callTimeoutMs = options.callTimeoutMs ?? 30_000;
+    this.#onError = options.onError ?? STDERR_ON_ERROR;
     socket.on('message', (data, isBinary) => {
-      if (isBinary) {
-        // Audio is accepted, counted and dropped: this backend speaks MCP, not speech.
-        this.stats.audioFrames++;
-        this.stats.audioBytes += (data as Buffer).length;
-        return;
+      // One frame's trouble stays in this handler: never the process, never another session.
+      try {
+        if (isBinary) {
+          // Audio is accepted, counted and dropped: this backend speaks MCP, not speech.
+          this.stats.audioFrames++;
+          this.stats.audioBytes += (data as Buffer).length;
+          return;
+        }
+        this.#onText(data.toString());
+      } catch (error) {
+        this.#report(error, 'reading a device frame');
       }
-      this.#onText(data.toString());
     });
     socket.on('close', (code) =>
       this.#onClose(code === 1006 ? 'connection dropped' : `closed with code ${code}`),
@@ -148,9 +172,27 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
         }),
       );
     }
-    const id = this.#nextId;
-    this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
     const timeoutMs = options.timeoutMs ?? this.#callTimeoutMs;
+    if (!Number.isFinite(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) {
+      // Past Node's timer range the timeout would fire at once (or never, for NaN).
+      return Promise.reject(
+        new RangeError(`timeoutMs must be 1..${MAX_TIMEOUT_MS} ms, got ${String(timeoutMs)}`),
+      );
+    }
+    const id = this.#nextId;
+    let text: string;
+    try {
+      text = encodeEnvelope(this.info.sessionId, encodeRequest(id, method, params));
+    } catch (error) {
+      // Parameters that cannot be serialised (too deep, a BigInt...): nothing is sent.
+      return Promise.reject(
+        new TypeError(
+          `${method} to ${this.info.deviceId}: the parameters cannot be sent as JSON (${(error as Error).message})`,
+          { cause: error },
+        ),
+      );
+    }
+    this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
     return new Promise((resolve, reject) => {
       const onAbort = () => {
         this.#settle(id)?.reject(
@@ -165,7 +207,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
         // A reply under another id is a wrong id, not a silent device: say so.
         const strays = this.#strayReplies
           .filter((stray) => pending !== undefined && stray.at >= pending.sentAt)
-          .map((stray) => JSON.stringify(stray.id));
+          .map((stray) => stray.id);
         pending?.reject(
           new ServerError(
             'REQUEST_TIMEOUT',
@@ -186,8 +228,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
         cleanup: () => options.signal?.removeEventListener('abort', onAbort),
       });
       this.stats.requests++;
-      const text = encodeEnvelope(this.info.sessionId, encodeRequest(id, method, params));
-      this.emit('frame', 'out', text);
+      this.#emit('frame', 'out', text);
       this.#socket.send(text, (error) => {
         if (error)
           this.#settle(id)?.reject(
@@ -248,13 +289,13 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   /** Sends a transport message as is (e.g. `{"type":"system","command":"reboot"}`). */
   sendMessage(message: Record<string, unknown>): void {
     const text = JSON.stringify({ session_id: this.info.sessionId, ...message });
-    this.emit('frame', 'out', text);
+    this.#emit('frame', 'out', text);
     this.#socket.send(text);
   }
 
   /** Sends a raw text frame as is (robustness checks send malformed requests on purpose). */
   sendRaw(text: string): void {
-    this.emit('frame', 'out', text);
+    this.#emit('frame', 'out', text);
     this.#socket.send(text);
   }
 
@@ -296,10 +337,10 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   }
 
   #onText(text: string): void {
-    this.emit('frame', 'in', text);
+    this.#emit('frame', 'in', text);
     const frame = readDeviceFrame(text);
     if (frame.kind !== 'mcp') {
-      this.emit('message', frame);
+      this.#emit('message', frame);
       return;
     }
     const { message } = frame;
@@ -317,10 +358,29 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     }
     this.stats.strays++;
     if (message.kind === 'result' || message.kind === 'error') {
-      this.#strayReplies.push({ id: message.id, at: performance.now() });
+      this.#strayReplies.push({ id: describeId(message.id), at: performance.now() });
       if (this.#strayReplies.length > 16) this.#strayReplies.shift();
     }
-    this.emit('stray', frame);
+    this.#emit('stray', frame);
+  }
+
+  /** Emits to every listener; one that throws is reported and stops neither the others nor us. */
+  #emit<K extends keyof DeviceSessionEvents>(event: K, ...args: DeviceSessionEvents[K]): void {
+    for (const listener of this.rawListeners(event as never) as ((...a: unknown[]) => void)[]) {
+      try {
+        listener.apply(this, args);
+      } catch (error) {
+        this.#report(error, `a '${event}' listener threw`);
+      }
+    }
+  }
+
+  #report(error: unknown, where: string): void {
+    try {
+      this.#onError(error, where);
+    } catch {
+      // A reporter that throws has nowhere left to report to.
+    }
   }
 
   #onClose(reason: string): void {
@@ -335,6 +395,6 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
         ),
       );
     }
-    this.emit('closed', reason);
+    this.#emit('closed', reason);
   }
 }

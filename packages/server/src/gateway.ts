@@ -3,25 +3,43 @@
  * Device-Id, Client-Id and Protocol-Version, waits for the device's hello, answers with a
  * server hello that always carries `transport` and a session id, and only then hands the
  * connection to the registry, which starts MCP.
+ *
+ * A known Device-Id is taken only with the Client-Id it is pinned to (whatever the token): a
+ * second client using a board's Device-Id is refused with 403 and logged, and the board's
+ * session is untouched. Nothing a client sends can throw out of the handlers.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { buildServerHello, type DeviceHello, parseDeviceHello } from '@xiaozhi-mcp/protocol';
 import type { Logger } from 'pino';
-import { type WebSocket, WebSocketServer } from 'ws';
+import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import type { ServerConfig } from './config.js';
 import { DeviceSession } from './device-session.js';
-import type { DeviceRegistry } from './registry.js';
+import { clip, type DeviceRegistry } from './registry.js';
 
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+/** The firmware sends a UUID; anything printable up to 64 bytes is taken (and pinned). */
+const CLIENT_ID = /^[\x21-\x7e]{0,64}$/;
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  500: 'Internal Server Error',
+};
 
 function reject(socket: Duplex, status: number, reason: string): void {
   const body = JSON.stringify({ error: reason });
   socket.end(
-    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 404 ? 'Not Found' : 'Bad Request'}\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Bad Request'}\r\n` +
       `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+}
+
+/** What a client using a known board's Device-Id is told (the OTA endpoint says the same). */
+export function pinnedMessage(deviceId: string): string {
+  return `device ${deviceId} is known with another Client-Id: if this board was re-flashed (a new uuid), release it with \`xiaozhi-mcp devices forget ${deviceId}\` (DELETE /api/devices/${deviceId})`;
 }
 
 /** The token of an `Authorization` header: `Bearer <t>`, or the raw value (the firmware sends it as given when it has a space). */
@@ -57,11 +75,24 @@ export class Gateway {
   }
 
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    try {
+      this.#upgrade(req, socket, head);
+    } catch (error) {
+      this.logger.error({ err: error }, 'WebSocket upgrade failed');
+      socket.destroy();
+    }
+  }
+
+  #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const deviceId = String(req.headers['device-id'] ?? '').toLowerCase();
     const clientId = String(req.headers['client-id'] ?? '');
     const version = Number(req.headers['protocol-version'] ?? 1);
     if (!MAC.test(deviceId)) {
       reject(socket, 400, 'Device-Id must be the board MAC, aa:bb:cc:dd:ee:ff');
+      return;
+    }
+    if (!CLIENT_ID.test(clientId)) {
+      reject(socket, 400, 'Client-Id must be the board uuid (at most 64 printable characters)');
       return;
     }
     if (
@@ -75,8 +106,32 @@ export class Gateway {
       reject(socket, 401, 'missing or wrong token: use the one from the OTA reply');
       return;
     }
-    this.#wss.handleUpgrade(req, socket, head, (ws) =>
-      this.#onConnection(ws, req, deviceId, clientId, [1, 2, 3].includes(version) ? version : 1),
+    // Whatever the token (a static one is shared by every board), a known Device-Id is its own
+    // board's only: the uuid it keeps in NVS.
+    if (!this.registry.acceptsClient(deviceId, clientId)) {
+      this.#refusedClient(deviceId, clientId, req, 'WebSocket upgrade');
+      reject(socket, 403, pinnedMessage(deviceId));
+      return;
+    }
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      try {
+        this.#onConnection(ws, req, deviceId, clientId, [1, 2, 3].includes(version) ? version : 1);
+      } catch (error) {
+        this.logger.error({ deviceId, err: error }, 'setting up a WebSocket connection failed');
+        ws.terminate();
+      }
+    });
+  }
+
+  #refusedClient(deviceId: string, clientId: string, req: IncomingMessage, what: string): void {
+    this.logger.warn(
+      {
+        deviceId,
+        clientId,
+        pinnedClientId: this.registry.get(deviceId)?.clientId,
+        remote: req.socket.remoteAddress,
+      },
+      `${what} refused: a known Device-Id with another Client-Id (a second client, or a re-flashed board)`,
     );
   }
 
@@ -100,55 +155,89 @@ export class Gateway {
         reason,
       });
     const timer = setTimeout(() => {
-      this.logger.warn({ deviceId }, 'no hello from the device in time; closing');
-      ws.terminate();
-      refuse(undefined, `no hello within ${this.config.helloTimeoutMs} ms`);
+      try {
+        this.logger.warn({ deviceId }, 'no hello from the device in time; closing');
+        ws.terminate();
+        refuse(undefined, `no hello within ${this.config.helloTimeoutMs} ms`);
+      } catch (error) {
+        this.logger.error({ deviceId, err: error }, 'closing a silent connection failed');
+      }
     }, this.config.helloTimeoutMs);
     ws.once('message', (data, isBinary) => {
       clearTimeout(timer);
-      let hello: DeviceHello;
-      const text = isBinary ? undefined : data.toString();
       try {
-        if (text === undefined) throw new Error('the first frame is binary, not a hello');
-        hello = parseDeviceHello(text);
+        this.#onHello(ws, req, deviceId, clientId, protocolVersion, refuse, data, isBinary);
       } catch (error) {
-        this.logger.warn({ deviceId, err: error }, 'bad device hello; closing');
-        ws.close(1002, 'expected a hello');
-        refuse(text, error instanceof Error ? error.message : String(error));
-        return;
+        // Never out of a 'message' handler: that would take every board down.
+        this.logger.error({ deviceId, err: error }, 'handling the device hello failed; closing');
+        ws.terminate();
       }
-      const sessionId = randomUUID();
-      // The server hello goes out before any MCP; buildServerHello cannot omit transport.
-      ws.send(
-        JSON.stringify(
-          buildServerHello({
-            transport: 'websocket',
-            sessionId,
-            audioParams: { sample_rate: 24000, frame_duration: 60 },
-          }),
-        ),
-      );
-      const session = new DeviceSession(
-        ws,
-        {
-          deviceId,
-          clientId,
-          sessionId,
-          protocolVersion,
-          hello,
-          helloText: text,
-          remoteAddress: req.socket.remoteAddress,
-        },
-        { callTimeoutMs: this.config.callTimeoutMs },
-      );
-      session.on('closed', (reason) =>
-        this.logger.info({ deviceId, sessionId, reason }, 'device disconnected'),
-      );
-      this.logger.info({ deviceId, sessionId, protocolVersion }, 'device connected');
-      if (hello.features?.mcp === false)
-        this.logger.warn({ deviceId }, 'device hello says it has no MCP');
-      this.registry.attach(session);
     });
+  }
+
+  #onHello(
+    ws: WebSocket,
+    req: IncomingMessage,
+    deviceId: string,
+    clientId: string,
+    protocolVersion: number,
+    refuse: (text: string | undefined, reason: string) => void,
+    data: RawData,
+    isBinary: boolean,
+  ): void {
+    let hello: DeviceHello;
+    const text = isBinary ? undefined : data.toString();
+    try {
+      if (text === undefined) throw new Error('the first frame is binary, not a hello');
+      hello = parseDeviceHello(text);
+    } catch (error) {
+      const reason = clip(error instanceof Error ? error.message : String(error), 300);
+      this.logger.warn({ deviceId, reason }, 'bad device hello; closing');
+      ws.close(1002, 'expected a hello');
+      refuse(text, reason);
+      return;
+    }
+    // Another client may have taken this unknown Device-Id since the upgrade.
+    if (!this.registry.acceptsClient(deviceId, clientId)) {
+      this.#refusedClient(deviceId, clientId, req, 'session');
+      ws.close(1008, 'Device-Id is known with another Client-Id');
+      return;
+    }
+    const sessionId = randomUUID();
+    // The server hello goes out before any MCP; buildServerHello cannot omit transport.
+    ws.send(
+      JSON.stringify(
+        buildServerHello({
+          transport: 'websocket',
+          sessionId,
+          audioParams: { sample_rate: 24000, frame_duration: 60 },
+        }),
+      ),
+    );
+    const session = new DeviceSession(
+      ws,
+      {
+        deviceId,
+        clientId,
+        sessionId,
+        protocolVersion,
+        hello,
+        helloText: text,
+        remoteAddress: req.socket.remoteAddress,
+      },
+      {
+        callTimeoutMs: this.config.callTimeoutMs,
+        onError: (error, where) =>
+          this.logger.error({ deviceId, sessionId, err: error }, `session: ${where}`),
+      },
+    );
+    session.on('closed', (reason) =>
+      this.logger.info({ deviceId, sessionId, reason }, 'device disconnected'),
+    );
+    this.logger.info({ deviceId, sessionId, protocolVersion }, 'device connected');
+    if (hello.features?.mcp === false)
+      this.logger.warn({ deviceId }, 'device hello says it has no MCP');
+    this.registry.attach(session);
   }
 
   // Relaxed keep-alive: a device is dropped only after missing two pings in a row.

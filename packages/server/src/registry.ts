@@ -2,11 +2,19 @@
  * Every device the server has seen, with its current session and tools. A device is known
  * from its first OTA check or connection (by Device-Id) and keeps its record across
  * reconnects; each new session is initialised again and its tools refreshed.
+ *
+ * Identity: a device is pinned to the first `Client-Id` it came with (the uuid the board keeps
+ * in NVS, docs/protocol.md §8); nothing with another Client-Id can act as it until the
+ * operator forgets it. Memory is bounded: offline devices are evicted by age and by count (a
+ * connected one never), with their tokens and pins, and identical tool lists are shared and
+ * released with the last record that holds them.
  */
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { PageReport, ToolResult } from '@xiaozhi-mcp/protocol';
 import type { DeviceSession, InitializeResult, RequestOptions } from './device-session.js';
 import { ServerError } from './errors.js';
+import { sameSecret } from './secret.js';
 
 /** A tool as the device lists it, with where it was found. */
 export interface DeviceTool {
@@ -35,7 +43,8 @@ export interface OtaCheckRecord {
 
 export interface DeviceRecord {
   readonly deviceId: string;
-  clientId: string;
+  /** The Client-Id the device is pinned to: the first it came with. */
+  readonly clientId: string;
   board: string | undefined;
   version: string | undefined;
   session: DeviceSession | undefined;
@@ -53,6 +62,8 @@ export interface DeviceRecord {
   sessions: number;
   /** Why the last session failed to become ready, if it did. */
   lastError: string | undefined;
+  /** The serial number the device proved it holds the key of (opt-in activation), if any. */
+  activatedSerial: string | undefined;
 }
 
 /** A device hello the gateway refused (or never got): no session was opened. */
@@ -80,12 +91,52 @@ export interface RegistryEvents {
   'hello-refused': [HelloRefusal];
   /** A connected session could not be made ready; `lastError` says why. */
   'session-failed': [DeviceRecord, stage: SessionStage, error: Error];
+  /** The device was forgotten (by the operator, or evicted): its record, token and pin are gone. */
+  forgotten: [deviceId: string, reason: string];
+}
+
+/** Where the registry reports what it must not throw (a listener that failed). */
+export interface RegistryLogger {
+  error(object: Record<string, unknown>, message: string): void;
 }
 
 export interface RegistryOptions {
   readonly vision?: { url: string; token?: string };
   /** How many OTA checks to keep. */
   readonly otaHistory?: number;
+  /** Most device records kept; offline devices are evicted longest-offline first. Default 10,000. */
+  readonly maxDevices?: number;
+  /** An offline device is forgotten after this long without activity; 0: never. Default 24 h. */
+  readonly offlineDeviceTtlMs?: number;
+  /** Default: one line on stderr. */
+  readonly logger?: RegistryLogger;
+}
+
+/** Deepest nesting kept from a device (tool lists, results): JSON Schemas nest a few levels. */
+export const MAX_DEVICE_JSON_DEPTH = 32;
+/** Longest `lastError` / page violation kept: device text can be as long as a frame. */
+const MAX_NOTE_CHARS = 1000;
+const MAX_PAGE_VIOLATIONS = 32;
+
+/**
+ * Whether `value` nests at most `limit` objects/arrays deep. Iterative, so any depth is safe to
+ * ask about; what passes is then safe for `JSON.stringify`, which recurses.
+ */
+export function nestsWithin(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const [node, depth] = item;
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth > limit) return false;
+    for (const child of Array.isArray(node) ? node : Object.values(node))
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  }
+  return true;
+}
+
+/** Device text cut to a size that is safe to keep, log and answer with. */
+export function clip(text: string, max = MAX_NOTE_CHARS): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} chars)`;
 }
 
 function toDeviceTool(raw: Record<string, unknown>, plainNames: ReadonlySet<string>): DeviceTool {
@@ -103,23 +154,77 @@ function toDeviceTool(raw: Record<string, unknown>, plainNames: ReadonlySet<stri
   };
 }
 
+/** What the registry keeps of a device besides its public record. */
+interface Entry {
+  readonly record: DeviceRecord;
+  /** The WebSocket token the OTA endpoint issued to it. */
+  token: string | undefined;
+  /** Last activity (OTA check, connection, disconnection), `Date.now()`. */
+  seenAt: number;
+  /** Key of its shared tool list in `#toolLists`. */
+  toolsKey: string | undefined;
+}
+
+interface SharedTools {
+  readonly tools: readonly DeviceTool[];
+  /** Records holding it. */
+  refs: number;
+}
+
+const DEFAULT_MAX_DEVICES = 10_000;
+const DEFAULT_OFFLINE_TTL_MS = 24 * 60 * 60 * 1000;
+const STDERR_LOGGER: RegistryLogger = {
+  error: (object, message) =>
+    process.stderr.write(`xiaozhi-mcp registry: ${message}: ${String(object.err)}\n`),
+};
+
 export class DeviceRegistry extends EventEmitter<RegistryEvents> {
-  readonly #devices = new Map<string, DeviceRecord>();
+  /** In order of last activity, oldest first: eviction walks it from the front. */
+  readonly #devices = new Map<string, Entry>();
   readonly #otaChecks: OtaCheckRecord[] = [];
-  readonly #toolLists = new Map<string, readonly DeviceTool[]>();
+  readonly #toolLists = new Map<string, SharedTools>();
   readonly #options: RegistryOptions;
+  readonly #maxDevices: number;
+  readonly #ttlMs: number;
+  readonly #logger: RegistryLogger;
+  readonly #sweeper: NodeJS.Timeout | undefined;
 
   constructor(options: RegistryOptions = {}) {
     super();
     this.#options = options;
+    this.#maxDevices = options.maxDevices ?? DEFAULT_MAX_DEVICES;
+    this.#ttlMs = options.offlineDeviceTtlMs ?? DEFAULT_OFFLINE_TTL_MS;
+    this.#logger = options.logger ?? STDERR_LOGGER;
+    if (this.#ttlMs > 0) {
+      // Unref'd: the sweep never keeps the process alive.
+      const sweep = () => {
+        try {
+          this.#sweep();
+        } catch (error) {
+          this.#logger.error({ err: error }, 'evicting offline devices failed');
+        }
+      };
+      this.#sweeper = setInterval(sweep, Math.max(10, Math.min(this.#ttlMs, 60_000)));
+      this.#sweeper.unref();
+    }
   }
 
   get(deviceId: string): DeviceRecord | undefined {
-    return this.#devices.get(deviceId.toLowerCase());
+    return this.#devices.get(deviceId.toLowerCase())?.record;
   }
 
   list(): DeviceRecord[] {
-    return [...this.#devices.values()];
+    return [...this.#devices.values()].map((entry) => entry.record);
+  }
+
+  /** How many devices are known. */
+  get size(): number {
+    return this.#devices.size;
+  }
+
+  /** How many distinct tool lists are held (shared by the devices that list the same tools). */
+  get toolListCount(): number {
+    return this.#toolLists.size;
   }
 
   /** Recent OTA checks, newest last. */
@@ -127,20 +232,70 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     return this.#otaChecks.slice(-limit);
   }
 
-  recordOtaCheck(check: OtaCheckRecord): void {
-    const record = this.#record(check.deviceId, check.clientId);
+  /**
+   * Whether `clientId` may act as `deviceId`: an unknown device takes any Client-Id (and is
+   * pinned to it when recorded), a known one only the Client-Id it is pinned to.
+   */
+  acceptsClient(deviceId: string, clientId: string): boolean {
+    const entry = this.#devices.get(deviceId.toLowerCase());
+    return entry === undefined || sameSecret(clientId, entry.record.clientId);
+  }
+
+  /** The token issued to a device (by the OTA endpoint), if any. */
+  tokenFor(deviceId: string): string | undefined {
+    return this.#devices.get(deviceId.toLowerCase())?.token;
+  }
+
+  /** Keeps the token issued to a known device (undefined revokes it); it goes with the record. */
+  setToken(deviceId: string, token: string | undefined): void {
+    const entry = this.#devices.get(deviceId.toLowerCase());
+    if (entry === undefined)
+      throw new ServerError('DEVICE_NOT_FOUND', `no device ${deviceId} has been seen`);
+    entry.token = token;
+  }
+
+  /** Marks a known device as having proved it holds `serial`'s key (opt-in activation). */
+  markActivated(deviceId: string, serial: string): void {
+    const entry = this.#devices.get(deviceId.toLowerCase());
+    if (entry === undefined)
+      throw new ServerError('DEVICE_NOT_FOUND', `no device ${deviceId} has been seen`);
+    entry.record.activatedSerial = serial;
+    this.#touch(entry);
+  }
+
+  /**
+   * Records an OTA check. False, and nothing recorded, when it came with another Client-Id than
+   * the device is pinned to.
+   */
+  recordOtaCheck(check: OtaCheckRecord): boolean {
+    const entry = this.#entry(check.deviceId, check.clientId);
+    if (entry === undefined) return false;
+    const { record } = entry;
     record.board = check.board ?? record.board;
     record.version = check.version;
     record.lastOtaCheck = check;
     this.#otaChecks.push(check);
     if (this.#otaChecks.length > (this.#options.otaHistory ?? 1000)) this.#otaChecks.shift();
-    this.emit('ota-check', check);
+    this.#emit('ota-check', check);
+    return true;
   }
 
-  /** Takes a new session: the old one (if any) is closed, then the device is initialised and listed. */
+  /**
+   * Takes a new session: the old one (if any) is closed, then the device is initialised and
+   * listed. A session from another Client-Id than the device's is closed and refused
+   * (`SESSION_FAILED`): the device's own session is untouched.
+   */
   attach(session: DeviceSession): DeviceRecord {
     const { deviceId, clientId } = session.info;
-    const record = this.#record(deviceId, clientId);
+    const entry = this.#entry(deviceId, clientId);
+    if (entry === undefined) {
+      session.close('refused: another Client-Id than the device is pinned to');
+      throw new ServerError(
+        'SESSION_FAILED',
+        `device ${deviceId.toLowerCase()} is pinned to another Client-Id: if the board was re-flashed, run \`xiaozhi-mcp devices forget ${deviceId.toLowerCase()}\``,
+      );
+    }
+    const { record } = entry;
     const previous = record.session;
     record.session = session;
     record.ready = false;
@@ -153,26 +308,47 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       record.session = undefined;
       record.ready = false;
       record.disconnectedAt = new Date().toISOString();
-      this.emit('disconnected', record, reason);
+      if (this.#devices.get(record.deviceId) === entry) this.#touch(entry);
+      this.#emit('disconnected', record, reason);
     });
-    this.emit('connected', record);
+    this.#emit('connected', record);
     let stage: SessionStage = 'initialize';
     this.#prepare(record, session, (next) => {
       stage = next;
     }).catch((error: unknown) => {
       if (record.session !== session) return;
       const failure = error instanceof Error ? error : new Error(String(error));
-      record.lastError = `${stage === 'initialize' ? 'initialize' : 'tools/list'} failed: ${failure.message}`;
-      this.emit('session-failed', record, stage, failure);
+      record.lastError = clip(
+        `${stage === 'initialize' ? 'initialize' : 'tools/list'} failed: ${failure.message}`,
+      );
+      this.#emit('session-failed', record, stage, failure);
     });
     return record;
   }
 
   /** Records a hello the gateway refused: the device is known, and `lastError` says why. */
   refuseHello(refusal: HelloRefusal): void {
-    const record = this.#record(refusal.deviceId, refusal.clientId);
-    record.lastError = `hello refused: ${refusal.reason}`;
-    this.emit('hello-refused', refusal);
+    // Another Client-Id than the device's says nothing about the device: only the event.
+    const entry = this.#entry(refusal.deviceId, refusal.clientId);
+    if (entry !== undefined) entry.record.lastError = clip(`hello refused: ${refusal.reason}`);
+    this.#emit('hello-refused', refusal);
+  }
+
+  /**
+   * Forgets a device: closes its live session, and drops its record, token, pin and tool list.
+   * Its next OTA check or connection is a new device (a re-flashed board gets a new Client-Id).
+   * False when the device is not known.
+   */
+  forget(deviceId: string, reason = 'forgotten by the operator'): boolean {
+    const entry = this.#devices.get(deviceId.toLowerCase());
+    if (entry === undefined) return false;
+    this.#drop(entry, reason);
+    return true;
+  }
+
+  /** Stops the eviction timer (it is unref'd: only needed to stop a long-lived registry cleanly). */
+  close(): void {
+    clearInterval(this.#sweeper);
   }
 
   /**
@@ -196,12 +372,12 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
         resolve(record);
       };
       const onRefused = (refusal: HelloRefusal) => {
-        if (refusal.deviceId !== id) return;
+        if (refusal.deviceId !== id || !this.acceptsClient(id, refusal.clientId)) return;
         done();
         reject(
           new ServerError(
             'SESSION_FAILED',
-            `device ${deviceId}: hello refused (${refusal.reason})`,
+            `device ${deviceId}: hello refused (${clip(refusal.reason)})`,
           ),
         );
       };
@@ -258,39 +434,113 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
 
   /** Re-reads the tool list of a connected device. */
   async refreshTools(deviceId: string): Promise<DeviceRecord> {
-    const record = this.get(deviceId);
+    const entry = this.#devices.get(deviceId.toLowerCase());
     const session = this.session(deviceId);
-    if (record === undefined)
+    if (entry === undefined)
       throw new ServerError('DEVICE_NOT_FOUND', `no device ${deviceId} has been seen`);
-    await this.#list(record, session);
-    return record;
+    await this.#list(entry.record, session);
+    return entry.record;
   }
 
-  #record(deviceId: string, clientId: string): DeviceRecord {
+  /**
+   * The device's entry, created (and pinned to `clientId`) when new, touched either way;
+   * undefined for another Client-Id than the device is pinned to.
+   */
+  #entry(deviceId: string, clientId: string): Entry | undefined {
     const id = deviceId.toLowerCase();
-    let record = this.#devices.get(id);
-    if (record === undefined) {
-      record = {
-        deviceId: id,
-        clientId,
-        board: undefined,
-        version: undefined,
-        session: undefined,
-        ready: false,
-        initialize: undefined,
-        tools: [],
-        pages: { plain: [], withUserTools: [] },
-        pageViolations: [],
-        lastOtaCheck: undefined,
-        connectedAt: undefined,
-        disconnectedAt: undefined,
-        sessions: 0,
-        lastError: undefined,
+    let entry = this.#devices.get(id);
+    if (entry !== undefined && !sameSecret(clientId, entry.record.clientId)) return undefined;
+    if (entry === undefined) {
+      entry = {
+        record: {
+          deviceId: id,
+          clientId,
+          board: undefined,
+          version: undefined,
+          session: undefined,
+          ready: false,
+          initialize: undefined,
+          tools: [],
+          pages: { plain: [], withUserTools: [] },
+          pageViolations: [],
+          lastOtaCheck: undefined,
+          connectedAt: undefined,
+          disconnectedAt: undefined,
+          sessions: 0,
+          lastError: undefined,
+          activatedSerial: undefined,
+        },
+        token: undefined,
+        seenAt: Date.now(),
+        toolsKey: undefined,
       };
-      this.#devices.set(id, record);
+      this.#devices.set(id, entry);
+      this.#sweep(entry);
+    } else this.#touch(entry);
+    return entry;
+  }
+
+  /** Moves the entry to the back of the eviction order. */
+  #touch(entry: Entry): void {
+    entry.seenAt = Date.now();
+    this.#devices.delete(entry.record.deviceId);
+    this.#devices.set(entry.record.deviceId, entry);
+  }
+
+  /**
+   * Evicts offline devices past their time, then the longest-offline ones over the count;
+   * `keep` (the device being added) stays.
+   */
+  #sweep(keep?: Entry): void {
+    const now = Date.now();
+    // Deleting the entry being visited is safe while iterating a Map.
+    for (const entry of this.#devices.values()) {
+      const over = this.#devices.size > this.#maxDevices;
+      const expired = this.#ttlMs > 0 && now - entry.seenAt >= this.#ttlMs;
+      // Entries are in order of activity: once one is neither expired nor needed, none after is.
+      if (!over && !expired) break;
+      if (entry === keep || (entry.record.session !== undefined && !entry.record.session.closed))
+        continue;
+      this.#drop(
+        entry,
+        expired
+          ? `evicted: offline for more than ${this.#ttlMs} ms`
+          : `evicted: more than ${this.#maxDevices} devices known`,
+      );
     }
-    record.clientId = clientId;
-    return record;
+  }
+
+  #drop(entry: Entry, reason: string): void {
+    const { record } = entry;
+    if (this.#devices.get(record.deviceId) !== entry) return;
+    this.#devices.delete(record.deviceId);
+    entry.token = undefined;
+    this.#releaseTools(entry);
+    record.session?.close(reason);
+    this.#emit('forgotten', record.deviceId, reason);
+  }
+
+  #releaseTools(entry: Entry): void {
+    const key = entry.toolsKey;
+    if (key === undefined) return;
+    entry.toolsKey = undefined;
+    const shared = this.#toolLists.get(key);
+    if (shared !== undefined && --shared.refs <= 0) this.#toolLists.delete(key);
+  }
+
+  /** Emits to every listener; one that throws is logged and neither stops the others nor the caller. */
+  #emit<K extends keyof RegistryEvents>(event: K, ...args: RegistryEvents[K]): void {
+    for (const listener of this.rawListeners(event as never) as ((...a: unknown[]) => void)[]) {
+      try {
+        listener.apply(this, args);
+      } catch (error) {
+        try {
+          this.#logger.error({ err: error, event }, 'a registry event listener threw');
+        } catch {
+          // A logger that throws has nowhere left to report to.
+        }
+      }
+    }
   }
 
   async #prepare(
@@ -308,7 +558,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     if (record.session !== session) return;
     record.ready = true;
     record.lastError = undefined;
-    this.emit('ready', record);
+    this.#emit('ready', record);
   }
 
   async #list(record: DeviceRecord, session: DeviceSession): Promise<void> {
@@ -322,19 +572,41 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       };
     });
     const all = await session.listTools(true);
-    if (record.session !== session) return;
-    const plainNames = new Set(plain.tools.map((t) => (typeof t.name === 'string' ? t.name : '')));
-    // Boards of one build list the same tools: keep one copy per distinct list.
-    const key = `${[...plainNames].join('\n')}\u0000${JSON.stringify(all.tools)}`;
-    let tools = this.#toolLists.get(key);
-    if (tools === undefined) {
-      tools = Object.freeze(all.tools.map((raw) => toDeviceTool(raw, plainNames)));
-      this.#toolLists.set(key, tools);
+    const entry = this.#devices.get(record.deviceId);
+    if (entry === undefined || entry.record !== record || record.session !== session) return;
+    if (!nestsWithin(all.tools, MAX_DEVICE_JSON_DEPTH + 1)) {
+      throw new ServerError(
+        'INVALID_REPLY',
+        `tools/list from ${record.deviceId} nests deeper than ${MAX_DEVICE_JSON_DEPTH} levels`,
+      );
     }
-    const changed = tools !== record.tools;
-    record.tools = tools;
+    const plainNames = new Set(plain.tools.map((t) => (typeof t.name === 'string' ? t.name : '')));
+    // Boards of one build list the same tools: keep one copy per distinct list, by a digest of
+    // it (bounded depth, so the serialisation cannot throw).
+    const key = createHash('sha256')
+      .update([...plainNames].join('\n'))
+      .update('\u0000')
+      .update(JSON.stringify(all.tools))
+      .digest('base64');
+    const changed = key !== entry.toolsKey;
+    if (changed) {
+      let shared = this.#toolLists.get(key);
+      if (shared === undefined) {
+        shared = {
+          tools: Object.freeze(all.tools.map((raw) => toDeviceTool(raw, plainNames))),
+          refs: 0,
+        };
+        this.#toolLists.set(key, shared);
+      }
+      shared.refs++;
+      this.#releaseTools(entry);
+      entry.toolsKey = key;
+      record.tools = shared.tools;
+    }
     record.pages = { plain: plain.pages, withUserTools: all.pages };
-    record.pageViolations = [...plain.violations, ...all.violations];
-    if (changed) this.emit('tools-changed', record);
+    record.pageViolations = [...plain.violations, ...all.violations]
+      .slice(0, MAX_PAGE_VIOLATIONS)
+      .map((violation) => clip(violation));
+    if (changed) this.#emit('tools-changed', record);
   }
 }
