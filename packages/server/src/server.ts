@@ -5,15 +5,28 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { type Logger, pino } from 'pino';
 import { handleApi } from './api.js';
 import { assertConfigSafe, resolveConfig, type ServerConfig } from './config.js';
 import { ServerError } from './errors.js';
 import { FirmwareStore } from './firmware-store.js';
 import { Gateway, tokenOf } from './gateway.js';
-import { HttpError, sendJson } from './http.js';
+import { HttpError, OriginPolicy, replyError, sendJson } from './http.js';
 import { OtaEndpoint } from './ota-endpoint.js';
 import { DeviceRegistry } from './registry.js';
+import { oneOfSecrets } from './secret.js';
+
+/**
+ * How often Node looks for connections past `headersTimeout`/`requestTimeout` (its default,
+ * 30 s, would let a slow client hold a connection far longer than the bound).
+ */
+function checkingInterval(config: ServerConfig): number {
+  return Math.max(
+    10,
+    Math.min(1000, Math.floor(Math.min(config.headersTimeoutMs, config.requestTimeoutMs) / 4)),
+  );
+}
 
 export interface ServerUrls {
   readonly http: string;
@@ -38,6 +51,7 @@ export class XiaozhiServer {
   #gateway: Gateway | undefined;
   #ota: OtaEndpoint | undefined;
   #urls: ServerUrls | undefined;
+  #origins: OriginPolicy | undefined;
 
   private constructor(config: ServerConfig, firmware: FirmwareStore, logger: Logger) {
     this.config = config;
@@ -49,24 +63,19 @@ export class XiaozhiServer {
       offlineDeviceTtlMs: config.offlineDeviceTtlMs,
       logger,
     });
-    this.#http = createServer((req, res) => {
-      this.#route(req, res).catch((error: unknown) => {
-        if (!res.headersSent)
-          sendJson(res, error instanceof HttpError ? error.status : 500, {
-            error: (error as Error).message,
-          });
-        else res.destroy();
-      });
-    });
-    this.#http.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => {
-      const path = (req.url ?? '').split('?')[0] ?? '';
-      const wsPath = `${this.config.prefix}/v1`;
-      if ((path !== wsPath && path !== `${wsPath}/`) || this.#gateway === undefined) {
-        socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
-        return;
-      }
-      this.#gateway.handleUpgrade(req, socket, head);
-    });
+    this.#http = createServer(
+      {
+        headersTimeout: config.headersTimeoutMs,
+        requestTimeout: config.requestTimeoutMs,
+        connectionsCheckingInterval: checkingInterval(config),
+      },
+      (req, res) => this.#onRequest(req, res),
+    );
+    // 0: no cap (Node's own reading of 0).
+    this.#http.maxConnections = config.maxConnections;
+    this.#http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#onUpgrade(req, socket, head),
+    );
   }
 
   /** Validates the configuration (refusing hazards), loads firmware, and listens. */
@@ -105,6 +114,12 @@ export class XiaozhiServer {
     const urls = server.#baseUrls((server.#http.address() as AddressInfo).port);
     assertConfigSafe(config, urls.websocket);
     server.#urls = urls;
+    server.#origins = new OriginPolicy({
+      host: config.host,
+      port: server.port,
+      publicUrl: config.publicUrl,
+      allowed: config.allowedOrigins,
+    });
     server.#ota = new OtaEndpoint(
       config,
       server.registry,
@@ -173,13 +188,88 @@ export class XiaozhiServer {
   }
 
   #isTokenValid(deviceId: string, token: string | undefined): boolean {
-    if (token === undefined) return false;
-    return this.config.tokens.includes(token) || this.#ota?.tokenFor(deviceId) === token;
+    return oneOfSecrets(token, [...this.config.tokens, this.#ota?.tokenFor(deviceId) ?? []].flat());
+  }
+
+  /** Every request is guarded: whatever its handler throws is answered here, never reaching the process. */
+  #onRequest(req: IncomingMessage, res: ServerResponse): void {
+    this.#route(req, res).catch((error: unknown) => {
+      try {
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        if (error instanceof HttpError) {
+          replyError(res, error.status, error.code, error.message);
+          return;
+        }
+        this.logger.error({ err: error, method: req.method, url: req.url }, 'request failed');
+        replyError(res, 500, 'INTERNAL', 'the server failed to answer this request');
+      } catch {
+        res.destroy();
+      }
+    });
+  }
+
+  /** Guarded like requests: a failure closes the socket; it never escapes. */
+  #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    // Node stops listening for this socket's errors once it is an upgrade: a client that resets
+    // now would otherwise raise an uncaught error.
+    socket.on('error', () => socket.destroy());
+    try {
+      const path = (req.url ?? '').split('?')[0] ?? '';
+      const wsPath = `${this.config.prefix}/v1`;
+      if ((path !== wsPath && path !== `${wsPath}/`) || this.#gateway === undefined) {
+        socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      this.#gateway.handleUpgrade(req, socket, head);
+    } catch (error) {
+      this.logger.error({ err: error, url: req.url }, 'WebSocket upgrade failed');
+      socket.destroy();
+    }
+  }
+
+  /**
+   * The API's front door: a request from another origin or for a foreign Host is refused
+   * before anything else (its body is never read), then one without an API token.
+   */
+  #admitApi(req: IncomingMessage, res: ServerResponse): boolean {
+    const refusal = this.#origins?.refusal(req.headers.origin, req.headers.host);
+    if (refusal !== undefined) {
+      this.logger.warn(
+        { origin: req.headers.origin, host: req.headers.host, remote: req.socket.remoteAddress },
+        'API request refused: foreign Origin or Host',
+      );
+      replyError(res, 403, 'FORBIDDEN_ORIGIN', refusal);
+      return false;
+    }
+    const { apiTokens } = this.config;
+    if (apiTokens.length > 0 && !oneOfSecrets(tokenOf(req.headers.authorization), apiTokens)) {
+      sendJson(
+        res,
+        401,
+        {
+          error: {
+            code: 'UNAUTHORIZED',
+            message: 'the API needs one of the API tokens as a Bearer token',
+          },
+        },
+        { 'WWW-Authenticate': 'Bearer' },
+      );
+      return false;
+    }
+    return true;
   }
 
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     const { prefix, apiPrefix } = this.config;
+    try {
+      decodeURIComponent(path);
+    } catch {
+      throw new HttpError(400, `malformed %-escape in the path ${JSON.stringify(path)}`);
+    }
     if (path === `${prefix}/ota` || path === `${prefix}/ota/`)
       return this.#ota?.handle(req, res, false);
     if (path === `${prefix}/ota/activate` || path === `${prefix}/ota/activate/`)
@@ -201,19 +291,7 @@ export class XiaozhiServer {
       return;
     }
     if (path === apiPrefix || path.startsWith(`${apiPrefix}/`)) {
-      if (
-        this.config.auth === 'token' &&
-        this.config.tokens.length > 0 &&
-        !this.config.tokens.includes(tokenOf(req.headers.authorization) ?? '')
-      ) {
-        sendJson(res, 401, {
-          error: {
-            code: 'UNAUTHORIZED',
-            message: 'the API needs one of the configured tokens as a Bearer token',
-          },
-        });
-        return;
-      }
+      if (!this.#admitApi(req, res)) return;
       return handleApi(this.registry, (req.url ?? '/').slice(apiPrefix.length) || '/', req, res);
     }
     sendJson(res, 404, { error: `nothing at ${path}` });
