@@ -4,7 +4,7 @@
  * what the device writes even when the payload inside is invalid JSON.
  */
 import { type CJsonNode, cString, getItem, parseCJson } from './cjson.js';
-import { type JsonRpcMessage, readJsonRpc } from './jsonrpc.js';
+import { type JsonRpcMessage, readJsonRpc, readJsonRpcValue } from './jsonrpc.js';
 
 /** An MCP envelope as a backend writes it: the session id escaped, the payload as given. */
 export function encodeEnvelope(sessionId: string, payloadText: string): string {
@@ -26,31 +26,140 @@ export type DeviceFrame =
   | { readonly kind: 'message'; readonly type: string; readonly value: Record<string, unknown> }
   | { readonly kind: 'invalid'; readonly reason: string };
 
-const DEVICE_MCP = /^\{"session_id":"((?:[^"\\]|\\.)*)","type":"mcp","payload":([\s\S]*)\}$/;
+// The device's envelope, `{"session_id":"S","type":"mcp","payload":P}`, cut apart by hand: a
+// pattern with `[\s\S]*` groups backtracks, and V8 throws RangeError past a few MB.
+const DEVICE_HEAD = '{"session_id":"';
+const DEVICE_MIDDLE = '","type":"mcp","payload":';
+
+function isLineTerminator(code: number): boolean {
+  return code === 0x0a || code === 0x0d || code === 0x2028 || code === 0x2029;
+}
 
 /**
- * Reads a text frame a device sent. An MCP envelope in the device's own shape is cut
- * apart without parsing the whole frame, so an unescaped error message inside the
- * payload (invalid JSON) still yields the payload and, through {@link readJsonRpc},
- * its id and text. Any other frame must be a JSON object with a string `type`.
+ * An MCP envelope in the device's exact shape, read without parsing: the session id is
+ * everything up to the first unescaped quote (as the firmware echoes it, unescaped), the
+ * payload everything between the `"payload":` and the closing brace.
+ */
+function cutDeviceEnvelope(text: string): { rawSession: string; payloadText: string } | undefined {
+  if (!text.startsWith(DEVICE_HEAD)) return undefined;
+  let i = DEVICE_HEAD.length;
+  for (;;) {
+    if (i >= text.length) return undefined;
+    const code = text.charCodeAt(i);
+    if (code === 0x22 /* " */) break;
+    if (code === 0x5c /* \ */) {
+      // An escape takes any next character but a line terminator, as `\\.` in a pattern.
+      if (i + 1 >= text.length || isLineTerminator(text.charCodeAt(i + 1))) return undefined;
+      i += 2;
+    } else {
+      i++;
+    }
+  }
+  if (!text.startsWith(DEVICE_MIDDLE, i)) return undefined;
+  const payloadStart = i + DEVICE_MIDDLE.length;
+  if (text.length - 1 < payloadStart || !text.endsWith('}')) return undefined;
+  return {
+    rawSession: text.slice(DEVICE_HEAD.length, i),
+    payloadText: text.slice(payloadStart, -1),
+  };
+}
+
+function skipSpace(text: string, at: number): number {
+  let i = at;
+  for (;;) {
+    const code = text.charCodeAt(i);
+    if (code !== 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0d) return i;
+    i++;
+  }
+}
+
+/** The index after the JSON string starting at `at` (a quote), or -1. */
+function stringEnd(text: string, at: number): number {
+  for (let i = at + 1; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0x22) return i + 1;
+    if (code === 0x5c) i++;
+  }
+  return -1;
+}
+
+/** The index after the JSON value starting at `at`, or -1: depth counted, strings skipped. */
+function valueEnd(text: string, at: number): number {
+  const first = text.charCodeAt(at);
+  if (first === 0x22) return stringEnd(text, at);
+  if (first !== 0x7b /* { */ && first !== 0x5b /* [ */) {
+    // A number or literal runs to the next delimiter.
+    let i = at;
+    while (i < text.length && !',}] \t\n\r'.includes(text.charAt(i))) i++;
+    return i === at ? -1 : i;
+  }
+  let depth = 0;
+  for (let i = at; i < text.length; ) {
+    const code = text.charCodeAt(i);
+    if (code === 0x22) {
+      i = stringEnd(text, i);
+      if (i === -1) return -1;
+      continue;
+    }
+    if (code === 0x7b || code === 0x5b) depth++;
+    else if (code === 0x7d || code === 0x5d) {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+    i++;
+  }
+  return -1;
+}
+
+// An escaped key is at most six characters per character, plus the quotes.
+const ESCAPED_PAYLOAD_MAX = 'payload'.length * 6 + 2;
+
+function isPayloadKey(keyText: string): boolean {
+  if (keyText === '"payload"') return true;
+  if (keyText.length > ESCAPED_PAYLOAD_MAX || !keyText.includes('\\')) return false;
+  return JSON.parse(keyText) === 'payload';
+}
+
+/**
+ * The exact text of the `payload` member of a JSON object text, which `JSON.parse` has
+ * accepted; the last one, as `JSON.parse` keeps the last duplicate. One pass, no recursion.
+ */
+function payloadMemberText(text: string): string | undefined {
+  let i = skipSpace(text, 0);
+  if (text.charCodeAt(i) !== 0x7b) return undefined;
+  i = skipSpace(text, i + 1);
+  if (text.charCodeAt(i) === 0x7d) return undefined;
+  let found: string | undefined;
+  for (;;) {
+    const keyEnd = text.charCodeAt(i) === 0x22 ? stringEnd(text, i) : -1;
+    if (keyEnd === -1) return undefined;
+    const isPayload = isPayloadKey(text.slice(i, keyEnd));
+    i = skipSpace(text, keyEnd);
+    if (text.charCodeAt(i) !== 0x3a /* : */) return undefined;
+    const start = skipSpace(text, i + 1);
+    const end = valueEnd(text, start);
+    if (end === -1) return undefined;
+    if (isPayload) found = text.slice(start, end);
+    i = skipSpace(text, end);
+    if (text.charCodeAt(i) !== 0x2c /* , */) return found;
+    i = skipSpace(text, i + 1);
+  }
+}
+
+/**
+ * Reads a text frame a device sent; never throws. A frame that is valid JSON is read as
+ * JSON: an MCP envelope's `payloadText` is the `payload` member's exact wire text, cut out
+ * of the frame, never re-serialised. A frame that is not valid JSON is still read when it
+ * is an MCP envelope in the device's own shape, so an unescaped error message inside the
+ * payload still yields the payload and, through {@link readJsonRpc}, its id and text. Any
+ * other frame must be a JSON object with a string `type`.
  */
 export function readDeviceFrame(text: string): DeviceFrame {
-  const exact = DEVICE_MCP.exec(text);
-  if (exact) {
-    const [, rawSession = '', payloadText = ''] = exact;
-    let sessionId = rawSession;
-    try {
-      sessionId = JSON.parse(`"${rawSession}"`) as string;
-    } catch {
-      // keep the raw text: the device does not escape what it echoes
-    }
-    return { kind: 'mcp', sessionId, payloadText, message: readJsonRpc(payloadText) };
-  }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return { kind: 'invalid', reason: 'frame is not valid JSON' };
+    return readDeviceEnvelope(text) ?? { kind: 'invalid', reason: 'frame is not valid JSON' };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { kind: 'invalid', reason: 'frame is not a JSON object' };
@@ -59,15 +168,34 @@ export function readDeviceFrame(text: string): DeviceFrame {
   if (typeof record.type !== 'string')
     return { kind: 'invalid', reason: 'frame has no string type' };
   if (record.type === 'mcp') {
-    const payloadText = JSON.stringify(record.payload ?? null);
+    const payload = record.payload ?? null;
+    const payloadText =
+      (record.payload === undefined ? undefined : payloadMemberText(text)) ?? 'null';
     return {
       kind: 'mcp',
       sessionId: typeof record.session_id === 'string' ? record.session_id : '',
       payloadText,
-      message: readJsonRpc(payloadText),
+      message: readJsonRpcValue(payload, payloadText),
     };
   }
   return { kind: 'message', type: record.type, value: record };
+}
+
+function readDeviceEnvelope(text: string): DeviceFrame | undefined {
+  const cut = cutDeviceEnvelope(text);
+  if (cut === undefined) return undefined;
+  let sessionId = cut.rawSession;
+  try {
+    sessionId = JSON.parse(`"${cut.rawSession}"`) as string;
+  } catch {
+    // keep the raw text: the device does not escape what it echoes
+  }
+  return {
+    kind: 'mcp',
+    sessionId,
+    payloadText: cut.payloadText,
+    message: readJsonRpc(cut.payloadText),
+  };
 }
 
 export interface BackendFrame {

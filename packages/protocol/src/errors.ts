@@ -80,3 +80,35 @@ export class WireError extends Error {
     this.original = init.original;
   }
 }
+
+/** Longest text of a received value quoted in an error message. */
+export const MESSAGE_VALUE_LIMIT = 1000;
+
+function truncated(text: string): string {
+  return text.length > MESSAGE_VALUE_LIMIT ? `${text.slice(0, MESSAGE_VALUE_LIMIT)}...` : text;
+}
+
+/**
+ * `JSON.stringify(value)` for an error message about a received value: never throws (a value
+ * nested thousands deep makes `JSON.stringify` throw `RangeError`, a BigInt or a cycle
+ * `TypeError`), and cut to {@link MESSAGE_VALUE_LIMIT} characters. Undefined where
+ * `JSON.stringify` gives undefined.
+ */
+export function jsonForMessage(value: unknown): string | undefined {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    return Array.isArray(value) ? '[unprintable array]' : `[unprintable ${typeof value}]`;
+  }
+  return text === undefined ? undefined : truncated(text);
+}
+
+/** `String(value)` for an error message: never throws, cut like {@link jsonForMessage}. */
+export function textForMessage(value: unknown): string {
+  try {
+    return truncated(String(value));
+  } catch {
+    return Array.isArray(value) ? '[unprintable array]' : `[unprintable ${typeof value}]`;
+  }
+}

@@ -1,10 +1,15 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CODELESS_ERROR_CODE, WireError } from './errors.js';
+import { CODELESS_ERROR_CODE, ProtocolError, WireError } from './errors.js';
 import {
   classifyJsonRpc,
   encodeDeviceError,
   encodeDeviceResult,
+  encodeErrorReply,
+  encodeNotification,
   encodeRequest,
+  encodeResultReply,
+  type JsonRpcMessage,
   readJsonRpc,
 } from './jsonrpc.js';
 
@@ -152,5 +157,230 @@ describe('encoders', () => {
       '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"a"}}',
     );
     expect(encodeRequest(2, 'initialize')).toBe('{"jsonrpc":"2.0","id":2,"method":"initialize"}');
+  });
+});
+
+// Hostile replies (issue 12): every read linear, nothing thrown.
+
+/**
+ * Any UTF-16 text, lone surrogates included, weighted toward JSON's own characters.
+ * (fast-check's `binary` unit builds a table on first use that costs seconds.)
+ */
+const anyStringArb = fc.string({
+  unit: fc.oneof(
+    fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
+    fc.constantFrom('{', '}', '[', ']', '"', '\\', ':', ',', ' ', 'a', '0'),
+  ),
+  maxLength: 60,
+});
+
+const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+
+/**
+ * The recovery as it was before issue 12, kept as the reference: the linear reader must give
+ * exactly its results. Its patterns backtrack, so it only sees small inputs here.
+ */
+function referenceRecovery(text: string): JsonRpcMessage | undefined {
+  const FIRMWARE_RESULT = /^\{"jsonrpc":"2\.0","id":(-?\d+),"result":([\s\S]*)\}$/;
+  const FIRMWARE_ERROR = /^\{"jsonrpc":"2\.0","id":(-?\d+),"error":\{"message":"([\s\S]*)"\}\}$/;
+  const CODED_ERROR =
+    /^\{"jsonrpc":"2\.0","id":(-?\d+|"[^"]*"|null),"error":\{"code":(-?\d+),"message":"([\s\S]*)"\}\}$/;
+  const UNESCAPED_CURSOR = /^([\s\S]*\]),"nextCursor":"([\s\S]*)"\}$/;
+  const plain = FIRMWARE_ERROR.exec(text);
+  if (plain) {
+    const [, id = '0', message = ''] = plain;
+    return { kind: 'error', id: Number(id), error: new WireError(message, { recovered: true }) };
+  }
+  const coded = CODED_ERROR.exec(text);
+  if (coded) {
+    const [, rawId = 'null', code = '0', message = ''] = coded;
+    const id = rawId === 'null' ? null : rawId.startsWith('"') ? rawId.slice(1, -1) : Number(rawId);
+    return {
+      kind: 'error',
+      id,
+      error: new WireError(message, { code: Number(code), recovered: true }),
+    };
+  }
+  const result = FIRMWARE_RESULT.exec(text);
+  const cursor = result ? UNESCAPED_CURSOR.exec(result[2] ?? '') : null;
+  if (result && cursor) {
+    try {
+      const page = JSON.parse(`${cursor[1]}}`) as Record<string, unknown>;
+      return {
+        kind: 'result',
+        id: Number(result[1]),
+        result: { ...page, nextCursor: cursor[2] },
+        resultText: result[2],
+      };
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** `readJsonRpc` before issue 12; resultText of valid JSON came from FIRMWARE_RESULT too. */
+function referenceRead(text: string): JsonRpcMessage {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return (
+      referenceRecovery(text) ?? {
+        kind: 'invalid',
+        reason: 'not valid JSON and not a known firmware reply shape',
+      }
+    );
+  }
+  const message = classifyJsonRpc(value);
+  if (message.kind !== 'result') return message;
+  const exact = /^\{"jsonrpc":"2\.0","id":(-?\d+),"result":([\s\S]*)\}$/.exec(text);
+  return { ...message, resultText: exact?.[2] };
+}
+
+/** A message as plain data, errors included, for comparing two readers. */
+function plain(message: JsonRpcMessage | undefined): unknown {
+  if (message?.kind !== 'error') return message;
+  const { error } = message;
+  return { ...message, error: [error.message, error.code, error.codeless, error.recovered] };
+}
+
+const REPLY_HEADS = [
+  '{"jsonrpc":"2.0","id":-7,"result":',
+  '{"jsonrpc":"2.0","id":3,"error":{"message":"',
+  '{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"',
+  '{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"',
+  '{"jsonrpc":"2.0","id":',
+];
+const REPLY_PIECES = [
+  ...REPLY_HEADS,
+  '{"tools":[',
+  '{"name":"a"}',
+  '],"nextCursor":"',
+  '"}',
+  '"}}',
+  '}',
+  ']',
+  '"',
+  '\\',
+  ',',
+  '1',
+  'b"c',
+  '\n',
+];
+/** Firmware reply heads and tails around pieces glued at random: where the recovery bites. */
+const replyFragmentArb = fc
+  .tuple(
+    fc.constantFrom('', ...REPLY_HEADS),
+    fc.array(fc.constantFrom(...REPLY_PIECES), { maxLength: 10 }),
+    fc.constantFrom('', '}', '"}', '"}}', ']}', '"}}}'),
+  )
+  .map(([head, pieces, tail]) => head + pieces.join('') + tail);
+
+describe('readJsonRpc under hostile replies (issue 12)', () => {
+  const head = '{"jsonrpc":"2.0","id":9,"result":';
+
+  it.each([128 * 1024, 1024 * 1024])(
+    'reads a %i-character reply crafted against the cursor recovery',
+    (size) => {
+      // Many cursor markers and no closing quote: a backtracking pattern tries every pair.
+      const marker = '],"nextCursor":"';
+      const text = `${head}${marker.repeat(Math.floor(size / marker.length))}x}`;
+      expect(readJsonRpc(text)).toMatchObject({ kind: 'invalid' });
+      const page = `{"tools":[${'],"nextCursor":"'.repeat(Math.floor(size / 16))}"}`;
+      expect(readJsonRpc(`${head}${page}}`).kind).toBe('invalid');
+    },
+  );
+
+  it('recovers a cursor at the last marker, as the greedy pattern did', () => {
+    for (const text of [
+      `${head}{"tools":[{"name":"a"}],"nextCursor":"b"c"}}`,
+      `${head}{"tools":[],"nextCursor":"a],"nextCursor":"b"}}`,
+      `${head}{"tools":[{"name":"x"}],"nextCursor":"}`,
+      `${head}{"tools":[{"name":"x"}],"nextCursor":""}}`,
+    ]) {
+      expect(plain(readJsonRpc(text)), text).toEqual(plain(referenceRead(text)));
+    }
+  });
+
+  it('reads exactly as the old patterns did', () => {
+    let recovered = 0;
+    fc.assert(
+      fc.property(replyFragmentArb, (text) => {
+        const expected = referenceRead(text);
+        if (expected.kind !== 'invalid') recovered++;
+        expect(plain(readJsonRpc(text))).toEqual(plain(expected));
+      }),
+      { seed: 42, numRuns: 3000 },
+    );
+    // The fragments do reach the recovery, not only its refusals.
+    expect(recovered).toBeGreaterThan(100);
+  });
+
+  it('never throws for any text', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          anyStringArb,
+          replyFragmentArb,
+          fc.uint8Array({ maxLength: 200 }).map((b) => new TextDecoder().decode(b)),
+        ),
+        (text) => {
+          expect(['request', 'notification', 'result', 'error', 'invalid']).toContain(
+            readJsonRpc(text).kind,
+          );
+        },
+      ),
+      { seed: 42, numRuns: 2000 },
+    );
+  });
+
+  it.each([5_000, 100_000])('reads an error member nested %i deep', (depth) => {
+    const reply = readJsonRpc(`{"jsonrpc":"2.0","id":1,"error":${nested(depth)}}`);
+    expect(reply.kind).toBe('error');
+    if (reply.kind !== 'error') return;
+    expect(reply.id).toBe(1);
+    expect(reply.error.message.length).toBeLessThan(2000);
+    expect(reply.error.original).toBeInstanceOf(Array);
+  });
+
+  it('classifies any JSON value without throwing, with a bounded error text', () => {
+    fc.assert(
+      fc.property(
+        fc.record(
+          {
+            jsonrpc: fc.constantFrom('2.0', '2', null),
+            id: fc.oneof(fc.integer(), fc.string(), fc.double(), fc.constant(null), fc.jsonValue()),
+            method: fc.oneof(fc.string(), fc.jsonValue({ maxDepth: 1 })),
+            result: fc.jsonValue({ maxDepth: 3 }),
+            error: fc.jsonValue({ maxDepth: 3 }),
+          },
+          { requiredKeys: [] },
+        ),
+        (value) => {
+          const message = classifyJsonRpc(value);
+          if (message.kind === 'error') expect(message.error.message.length).toBeLessThan(1010);
+        },
+      ),
+      { seed: 42, numRuns: 1000 },
+    );
+  });
+
+  it('refuses to encode what JSON cannot hold with INVALID_MESSAGE, not a RangeError', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    for (const encode of [
+      () => encodeRequest(1, 'tools/call', { name: 'x', arguments: { a: deep } }),
+      () => encodeNotification('x', deep),
+      () => encodeResultReply(1, deep),
+      () => encodeErrorReply(1, -32000, 'x', deep),
+    ]) {
+      expect(encode).toThrow(ProtocolError);
+      try {
+        encode();
+      } catch (error) {
+        expect((error as ProtocolError).code).toBe('INVALID_MESSAGE');
+      }
+    }
   });
 });

@@ -3,7 +3,7 @@
  * The firmware's error replies have no `code` and an unescaped message, so a reply can
  * be invalid JSON (docs/protocol.md §2); the reader still recovers its id and text.
  */
-import { WireError } from './errors.js';
+import { jsonForMessage, ProtocolError, WireError } from './errors.js';
 
 export type JsonRpcId = number | string;
 
@@ -46,7 +46,9 @@ function wireErrorFrom(error: unknown): WireError {
     string,
     unknown
   >;
-  const message = typeof record.message === 'string' ? record.message : JSON.stringify(error);
+  // A structured error without a message is shown as its JSON, bounded: it came off the wire.
+  const message =
+    typeof record.message === 'string' ? record.message : (jsonForMessage(error) ?? '');
   const code =
     typeof record.code === 'number' && Number.isInteger(record.code) ? record.code : undefined;
   return new WireError(message, {
@@ -82,41 +84,84 @@ export function classifyJsonRpc(value: unknown): JsonRpcMessage {
   return { kind: 'invalid', reason: 'neither a request, a notification, a result nor an error' };
 }
 
-// The firmware writes replies by concatenation: these shapes are exact.
-const FIRMWARE_RESULT = /^\{"jsonrpc":"2\.0","id":(-?\d+),"result":([\s\S]*)\}$/;
-const FIRMWARE_ERROR = /^\{"jsonrpc":"2\.0","id":(-?\d+),"error":\{"message":"([\s\S]*)"\}\}$/;
+// The firmware writes replies by concatenation: these shapes are exact. Each pattern is only
+// the fixed head of a shape; its open-ended tail is cut with endsWith/lastIndexOf, so every
+// read is linear in the text (docs/protocol.md §2). A `[\s\S]*` group followed by more
+// pattern backtracks, and one crafted 128 KB frame cost a second of event loop (issue 12).
+const FIRMWARE_RESULT_HEAD = /^\{"jsonrpc":"2\.0","id":(-?\d+),"result":/;
+const FIRMWARE_ERROR_HEAD = /^\{"jsonrpc":"2\.0","id":(-?\d+),"error":\{"message":"/;
 // A later firmware may add a code before the message; accept it the same way.
-const CODED_ERROR =
-  /^\{"jsonrpc":"2\.0","id":(-?\d+|"[^"]*"|null),"error":\{"code":(-?\d+),"message":"([\s\S]*)"\}\}$/;
+const CODED_ERROR_HEAD =
+  /^\{"jsonrpc":"2\.0","id":(-?\d+|"[^"]*"|null),"error":\{"code":(-?\d+),"message":"/;
 // A tools/list page whose nextCursor names a tool with a quote in it.
-const UNESCAPED_CURSOR = /^([\s\S]*\]),"nextCursor":"([\s\S]*)"\}$/;
+const CURSOR_MARKER = '],"nextCursor":"';
+
+/**
+ * Matches `head` at the start and `tail` at the end of `text` without overlap, as
+ * `^head([\s\S]*)tail$` would: the groups of `head` and the text between.
+ */
+function cutShape(
+  text: string,
+  head: RegExp,
+  tail: string,
+): { groups: RegExpExecArray; between: string } | undefined {
+  const groups = head.exec(text);
+  if (groups === null) return undefined;
+  const from = groups[0].length;
+  const to = text.length - tail.length;
+  if (to < from || !text.endsWith(tail)) return undefined;
+  return { groups, between: text.slice(from, to) };
+}
+
+/** The exact `result` text of a reply in the firmware's shape. */
+function firmwareResult(text: string): { id: string; resultText: string } | undefined {
+  const shape = cutShape(text, FIRMWARE_RESULT_HEAD, '}');
+  return shape && { id: shape.groups[1] ?? '0', resultText: shape.between };
+}
+
+/**
+ * `^([\s\S]*\]),"nextCursor":"([\s\S]*)"\}$` without backtracking: the greedy first
+ * group ends at the last marker that still leaves room for the closing `"}`.
+ */
+function cutUnescapedCursor(text: string): { page: string; cursor: string } | undefined {
+  if (!text.endsWith('"}')) return undefined;
+  const last = text.length - 2 - CURSOR_MARKER.length;
+  if (last < 0) return undefined;
+  const at = text.lastIndexOf(CURSOR_MARKER, last);
+  if (at === -1) return undefined;
+  return { page: text.slice(0, at + 1), cursor: text.slice(at + CURSOR_MARKER.length, -2) };
+}
 
 function recoverInvalid(text: string): JsonRpcMessage | undefined {
-  const plain = FIRMWARE_ERROR.exec(text);
+  const plain = cutShape(text, FIRMWARE_ERROR_HEAD, '"}}');
   if (plain) {
-    const [, id = '0', message = ''] = plain;
-    return { kind: 'error', id: Number(id), error: new WireError(message, { recovered: true }) };
+    const id = plain.groups[1] ?? '0';
+    return {
+      kind: 'error',
+      id: Number(id),
+      error: new WireError(plain.between, { recovered: true }),
+    };
   }
-  const coded = CODED_ERROR.exec(text);
+  const coded = cutShape(text, CODED_ERROR_HEAD, '"}}');
   if (coded) {
-    const [, rawId = 'null', code = '0', message = ''] = coded;
+    const [, rawId = 'null', code = '0'] = coded.groups;
     const id = rawId === 'null' ? null : rawId.startsWith('"') ? rawId.slice(1, -1) : Number(rawId);
     return {
       kind: 'error',
       id,
-      error: new WireError(message, { code: Number(code), recovered: true }),
+      error: new WireError(coded.between, { code: Number(code), recovered: true }),
     };
   }
-  const result = FIRMWARE_RESULT.exec(text);
-  const cursor = result ? UNESCAPED_CURSOR.exec(result[2] ?? '') : null;
+  const result = firmwareResult(text);
+  const cursor = result && cutUnescapedCursor(result.resultText);
   if (result && cursor) {
     try {
-      const page = JSON.parse(`${cursor[1]}}`) as Record<string, unknown>;
+      const page = JSON.parse(`${cursor.page}}`) as Record<string, unknown>;
       return {
         kind: 'result',
-        id: Number(result[1]),
-        result: { ...page, nextCursor: cursor[2] },
-        resultText: result[2],
+        id: Number(result.id),
+        result: { ...page, nextCursor: cursor.cursor },
+        resultText: result.resultText,
       };
     } catch {
       return undefined;
@@ -143,24 +188,47 @@ export function readJsonRpc(text: string): JsonRpcMessage {
       }
     );
   }
+  return readJsonRpcValue(value, text);
+}
+
+/**
+ * {@link readJsonRpc} for a payload already parsed: `value` is `JSON.parse(text)`, where
+ * `text` is the payload's exact wire text (for `resultText`). Nothing is parsed again.
+ */
+export function readJsonRpcValue(value: unknown, text: string): JsonRpcMessage {
   const message = classifyJsonRpc(value);
-  if (message.kind === 'result') {
-    const exact = FIRMWARE_RESULT.exec(text);
-    return { ...message, resultText: exact?.[2] };
-  }
+  if (message.kind === 'result')
+    return { ...message, resultText: firmwareResult(text)?.resultText };
   return message;
 }
 
-/** A request as a backend sends it. */
+/**
+ * `JSON.stringify` for the encoders below: a value it cannot write (nested thousands deep, a
+ * BigInt, a cycle) throws `INVALID_MESSAGE` naming the member instead of a bare RangeError.
+ */
+function stringifyMember(message: Record<string, unknown>, member: string): string {
+  try {
+    return JSON.stringify(message);
+  } catch (cause) {
+    throw new ProtocolError('INVALID_MESSAGE', `JSON-RPC ${member} cannot be written as JSON`, {
+      field: member,
+      cause,
+    });
+  }
+}
+
+/** A request as a backend sends it; throws `INVALID_MESSAGE` for params JSON cannot hold. */
 export function encodeRequest(id: JsonRpcId, method: string, params?: unknown): string {
-  return JSON.stringify(
+  return stringifyMember(
     params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params },
+    'params',
   );
 }
 
 export function encodeNotification(method: string, params?: unknown): string {
-  return JSON.stringify(
+  return stringifyMember(
     params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params },
+    'params',
   );
 }
 
@@ -182,10 +250,10 @@ export function encodeErrorReply(
   data?: unknown,
 ): string {
   const error = data === undefined ? { code, message } : { code, message, data };
-  return JSON.stringify({ jsonrpc: '2.0', id, error });
+  return stringifyMember({ jsonrpc: '2.0', id, error }, 'error.data');
 }
 
 /** A spec-compliant result reply. */
 export function encodeResultReply(id: JsonRpcId, result: unknown): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, result });
+  return stringifyMember({ jsonrpc: '2.0', id, result }, 'result');
 }
