@@ -67,8 +67,13 @@ export const OTA_OBJECT_MAX_KEYS = 64;
 export const OTA_MAX_DEPTH = 6;
 /** Largest `/activate` body (its four fields are short). */
 const ACTIVATE_BODY_MAX_BYTES = 4096;
-/** How long an activation challenge stays valid, and most pending at once. */
+/**
+ * How long an activation challenge stays valid (the firmware tries 10 times, up to 10 s apart,
+ * then checks again), and most pending at once.
+ */
 const CHALLENGE_TTL_MS = 5 * 60 * 1000;
+/** `activation.timeout_ms`: the board's bound on each `/activate` POST. */
+const ACTIVATION_TIMEOUT_MS = 30_000;
 const MAX_PENDING_CHALLENGES = 1024;
 
 interface Challenge {
@@ -222,7 +227,7 @@ export class OtaEndpoint {
                   message: `Activating ${serial} with its key`,
                   code: String(randomInt(0, 1_000_000)).padStart(6, '0'),
                   challenge,
-                  timeoutMs: CHALLENGE_TTL_MS,
+                  timeoutMs: ACTIVATION_TIMEOUT_MS,
                 },
               }),
           ...(token === undefined
@@ -332,7 +337,8 @@ export class OtaEndpoint {
       ['challenge', challenge],
       ['hmac', hmac],
     ] as const) {
-      if (typeof value !== 'string' || value === '' || value.length > 256) {
+      // An empty `hmac` is what a chip without the HMAC peripheral sends: a wrong one, below.
+      if (typeof value !== 'string' || (value === '' && field !== 'hmac') || value.length > 256) {
         sendJson(res, 400, {
           error: `body.${field} must be a short string`,
           field: `body.${field}`,
