@@ -180,6 +180,62 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
     expect(vision.stderr).toBe('xiaozhi-mcp: --vision-token needs --vision-url\n');
   });
 
+  it('refuses a network address without an API token with exit 2, naming --api-token and --auth off', async () => {
+    const open = await runCli('serve', '--host', '0.0.0.0', '--port', '0', '--token', 'device-t');
+    expect(open.code).toBe(2);
+    expect(open.stdout).toBe('');
+    expect(open.stderr).toMatch(/^xiaozhi-mcp: CONFIG_HAZARD: config apiTokens: .*--api-token/);
+    expect(open.stderr).toMatch(/--auth off/);
+  });
+
+  it('starts on a network address with --auth off given on purpose', async () => {
+    const server = serve({ host: '0.0.0.0', auth: 'off' });
+    await until(() => /^API /m.test(server.out.stdout), 'the endpoint lines');
+    expect(server.out.stdout).toMatch(/^API {8}http:\/\/0\.0\.0\.0:\d+\/api$/m);
+    expect(await server.finish()).toBe(0);
+  });
+
+  it('passes --api-token and --allow-origin to the API: device tokens do not open it', async () => {
+    const server = serve({
+      token: ['device-t'],
+      apiToken: ['api-t'],
+      allowOrigin: ['http://tools.example:3000'],
+      maxConnections: 50,
+      headersTimeout: 5000,
+      requestTimeout: 20_000,
+    });
+    await until(() => /^API /m.test(server.out.stdout), 'the endpoint lines');
+    const api = /^API {8}(\S+)$/m.exec(server.out.stdout)?.[1] ?? '';
+    const status = async (headers: Record<string, string>) =>
+      (await fetch(`${api}/devices`, { headers })).status;
+    expect(await status({})).toBe(401);
+    expect(await status({ Authorization: 'Bearer device-t' })).toBe(401);
+    expect(await status({ Authorization: 'Bearer api-t' })).toBe(200);
+    expect(
+      await status({ Authorization: 'Bearer api-t', Origin: 'http://tools.example:3000' }),
+    ).toBe(200);
+    expect(await status({ Authorization: 'Bearer api-t', Origin: 'http://evil.example' })).toBe(
+      403,
+    );
+    expect(await server.finish()).toBe(0);
+  });
+
+  it('checks the front-door flags', async () => {
+    const headers = await runCli('serve', '--port', '0', '--headers-timeout', '40000');
+    expect(headers.code).toBe(2);
+    expect(headers.stderr).toMatch(/^xiaozhi-mcp: CONFIG_INVALID: config headersTimeoutMs: /);
+
+    const origin = await runCli('serve', '--port', '0', '--allow-origin', 'http://x.example/p');
+    expect(origin.code).toBe(2);
+    expect(origin.stderr).toMatch(/^xiaozhi-mcp: CONFIG_INVALID: config allowedOrigins: /);
+
+    const cap = await runCli('serve', '--port', '0', '--max-connections', '-1');
+    expect(cap.code).toBe(2);
+    expect(cap.stderr).toBe(
+      'xiaozhi-mcp: --max-connections must be an integer from 0 to 1000000, got "-1"\n',
+    );
+  });
+
   it('fails with exit 1 when the port is taken', async () => {
     const taken = createServer();
     blocker = taken;

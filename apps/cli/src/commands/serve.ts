@@ -13,7 +13,11 @@ import { CliError, type CliIo, ExitCode, interrupted } from '../io.js';
 export interface ServeOptions {
   host: string;
   port: number;
+  /** Device tokens, accepted at the WebSocket upgrade. */
   token: string[];
+  /** API tokens: the API then needs one as a Bearer token. */
+  apiToken?: string[];
+  allowOrigin?: string[];
   auth: AuthMode;
   prefix: string;
   publicUrl?: string;
@@ -23,6 +27,9 @@ export interface ServeOptions {
   visionUrl?: string;
   visionToken?: string;
   callTimeout?: number;
+  maxConnections?: number;
+  headersTimeout?: number;
+  requestTimeout?: number;
   logLevel: LogLevel;
   json?: boolean;
   /** Resolves when the server should stop (Ctrl-C or SIGTERM by default). */
@@ -52,6 +59,8 @@ function startOptions(options: ServeOptions): StartOptions {
     host: options.host,
     port: options.port,
     tokens: options.token,
+    apiTokens: options.apiToken ?? [],
+    allowedOrigins: options.allowOrigin ?? [],
     auth: options.auth,
     prefix: options.prefix,
     publicUrl: options.publicUrl,
@@ -62,6 +71,9 @@ function startOptions(options: ServeOptions): StartOptions {
       ? {}
       : { timezoneOffsetMinutes: options.timezoneOffset }),
     ...(options.callTimeout === undefined ? {} : { callTimeoutMs: options.callTimeout }),
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    ...(options.headersTimeout === undefined ? {} : { headersTimeoutMs: options.headersTimeout }),
+    ...(options.requestTimeout === undefined ? {} : { requestTimeoutMs: options.requestTimeout }),
     ...(options.visionUrl === undefined
       ? {}
       : {
@@ -155,12 +167,32 @@ export function registerServe(program: Command, io: CliIo, setExit: (code: numbe
     .description(
       'run the backend boards connect to (OTA, WebSocket, JSON API) until Ctrl-C, printing device events',
     )
-    .option('--host <address>', 'bind address', '127.0.0.1')
+    .option(
+      '--host <address>',
+      'bind address; other than loopback, it needs --api-token (or --auth off for an open API)',
+      '127.0.0.1',
+    )
     .option('--port <n>', 'port; 0 lets the OS choose', integer('--port', 0, 65535), 8000)
     .addOption(
       new Option(
         '--token <token>',
-        'a token accepted at the WebSocket upgrade and required by the API (repeatable)',
+        'a device token accepted at the WebSocket upgrade (repeatable); it does not open the API',
+      )
+        .argParser(collect)
+        .default([], 'none'),
+    )
+    .addOption(
+      new Option(
+        '--api-token <token>',
+        'a Bearer token the API then requires (repeatable); without one the API is open, so loopback only',
+      )
+        .argParser(collect)
+        .default([], 'none'),
+    )
+    .addOption(
+      new Option(
+        '--allow-origin <origin>',
+        'an Origin (http://host:port) or Host (host[:port]) the API accepts besides its own (repeatable; * for any)',
       )
         .argParser(collect)
         .default([], 'none'),
@@ -168,7 +200,7 @@ export function registerServe(program: Command, io: CliIo, setExit: (code: numbe
     .addOption(
       new Option(
         '--auth <mode>',
-        'token: the upgrade needs the issued token or a --token; off: no check',
+        'device upgrades: token needs the issued token or a --token; off: no check (and lets an open API bind a network address)',
       )
         .choices(['token', 'off'])
         .default('token'),
@@ -195,6 +227,21 @@ export function registerServe(program: Command, io: CliIo, setExit: (code: numbe
       '--call-timeout <ms>',
       'default bound on each MCP request (default 30000)',
       integer('--call-timeout', 1, 2_147_483_647),
+    )
+    .option(
+      '--max-connections <n>',
+      'most open connections, HTTP and WebSocket together (default 0: no cap)',
+      integer('--max-connections', 0, 1_000_000),
+    )
+    .option(
+      '--headers-timeout <ms>',
+      'how long a client gets to send its request headers (default 10000)',
+      integer('--headers-timeout', 1, 2_147_483_647),
+    )
+    .option(
+      '--request-timeout <ms>',
+      'how long a client gets to send its whole request (default 30000)',
+      integer('--request-timeout', 1, 2_147_483_647),
     )
     .addOption(
       new Option('--log-level <level>', 'pino log level (logs go to stderr)')
