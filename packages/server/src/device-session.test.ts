@@ -1,0 +1,129 @@
+/**
+ * A DeviceSession is guarded (issue 12): no frame the device sends and no listener that throws
+ * escapes the socket's handlers or breaks the request in flight; a timeout outside Node's timer
+ * range and parameters that cannot be serialised are refused before anything is sent.
+ */
+import { EventEmitter } from 'node:events';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { WebSocket } from 'ws';
+import { DeviceSession } from './device-session.js';
+import { ServerError } from './errors.js';
+
+/** A socket the test plays the device on: `sent` holds what the session wrote. */
+class FakeSocket extends EventEmitter {
+  readonly sent: string[] = [];
+  send(text: string, callback?: (error?: Error) => void): void {
+    this.sent.push(text);
+    callback?.();
+  }
+  terminate(): void {
+    this.emit('close', 1006);
+  }
+  ping(): void {}
+  /** A text frame from the device. */
+  device(text: string): void {
+    this.emit('message', Buffer.from(text), false);
+  }
+}
+
+const sessions: DeviceSession[] = [];
+afterEach(() => {
+  for (const session of sessions.splice(0)) session.close();
+});
+
+function open(onError?: (error: unknown, where: string) => void) {
+  const socket = new FakeSocket();
+  const session = new DeviceSession(
+    socket as unknown as WebSocket,
+    {
+      deviceId: 'f4:12:fa:60:00:01',
+      clientId: 'c',
+      sessionId: 'sid',
+      protocolVersion: 1,
+      hello: { type: 'hello', version: 1, transport: 'websocket' } as never,
+      helloText: '{}',
+      remoteAddress: undefined,
+    },
+    { callTimeoutMs: 2000, ...(onError === undefined ? {} : { onError }) },
+  );
+  sessions.push(session);
+  return { socket, session };
+}
+
+const deep = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+const reply = (id: number, result: string) =>
+  `{"session_id":"sid","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"result":${result}}}`;
+
+describe('a guarded DeviceSession', () => {
+  it('takes frames nested 5,000 deep without throwing, and the request in flight still settles', async () => {
+    const errors: string[] = [];
+    const { socket, session } = open((_, where) => errors.push(where));
+    const call = session.request('tools/call', { name: 'x' });
+    for (const frame of [
+      `{"type":"mcp","session_id":"sid","payload":${deep(5000)}}`,
+      `{"session_id":"sid","type":"mcp","payload":{"jsonrpc":"2.0","id":${deep(5000)},"result":{}}}`,
+      `{"session_id":"sid","type":"listen","state":${deep(5000)}}`,
+      `${deep(5000)}`,
+    ])
+      expect(() => socket.device(frame)).not.toThrow();
+    socket.device(reply(1, '{"ok":true}'));
+    await expect(call).resolves.toEqual({ ok: true });
+  });
+
+  it('a reply whose id is nested 5,000 deep does not break the timeout that follows', async () => {
+    const { socket, session } = open();
+    const call = session.request('tools/call', { name: 'x' }, { timeoutMs: 50 });
+    socket.device(
+      `{"session_id":"sid","type":"mcp","payload":{"jsonrpc":"2.0","id":${deep(5000)},"result":{}}}`,
+    );
+    const error = await call.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerError);
+    expect((error as ServerError).code).toBe('REQUEST_TIMEOUT');
+  });
+
+  it('a listener that throws is reported, and neither the session nor other listeners stop', async () => {
+    const errors: string[] = [];
+    const { socket, session } = open((error, where) =>
+      errors.push(`${where}: ${(error as Error).message}`),
+    );
+    const seen: string[] = [];
+    for (const event of ['frame', 'message', 'stray'] as const) {
+      session.on(event, () => {
+        throw new Error(`${event} listener bug`);
+      });
+      session.on(event, () => seen.push(event));
+    }
+    const call = session.request('tools/call', { name: 'x' });
+    expect(() =>
+      socket.device('{"session_id":"sid","type":"listen","state":"start"}'),
+    ).not.toThrow();
+    expect(() => socket.device(reply(99, '{}'))).not.toThrow();
+    socket.device(reply(1, '"done"'));
+    await expect(call).resolves.toBe('done');
+    expect(seen).toEqual(['frame', 'frame', 'message', 'frame', 'stray', 'frame']);
+    expect(errors).toContain("a 'message' listener threw: message listener bug");
+    expect(errors).toContain("a 'stray' listener threw: stray listener bug");
+  });
+
+  it.each([
+    ['1e10', 1e10],
+    ['NaN', Number.NaN],
+    ['Infinity', Number.POSITIVE_INFINITY],
+    ['0', 0],
+    ['-5', -5],
+  ])('refuses timeoutMs %s before sending anything', async (_, timeoutMs) => {
+    const { socket, session } = open();
+    await expect(session.request('tools/call', {}, { timeoutMs })).rejects.toThrow(RangeError);
+    expect(session.pending).toBe(0);
+    expect(socket.sent).toEqual([]);
+  });
+
+  it('refuses parameters that cannot be serialised, with nothing left pending', async () => {
+    const { socket, session } = open();
+    let params: unknown = 1;
+    for (let i = 0; i < 20_000; i++) params = [params];
+    await expect(session.request('tools/call', params)).rejects.toThrow(TypeError);
+    expect(session.pending).toBe(0);
+    expect(socket.sent).toEqual([]);
+  });
+});
