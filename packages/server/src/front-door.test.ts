@@ -336,6 +336,22 @@ describe('HTTP edges', () => {
     expect(answer.status).toBe(504);
   });
 
+  it('leaves WebSocket sessions alone: the timeouts bound requests, not upgraded connections', async () => {
+    const target = await startServer({ auth: 'off', headersTimeoutMs: 100, requestTimeoutMs: 100 });
+    const ws = new WebSocket(target.urls.websocket, {
+      headers: { 'Device-Id': 'f4:12:fa:20:00:06', 'Client-Id': 'c' },
+    });
+    await once(ws, 'open');
+    ws.send(
+      '{"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}',
+    );
+    await once(ws, 'message');
+    // Several checks of Node's connection timer later, the session is still up.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+    ws.terminate();
+  });
+
   it('refuses connections over maxConnections', async () => {
     const target = await startServer({ maxConnections: 2 });
     const held = await Promise.all([rawClient(target.port), rawClient(target.port)]);
