@@ -127,7 +127,7 @@ describe('flash against a virtual port', () => {
   }, async () => {
     const { fw, merged } = firmware();
     const { context, out } = capture();
-    const code = await flashCommand(context, merged, { port: 'virtual:desk' });
+    const code = await flashCommand(context, merged, { create: true, port: 'virtual:desk' });
     expect(out.stderr).toBe('');
     expect(code).toBe(0);
     const lines = out.stdout.split('\n');
@@ -165,7 +165,9 @@ describe('flash against a virtual port', () => {
     const base = firmware('esp32s3', '2.7.0');
     const next = firmware('esp32s3', '2.7.1');
     const { context, out } = capture();
-    expect(await flashCommand(context, base.merged, { port: 'virtual:desk' })).toBe(0);
+    expect(await flashCommand(context, base.merged, { create: true, port: 'virtual:desk' })).toBe(
+      0,
+    );
     expect(await flashCommand(context, next.app, { port: 'virtual:desk', offset: '0x20000' })).toBe(
       0,
     );
@@ -184,7 +186,7 @@ describe('flash against a virtual port', () => {
   it('refuses an image for another chip, writing nothing', { timeout: 60_000 }, async () => {
     const { merged } = firmware('esp32c3');
     const { context, out } = capture();
-    const code = await flashCommand(context, merged, { port: 'virtual:desk' });
+    const code = await flashCommand(context, merged, { create: true, port: 'virtual:desk' });
     expect(code).toBe(1);
     expect(out.stderr).toMatch(
       /^xiaozhi-mcp: flash virtual:desk: refusing to flash: part 1 at 0x0 is an image for esp32c3 .* the board is an esp32s3 .*; use the esp32s3 build\n$/,
@@ -195,7 +197,11 @@ describe('flash against a virtual port', () => {
   it('refuses a partition table bigger than the board flash', { timeout: 60_000 }, async () => {
     const { merged } = firmware();
     const { context, out } = capture();
-    const code = await flashCommand(context, merged, { port: 'virtual:small', flashSize: '4' });
+    const code = await flashCommand(context, merged, {
+      create: true,
+      port: 'virtual:small',
+      flashSize: '4',
+    });
     expect(code).toBe(2);
     expect(out.stderr).toMatch(
       /the image's partition table needs 16 MB of flash, the board has 4 MB; use the build for 4 MB boards/,
@@ -218,7 +224,7 @@ describe('flash against a virtual port', () => {
         };
       },
     });
-    expect(await flashCommand(context, merged, { port: 'virtual:desk' })).toBe(0);
+    expect(await flashCommand(context, merged, { create: true, port: 'virtual:desk' })).toBe(0);
     expect(out.stdout).toMatch(
       /^flash: the write at 921600 baud failed; retrying at 460800 baud$/m,
     );
@@ -234,7 +240,9 @@ describe('flash against a virtual port', () => {
   }, async () => {
     const { fw, merged } = firmware();
     const { context, out } = capture();
-    expect(await flashCommand(context, merged, { port: 'virtual:desk', reset: 'classic' })).toBe(0);
+    expect(
+      await flashCommand(context, merged, { create: true, port: 'virtual:desk', reset: 'classic' }),
+    ).toBe(0);
     expect(out.stdout).toMatch(/MD5 verified/);
     expect(flashFileMd5('desk', 0, fw.merged.length)).toBe(md5(fw.merged));
     // The USB-JTAG reset on the virtual board's USB-UART bridge resets it with GPIO0 high.
@@ -255,7 +263,7 @@ describe('flash against a virtual port', () => {
       drawn += chunk.toString();
     });
     const { context, out } = capture({ terminal });
-    expect(await flashCommand(context, merged, { port: 'virtual:desk' })).toBe(0);
+    expect(await flashCommand(context, merged, { create: true, port: 'virtual:desk' })).toBe(0);
     expect(drawn).toMatch(/flash \|.*\| 100% \| 131776\/131776 bytes \| attempt 1/);
     expect(out.stdout).not.toMatch(/^flash: \d+%$/m);
   });
@@ -278,16 +286,28 @@ describe('flash against a virtual port', () => {
       holder.dispose();
     }
     const cases: [Parameters<typeof flashCommand>[2], string, RegExp][] = [
-      [{ port: 'virtual:desk' }, join(dir, 'none.bin'), /cannot read .*none\.bin: no such file/],
-      [{ port: 'virtual:desk', baud: 'fast' }, merged, /--baud must be a baud rate/],
       [
-        { port: 'virtual:desk', reset: 'hard' },
+        { create: true, port: 'virtual:desk' },
+        join(dir, 'none.bin'),
+        /cannot read .*none\.bin: no such file/,
+      ],
+      [{ create: true, port: 'virtual:desk', baud: 'fast' }, merged, /--baud must be a baud rate/],
+      [
+        { create: true, port: 'virtual:desk', reset: 'hard' },
         merged,
         /--reset must be one of auto, classic, tight, usb-jtag, none, got "hard"/,
       ],
-      [{ port: 'virtual:desk', offset: '0x123' }, merged, /not a multiple of 0x1000/],
-      [{ port: 'virtual:desk', flashSize: '32' }, merged, /--flash-size must be 4, 8 or 16/],
-      [{ port: 'virtual:desk', board: 'toaster' }, merged, /unknown board preset "toaster"/],
+      [{ create: true, port: 'virtual:desk', offset: '0x123' }, merged, /not a multiple of 0x1000/],
+      [
+        { create: true, port: 'virtual:desk', flashSize: '32' },
+        merged,
+        /--flash-size must be 4, 8 or 16/,
+      ],
+      [
+        { create: true, port: 'virtual:desk', board: 'toaster' },
+        merged,
+        /unknown board preset "toaster"/,
+      ],
       [{ port: 'ttyUSB0' }, merged, /port selector 'ttyUSB0'/],
     ];
     for (const [options, file, message] of cases) {
@@ -312,7 +332,7 @@ describe('hil flash', () => {
     const previous = process.env.XIAOZHI_VIRTUAL_DIR;
     process.env.XIAOZHI_VIRTUAL_DIR = join(dir, 'virtual');
     try {
-      expect(await main(['flash', merged, '--port', 'virtual:rig1'], io)).toBe(0);
+      expect(await main(['flash', merged, '--port', 'virtual:rig1', '--create'], io)).toBe(0);
       expect(out.stdout).toMatch(/MD5 verified/);
       expect(await main(['flash', merged, '--port', '/dev/ttyNOPE9'], io)).toBe(3);
       expect(out.stderr).toMatch(/^hil: flash \/dev\/ttyNOPE9: no serial port matches/m);
@@ -361,7 +381,7 @@ describe('hil flash from a shell', () => {
   // hil's own tests are sure to run after hil is built.
   it('works the same way as xiaozhi-mcp flash', { timeout: 60_000 }, async () => {
     const { merged } = firmware();
-    const run = await shell('flash', merged, '--port', 'virtual:rig');
+    const run = await shell('flash', merged, '--port', 'virtual:rig', '--create');
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/MD5 verified/);

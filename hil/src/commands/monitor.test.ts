@@ -80,7 +80,7 @@ beforeAll(async () => {
     buildVirtualFirmware({ chip: 'esp32s3', version: '2.7.0', board: 'bread-compact-wifi' }).merged,
   );
   const { context, out } = capture();
-  expect(await flashCommand(context, file, { port: 'virtual:desk' })).toBe(0);
+  expect(await flashCommand(context, file, { create: true, port: 'virtual:desk' })).toBe(0);
   expect(
     await provisionCommand(context, {
       port: 'virtual:desk',

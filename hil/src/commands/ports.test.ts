@@ -59,7 +59,7 @@ describe('ports', () => {
         .merged,
     );
     const setup = capture();
-    expect(await flashCommand(setup.context, file, { port: 'virtual:desk' })).toBe(0);
+    expect(await flashCommand(setup.context, file, { create: true, port: 'virtual:desk' })).toBe(0);
     expect(
       await provisionCommand(setup.context, {
         port: 'virtual:desk',
@@ -119,7 +119,7 @@ describe('ports', () => {
     const empty = capture();
     expect(await portsCommand(empty.context, {})).toBe(0);
     expect(empty.out.stdout).toMatch(
-      /^no board attached and no virtual board in .*virtual; `flash <image> --port virtual:<name>` makes one$/m,
+      /^no board attached and no virtual board in .*virtual; `flash <image> --port virtual:<name> --create` makes one$/m,
     );
     const failing = capture(async () => {
       throw new Error('udevadm: not found');

@@ -57,7 +57,7 @@ async function flashedBoard(name: string): Promise<string> {
     buildVirtualFirmware({ chip: 'esp32s3', version: '2.7.0', board: 'bread-compact-wifi' }).merged,
   );
   const { context, out } = capture();
-  expect(await flashCommand(context, file, { port: `virtual:${name}` })).toBe(0);
+  expect(await flashCommand(context, file, { create: true, port: `virtual:${name}` })).toBe(0);
   expect(out.stderr).toBe('');
   // The next process plugs the board in: it boots what the flash file holds.
   let virtual: ResolvedVirtual | undefined;
@@ -134,6 +134,7 @@ describe('provision against a virtual port', () => {
   it('says to flash a firmware first on an erased board', { timeout: 60_000 }, async () => {
     const { context, out } = capture();
     const code = await provisionCommand(context, {
+      create: true,
       port: 'virtual:blank',
       ssid: 'lab',
       password: 'pw',

@@ -83,7 +83,7 @@ describe('the serial commands from a shell', () => {
     expect(info.stdout).toMatch(/merged image/);
     expect(info.stdout).toMatch(/chip esp32s3, xiaozhi 2\.7\.0 for bread-compact-wifi/);
 
-    const flash = await shell(xiaozhiMcp, 'flash', firmware, '--port', 'virtual:desk');
+    const flash = await shell(xiaozhiMcp, 'flash', firmware, '--port', 'virtual:desk', '--create');
     expect(flash.stderr).toBe('');
     expect(flash.code).toBe(0);
     expect(flash.stdout).toMatch(/^created virtual board virtual:desk: bread-compact-wifi/m);
@@ -136,7 +136,7 @@ describe('the serial commands from a shell', () => {
   });
 
   it('monitor stops on Ctrl-C with exit 0', { timeout: 60_000 }, async () => {
-    const { child, done } = start(xiaozhiMcp, ['monitor', '--port', 'virtual:rig']);
+    const { child, done } = start(xiaozhiMcp, ['monitor', '--port', 'virtual:rig', '--create']);
     // Ctrl-C once the monitor is following the console.
     await new Promise<void>((resolveStarted, reject) => {
       const timer = setTimeout(() => reject(new Error('monitor did not start')), 20_000);
@@ -151,6 +151,34 @@ describe('the serial commands from a shell', () => {
     const run = await done;
     expect(run.code).toBe(0);
     expect(run.stderr).toMatch(/^--- stopped \(/m);
+  });
+
+  it('refuses a virtual board name that is not there with exit 2, listing those that are', {
+    timeout: 60_000,
+  }, async () => {
+    for (const argv of [
+      ['monitor', '--port', 'virtual:typo'],
+      [
+        'provision',
+        '--ssid',
+        'lab',
+        '--password',
+        'pw',
+        '--ota-url',
+        backend.otaUrl,
+        '--port',
+        'virtual:typo',
+      ],
+      ['flash', firmware, '--port', 'virtual:typo'],
+    ]) {
+      const run = await shell(xiaozhiMcp, ...argv);
+      expect(run.code, argv[0]).toBe(2);
+      expect(run.stdout, argv[0]).toBe('');
+      expect(run.stderr, argv[0]).toBe(
+        `xiaozhi-mcp: ${argv[0]} virtual:typo: no virtual board 'typo' in ${join(dir, 'virtual')} (known: virtual:desk, virtual:rig); add --create to make a new one, or set XIAOZHI_VIRTUAL_DIR if it lives elsewhere\n`,
+      );
+    }
+    expect(readdirSync(join(dir, 'virtual')).filter((file) => file.startsWith('typo'))).toEqual([]);
   });
 
   it('fails with one line and exit 2 when --port is needed', { timeout: 60_000 }, async () => {

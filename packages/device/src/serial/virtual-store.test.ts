@@ -158,8 +158,8 @@ describe('VirtualBoardStore: virtual boards that persist in files', () => {
     await expect(open('virtual:')).rejects.toMatchObject({ kind: 'usage' });
     await expect(open('virtual:.hidden')).rejects.toMatchObject({ kind: 'usage' });
     await expect(open('virtual:ghost', false)).rejects.toMatchObject({
-      kind: 'port',
-      message: expect.stringMatching(/no virtual board 'ghost' in .*flash` creates it/),
+      kind: 'usage',
+      message: `no virtual board 'ghost' in ${dir} (it has none); add --create to make a new one, or set XIAOZHI_VIRTUAL_DIR if it lives elsewhere`,
     });
     expect(existsSync(join(dir, 'ghost.json'))).toBe(false);
     // Creation options are checked before anything is written.
@@ -172,6 +172,20 @@ describe('VirtualBoardStore: virtual boards that persist in files', () => {
       message: expect.stringMatching(/--flash-size must be 4, 8 or 16/),
     });
     expect(existsSync(join(dir, 'new.json'))).toBe(false);
+  });
+
+  it('refuses a mistyped name without create, listing the boards there are, and writes nothing', async () => {
+    (await open('virtual:desk')).dispose();
+    (await open('virtual:rig')).dispose();
+    await expect(open('virtual:dsek', false)).rejects.toMatchObject({
+      kind: 'usage',
+      message: `no virtual board 'dsek' in ${dir} (known: virtual:desk, virtual:rig); add --create to make a new one, or set XIAOZHI_VIRTUAL_DIR if it lives elsewhere`,
+    });
+    expect(existsSync(join(dir, 'dsek.json'))).toBe(false);
+    expect(existsSync(join(dir, 'dsek.flash'))).toBe(false);
+    expect(plugged.map((virtual) => virtual.entry.name)).toEqual(['desk', 'rig']);
+    // An existing board needs no create.
+    expect((await open('virtual:desk', false)).virtual.created).toBe(false);
   });
 
   it('says how to recover from a damaged sidecar', async () => {
@@ -288,7 +302,8 @@ describe('failures', () => {
     expect(await fail(new Error('two\nlines'))).toBe(1);
     expect(stderr.endsWith('hil: flash virtual:desk: two lines\n')).toBe(true);
     expect(await fail(await open('virtual:..').catch((e: unknown) => e))).toBe(2);
-    expect(await fail(await open('virtual:ghost', false).catch((e: unknown) => e))).toBe(3);
+    // A board that is not there is a name to correct (or to --create), not a rig failure.
+    expect(await fail(await open('virtual:ghost', false).catch((e: unknown) => e))).toBe(2);
   });
 
   it('default virtual dir: $XIAOZHI_VIRTUAL_DIR, else ~/.cache/xiaozhi-mcp/virtual', () => {

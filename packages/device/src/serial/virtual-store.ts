@@ -334,7 +334,7 @@ export class VirtualBoardStore implements PortProvider {
       json: { virtual: boards, virtualDir: this.dir },
       none: `no virtual board in ${this.dir}`,
       selectorHint: 'virtual:<name> for a virtual board',
-      createHint: '`flash <image> --port virtual:<name>` makes one',
+      createHint: '`flash <image> --port virtual:<name> --create` makes one',
     };
   }
 
@@ -419,7 +419,10 @@ export class VirtualBoardStore implements PortProvider {
     }
   }
 
-  /** The board's entry, created (sidecar written) when missing and `create` says how. */
+  /**
+   * The board's entry, created (sidecar written) when missing and `create` says how; missing
+   * without `create` is a usage error listing the boards in the directory.
+   */
   #entry(
     name: string,
     create: { preset: string; flashSizeMb: FlashSizeMb } | undefined,
@@ -429,9 +432,12 @@ export class VirtualBoardStore implements PortProvider {
     if (existsSync(sidecar))
       return { entry: entryFor(dir, name, readSpec(sidecar)), created: false };
     if (create === undefined) {
+      // A mistyped name must not become a new, erased board that boot-loops: creating one is
+      // asked for (`--create`); bad usage, so exit 2, naming the boards there are.
+      const known = listVirtualBoards(dir).map((board) => board.port);
       throw new SerialCommandError(
-        `no virtual board '${name}' in ${dir}; \`flash\` creates it on first use (set XIAOZHI_VIRTUAL_DIR if it lives elsewhere)`,
-        'port',
+        `no virtual board '${name}' in ${dir} (${known.length === 0 ? 'it has none' : `known: ${known.join(', ')}`}); add --create to make a new one, or set XIAOZHI_VIRTUAL_DIR if it lives elsewhere`,
+        'usage',
       );
     }
     const preset = BOARD_PRESETS[create.preset];

@@ -1,4 +1,5 @@
 import { FirmwareError } from '@xiaozhi-mcp/firmware';
+import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { SerialError } from '../errors.js';
 import { BoardLockError } from '../lock.js';
@@ -12,6 +13,7 @@ import {
   type SerialCommandContext,
   SerialCommandError,
   usageError,
+  withPortOptions,
 } from './context.js';
 
 function capture(extra: Partial<SerialCommandContext> = {}) {
@@ -143,9 +145,13 @@ describe('openCommandPort', () => {
     const fake = new FakeProvider();
     const { context, out } = capture({ providers: [fake], lister: async () => [] });
     let chosen = '';
-    const port = await openCommandPort(context, { board: 'otto-robot', flashSize: '8' }, (s) => {
-      chosen = s;
-    });
+    const port = await openCommandPort(
+      context,
+      { board: 'otto-robot', flashSize: '8', create: true },
+      (s) => {
+        chosen = s;
+      },
+    );
     expect(chosen).toBe('fake:desk');
     expect(port.label).toBe('fake:desk');
     expect(fake.requests).toMatchObject([{ create: { board: 'otto-robot', flashSize: '8' } }]);
@@ -153,11 +159,35 @@ describe('openCommandPort', () => {
     expect(out.stderr).toBe('hil: note: fake:desk already exists\n');
   });
 
-  it('asks a provider to create even without options (its defaults apply)', async () => {
+  it('asks a provider to create only with --create (its defaults apply)', async () => {
     const fake = new FakeProvider();
-    const { context } = capture({ providers: [fake], lister: async () => [] });
+    const { context, out } = capture({ providers: [fake], lister: async () => [] });
+    await openCommandPort(context, { port: 'fake:desk', create: true });
     await openCommandPort(context, { port: 'fake:desk' });
-    expect(fake.requests).toMatchObject([{ create: {} }]);
+    expect(fake.requests).toHaveLength(2);
+    expect(fake.requests[0]).toMatchObject({ create: {} });
+    // Without --create a provider must not make a board: a mistyped name would become one.
+    expect(fake.requests[1]).not.toHaveProperty('create');
+    expect(out.stderr).not.toMatch(/ignored/);
+  });
+
+  it('notes --board and --flash-size without --create as ignored for an existing board', async () => {
+    const fake = new FakeProvider();
+    const { context, out } = capture({ providers: [fake], lister: async () => [] });
+    await openCommandPort(context, { port: 'fake:desk', flashSize: '4' });
+    expect(fake.requests[0]).not.toHaveProperty('create');
+    expect(out.stderr).toMatch(
+      /^hil: note: --flash-size applies when --create makes a new board; ignored for fake:desk, which exists\n$/m,
+    );
+  });
+
+  it('has --create on every board command', () => {
+    const command = withPortOptions(new Command('monitor').exitOverride());
+    command.parse(['--port', 'virtual:x', '--create'], { from: 'user' });
+    expect(command.opts()).toMatchObject({ port: 'virtual:x', create: true });
+    expect(command.helpInformation()).toMatch(
+      /--create +make virtual:<name> when there is no such board/,
+    );
   });
 
   it('notes that --board and --flash-size are ignored for a real port', async () => {
@@ -168,8 +198,16 @@ describe('openCommandPort', () => {
     const port = await openCommandPort(context, { port: 'serial:0001', board: 'otto-robot' });
     expect(port.path).toBe('/dev/ttyUSB0');
     expect(port.provider).toBeUndefined();
-    expect(out.stderr).toBe(
-      'hil: note: --board and --flash-size are for virtual boards; ignored for /dev/ttyUSB0\n',
+    expect(out.stderr).toBe('hil: note: --board is for virtual boards; ignored for /dev/ttyUSB0\n');
+    const all = capture({ lister: async () => [usbPort] });
+    await openCommandPort(all.context, {
+      port: 'serial:0001',
+      board: 'otto-robot',
+      flashSize: '8',
+      create: true,
+    });
+    expect(all.out.stderr).toBe(
+      'hil: note: --board, --flash-size and --create are for virtual boards; ignored for /dev/ttyUSB0\n',
     );
     const quiet = capture({ lister: async () => [usbPort] });
     await openCommandPort(quiet.context, {});

@@ -113,11 +113,17 @@ export interface PortOptions {
   readonly board?: string;
   /** Provided (virtual) boards, when creating one: 4, 8 or 16. */
   readonly flashSize?: string;
+  /**
+   * `--create`: a provided board that does not exist is made (with `board`/`flashSize`).
+   * Without it a name that is not there fails, so a typo does not become a new board.
+   */
+  readonly create?: boolean;
 }
 
 /**
- * `--port` (or the only board there is) resolved for a command; a provider creates its board
- * on first use and says so. `--board`/`--flash-size` given for a real port are noted as ignored.
+ * `--port` (or the only board there is) resolved for a command; with `--create` a provider
+ * makes a board that is not there yet, and says so. `--board`/`--flash-size` given for a real
+ * port, or without `--create`, are noted as ignored.
  */
 export async function openCommandPort(
   context: SerialCommandContext,
@@ -135,27 +141,44 @@ export async function openCommandPort(
     ...(options.board === undefined ? {} : { board: options.board }),
     ...(options.flashSize === undefined ? {} : { flashSize: options.flashSize }),
   };
+  const sized = [
+    ...(options.board === undefined ? [] : ['--board']),
+    ...(options.flashSize === undefined ? [] : ['--flash-size']),
+  ];
   if (providerFor(selector, providers) === undefined) {
     const port = await resolvePort(selector, {
       providers,
       ...(lister === undefined ? {} : { lister }),
     });
-    if (options.board !== undefined || options.flashSize !== undefined)
+    const ignored = [...sized, ...(options.create === true ? ['--create'] : [])];
+    if (ignored.length > 0)
       context.out.stderr(
-        `${context.program}: note: --board and --flash-size are for virtual boards; ignored for ${port.label}\n`,
+        `${context.program}: note: ${flagList(ignored)} ${ignored.length === 1 ? 'is' : 'are'} for virtual boards; ignored for ${port.label}\n`,
       );
     return port;
   }
-  return resolvePort(selector, {
+  const port = await resolvePort(selector, {
     providers,
     request: {
-      create,
+      ...(options.create === true ? { create } : {}),
       notify: (stream, text) =>
         stream === 'stdout'
           ? context.out.stdout(text)
           : context.out.stderr(`${context.program}: note: ${text}`),
     },
   });
+  if (sized.length > 0 && options.create !== true)
+    context.out.stderr(
+      `${context.program}: note: ${flagList(sized)} ${sized.length === 1 ? 'applies' : 'apply'} when --create makes a new board; ignored for ${port.label}, which exists\n`,
+    );
+  return port;
+}
+
+/** `--a`, `--a and --b`, `--a, --b and --c`. */
+function flagList(flags: readonly string[]): string {
+  return flags.length <= 1
+    ? flags.join('')
+    : `${flags.slice(0, -1).join(', ')} and ${flags[flags.length - 1]}`;
 }
 
 /**
@@ -201,5 +224,11 @@ export function withPortOptions(command: Command): Command {
     )
     .addOption(
       new Option('--flash-size <mb>', "a new virtual board's flash: 4, 8 or 16 (default 16)"),
+    )
+    .addOption(
+      new Option(
+        '--create',
+        'make virtual:<name> when there is no such board yet (else a name that is not there fails)',
+      ),
     );
 }
