@@ -1,10 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  type CJsonNode,
   cString,
+  fromJsonValue,
   getItem,
   parseCJson,
   printCJson,
+  printCJsonNode,
   printCJsonNumber,
   toCInt,
   toJsonValue,
@@ -113,5 +116,103 @@ describe('printCJson', () => {
       '{"power":true,"name":"a\\"b\\n","list":[1,null]}',
     );
     expect(printCJson('cut\u0000here')).toBe('"cut"');
+  });
+});
+
+// Hostile depth (issue 12): cJSON's reader stops at CJSON_NESTING_LIMIT (1000); everything
+// else here walks trees of any depth without recursion.
+
+const nestedArrays = (depth: number, inner = '') =>
+  `${'['.repeat(depth)}${inner}${']'.repeat(depth)}`;
+
+function deepArray(depth: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
+describe('cJSON trees of any depth (issue 12)', () => {
+  it.each([5_000, 100_000])('fails to parse a document nested %i deep, as cJSON does', (depth) => {
+    expect(parseCJson(nestedArrays(depth))).toBeUndefined();
+    expect(parseCJson(`${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`)).toBeUndefined();
+    expect(parseCJson(`{"jsonrpc":"2.0","params":${nestedArrays(depth)}}`)).toBeUndefined();
+  });
+
+  it.each([5_000, 100_000])('converts and prints values nested %i deep', (depth) => {
+    const value = deepArray(depth);
+    const text = nestedArrays(depth, '1');
+    expect(printCJson(value)).toBe(text);
+    const node = fromJsonValue(value);
+    expect(printCJsonNode(node)).toBe(text);
+    let back = toJsonValue(node);
+    let levels = 0;
+    for (; Array.isArray(back); levels++) back = back[0] as typeof back;
+    expect([levels, back]).toEqual([depth, 1]);
+  });
+
+  it('converts objects nested 5000 deep both ways', () => {
+    const text = `${'{"k":'.repeat(5_000)}null${'}'.repeat(5_000)}`;
+    const node = fromJsonValue(JSON.parse(text));
+    expect(printCJsonNode(node)).toBe(text);
+    expect(printCJson(toJsonValue(node))).toBe(text);
+  });
+
+  it('refuses a cycle with TypeError, as JSON.stringify does', () => {
+    const cycle: unknown[] = [1];
+    cycle.push([cycle]);
+    expect(() => printCJson(cycle)).toThrow(TypeError);
+    expect(() => fromJsonValue(cycle)).toThrow(TypeError);
+    // A value shared by two members is no cycle.
+    const shared = { a: 1 };
+    expect(printCJson([shared, { shared }])).toBe('[{"a":1},{"shared":{"a":1}}]');
+  });
+
+  it('reads a "__proto__" key as data, as JSON.parse does', () => {
+    const value = toJsonValue(parseCJson('{"__proto__":{"polluted":true},"a":1}') as CJsonNode);
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect((value as Record<string, unknown>).polluted).toBeUndefined();
+    expect(Object.keys(value as object)).toEqual(['__proto__', 'a']);
+    expect(value).toEqual(JSON.parse('{"__proto__":{"polluted":true},"a":1}'));
+  });
+
+  it('keeps the first key position and the last duplicate value, as JSON.parse does', () => {
+    const text = '{"a":1,"b":2,"a":[3]}';
+    const value = toJsonValue(parseCJson(text) as CJsonNode);
+    expect(Object.keys(value as object)).toEqual(Object.keys(JSON.parse(text)));
+    expect(value).toEqual(JSON.parse(text));
+  });
+
+  it('converts any JSON value both ways and prints it as its nodes print', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (raw) => {
+        const value = JSON.parse(JSON.stringify(raw));
+        const node = fromJsonValue(value);
+        expect(toJsonValue(node)).toEqual(value);
+        expect(printCJsonNode(node)).toBe(printCJson(value));
+      }),
+      { seed: 42, numRuns: 500 },
+    );
+  });
+
+  it('never throws while parsing any text, however deep or broken', () => {
+    const unit = fc.oneof(
+      fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
+      fc.constantFrom('[', ']', '{', '}', '"', '\\', ':', ',', '\\u', 'd800', '1e', 'null', ' '),
+    );
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string({ unit, maxLength: 80 }),
+          fc
+            .tuple(fc.integer({ min: 990, max: 20_000 }), fc.constantFrom('[', '{"a":', '[{"b":'))
+            .map(([depth, open]) => open.repeat(depth)),
+        ),
+        (text) => {
+          const node = parseCJson(text);
+          if (node !== undefined) printCJsonNode(node);
+        },
+      ),
+      { seed: 42, numRuns: 1000 },
+    );
   });
 });

@@ -32,6 +32,17 @@ const INT32_MAX = 2147483647;
 const INT32_MIN = -2147483648;
 const NESTING_LIMIT = 1000; // CJSON_NESTING_LIMIT
 
+interface ArrayFrame {
+  readonly kind: 'array';
+  readonly items: CJsonNode[];
+}
+interface ObjectFrame {
+  readonly kind: 'object';
+  readonly entries: [string, CJsonNode][];
+  /** The key of the member being read. */
+  key: string;
+}
+
 class Reader {
   pos = 0;
   depth = 0;
@@ -42,7 +53,8 @@ class Reader {
     while (this.pos < this.text.length && this.text.charCodeAt(this.pos) <= 32) this.pos++;
   }
 
-  value(): CJsonNode | undefined {
+  /** A scalar (null, bool, string, number) at `pos`; undefined for anything else. */
+  scalar(): CJsonNode | undefined {
     const t = this.text;
     const c = t[this.pos];
     if (t.startsWith('null', this.pos)) {
@@ -62,9 +74,78 @@ class Reader {
       return value === undefined ? undefined : { kind: 'string', value };
     }
     if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
-    if (c === '[') return this.array();
-    if (c === '{') return this.object();
     return undefined;
+  }
+
+  /** An object member's key and colon, leaving `pos` at its value; false where cJSON fails. */
+  memberKey(frame: ObjectFrame): boolean {
+    this.skipWhitespace();
+    if (this.text[this.pos] !== '"') return false;
+    const key = this.string();
+    if (key === undefined) return false;
+    this.skipWhitespace();
+    if (this.text[this.pos++] !== ':') return false;
+    this.skipWhitespace();
+    frame.key = key;
+    return true;
+  }
+
+  /**
+   * `parse_value` with its `parse_array`/`parse_object` recursion unrolled onto a stack of
+   * open containers, so no input can overflow the JS stack; the checks and their order are
+   * cJSON's, including the {@link NESTING_LIMIT}.
+   */
+  value(): CJsonNode | undefined {
+    const open: (ArrayFrame | ObjectFrame)[] = [];
+    for (;;) {
+      // Read one value at `pos`: a scalar, an empty container, or the start of a container.
+      let node: CJsonNode | undefined;
+      const c = this.text[this.pos];
+      if (c === '[' || c === '{') {
+        if (++this.depth > NESTING_LIMIT) return undefined;
+        this.pos++;
+        this.skipWhitespace();
+        if (this.text[this.pos] === (c === '[' ? ']' : '}')) {
+          this.pos++;
+          this.depth--;
+          node = c === '[' ? { kind: 'array', items: [] } : { kind: 'object', entries: [] };
+        } else if (c === '[') {
+          open.push({ kind: 'array', items: [] });
+          this.skipWhitespace();
+          continue;
+        } else {
+          const frame: ObjectFrame = { kind: 'object', entries: [], key: '' };
+          if (!this.memberKey(frame)) return undefined;
+          open.push(frame);
+          continue;
+        }
+      } else {
+        node = this.scalar();
+        if (node === undefined) return undefined;
+      }
+      // Hand the value to the innermost open container; close every container that ends.
+      for (;;) {
+        const frame = open.at(-1);
+        if (frame === undefined) return node;
+        if (frame.kind === 'array') frame.items.push(node);
+        else frame.entries.push([frame.key, node]);
+        this.skipWhitespace();
+        const next = this.text[this.pos++];
+        if (next === (frame.kind === 'array' ? ']' : '}')) {
+          open.pop();
+          this.depth--;
+          node =
+            frame.kind === 'array'
+              ? { kind: 'array', items: frame.items }
+              : { kind: 'object', entries: frame.entries };
+          continue;
+        }
+        if (next !== ',') return undefined;
+        if (frame.kind === 'array') this.skipWhitespace();
+        else if (!this.memberKey(frame)) return undefined;
+        break;
+      }
+    }
   }
 
   // cJSON copies the run of [0-9+-eE.] and hands it to strtod, which takes the longest
@@ -129,60 +210,6 @@ class Reader {
     out += t.slice(chunkStart, i);
     this.pos = i + 1;
     return out;
-  }
-
-  array(): CJsonNode | undefined {
-    if (++this.depth > NESTING_LIMIT) return undefined;
-    this.pos++;
-    const items: CJsonNode[] = [];
-    this.skipWhitespace();
-    if (this.text[this.pos] === ']') {
-      this.pos++;
-      this.depth--;
-      return { kind: 'array', items };
-    }
-    for (;;) {
-      this.skipWhitespace();
-      const item = this.value();
-      if (item === undefined) return undefined;
-      items.push(item);
-      this.skipWhitespace();
-      const c = this.text[this.pos++];
-      if (c === ']') break;
-      if (c !== ',') return undefined;
-    }
-    this.depth--;
-    return { kind: 'array', items };
-  }
-
-  object(): CJsonNode | undefined {
-    if (++this.depth > NESTING_LIMIT) return undefined;
-    this.pos++;
-    const entries: [string, CJsonNode][] = [];
-    this.skipWhitespace();
-    if (this.text[this.pos] === '}') {
-      this.pos++;
-      this.depth--;
-      return { kind: 'object', entries };
-    }
-    for (;;) {
-      this.skipWhitespace();
-      if (this.text[this.pos] !== '"') return undefined;
-      const key = this.string();
-      if (key === undefined) return undefined;
-      this.skipWhitespace();
-      if (this.text[this.pos++] !== ':') return undefined;
-      this.skipWhitespace();
-      const value = this.value();
-      if (value === undefined) return undefined;
-      entries.push([key, value]);
-      this.skipWhitespace();
-      const c = this.text[this.pos++];
-      if (c === '}') break;
-      if (c !== ',') return undefined;
-    }
-    this.depth--;
-    return { kind: 'object', entries };
   }
 }
 
@@ -249,39 +276,144 @@ export function toCInt(value: number): number {
   return Math.trunc(value) | 0;
 }
 
-/** Converts a plain JS value (as from `JSON.parse`) into a cJSON tree. */
-export function fromJsonValue(value: unknown): CJsonNode {
-  if (value === null || value === undefined) return { kind: 'null' };
-  if (typeof value === 'boolean') return { kind: 'bool', value };
-  if (typeof value === 'number') return { kind: 'number', value };
-  if (typeof value === 'string') return { kind: 'string', value };
-  if (Array.isArray(value)) return { kind: 'array', items: value.map(fromJsonValue) };
-  if (typeof value === 'object') {
-    return {
-      kind: 'object',
-      entries: Object.entries(value).map(([k, v]) => [k, fromJsonValue(v)] as const),
-    };
+// The tree walks below keep their own stack (parallel arrays, nothing allocated per step): a
+// received value can be nested far deeper than the JS stack allows (JSON.parse reads a million
+// levels). A container is on the current path from its visit to its EXIT, which is how a cycle,
+// which has no JSON form, is refused instead of looping forever.
+
+/** What a walk step is: a value to visit, text to write, or the end of a container. */
+const VISIT = 0;
+const TEXT = 1;
+const EXIT = 2;
+
+function circular(): never {
+  throw new TypeError('cannot convert a circular structure to JSON');
+}
+
+/** `target[key] = value`, a `"__proto__"` key included as data (as JSON.parse makes it). */
+function setMember(target: Record<string | number, unknown>, key: string | number, value: unknown) {
+  if (key === '__proto__') {
+    Object.defineProperty(target, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else {
+    target[key] = value;
   }
-  return { kind: 'null' };
+}
+
+/**
+ * Converts a plain JS value (as from `JSON.parse`) into a cJSON tree, at any depth. What
+ * JSON cannot hold reads as null; a cycle throws `TypeError`, as in `JSON.stringify`.
+ */
+export function fromJsonValue(value: unknown): CJsonNode {
+  const root: CJsonNode[] = [{ kind: 'null' }];
+  const kinds: number[] = [VISIT];
+  const values: unknown[] = [value];
+  const targets: Record<number, unknown>[] = [root];
+  const slots: number[] = [0];
+  const path = new Set<object>();
+  while (kinds.length > 0) {
+    const kind = kinds.pop();
+    const v = values.pop();
+    const target = targets.pop() as Record<number, unknown>;
+    const slot = slots.pop() as number;
+    if (kind === EXIT) {
+      path.delete(v as object);
+      continue;
+    }
+    if (v === null || v === undefined) target[slot] = { kind: 'null' };
+    else if (typeof v === 'boolean') target[slot] = { kind: 'bool', value: v };
+    else if (typeof v === 'number') target[slot] = { kind: 'number', value: v };
+    else if (typeof v === 'string') target[slot] = { kind: 'string', value: v };
+    else if (typeof v !== 'object') target[slot] = { kind: 'null' };
+    else {
+      if (path.has(v)) circular();
+      path.add(v);
+      kinds.push(EXIT);
+      values.push(v);
+      targets.push(root);
+      slots.push(0);
+      if (Array.isArray(v)) {
+        const items: CJsonNode[] = new Array(v.length);
+        target[slot] = { kind: 'array', items };
+        for (let i = v.length - 1; i >= 0; i--) {
+          kinds.push(VISIT);
+          values.push(v[i]);
+          targets.push(items);
+          slots.push(i);
+        }
+      } else {
+        const members = Object.entries(v);
+        const entries = members.map(([key]): [string, CJsonNode] => [key, { kind: 'null' }]);
+        target[slot] = { kind: 'object', entries };
+        for (let i = members.length - 1; i >= 0; i--) {
+          kinds.push(VISIT);
+          values.push(members[i]?.[1]);
+          targets.push(entries[i] as [string, CJsonNode]);
+          slots.push(1);
+        }
+      }
+    }
+  }
+  return root[0] as CJsonNode;
 }
 
 /** Converts a cJSON tree to a plain value (last duplicate wins there, as in `JSON.parse`). */
 export function toJsonValue(node: CJsonNode): JsonValue {
-  switch (node.kind) {
-    case 'null':
-      return null;
-    case 'bool':
-    case 'number':
-    case 'string':
-      return node.value;
-    case 'array':
-      return node.items.map(toJsonValue);
-    case 'object': {
-      const out: { [key: string]: JsonValue } = {};
-      for (const [k, v] of node.entries) out[k] = toJsonValue(v);
-      return out;
+  const root: Record<string | number, unknown> = {};
+  const kinds: number[] = [VISIT];
+  const nodes: CJsonNode[] = [node];
+  const targets: Record<string | number, unknown>[] = [root];
+  const keys: (string | number)[] = [0];
+  const path = new Set<object>();
+  while (kinds.length > 0) {
+    const kind = kinds.pop();
+    const n = nodes.pop() as CJsonNode;
+    const target = targets.pop() as Record<string | number, unknown>;
+    const key = keys.pop() as string | number;
+    if (kind === EXIT) {
+      path.delete(n);
+      continue;
+    }
+    if (n.kind === 'null') setMember(target, key, null);
+    else if (n.kind === 'bool' || n.kind === 'number' || n.kind === 'string') {
+      setMember(target, key, n.value);
+    } else {
+      if (path.has(n)) circular();
+      path.add(n);
+      kinds.push(EXIT);
+      nodes.push(n);
+      targets.push(root);
+      keys.push(0);
+      if (n.kind === 'array') {
+        const out: JsonValue[] = new Array(n.items.length);
+        setMember(target, key, out);
+        for (let i = n.items.length - 1; i >= 0; i--) {
+          kinds.push(VISIT);
+          nodes.push(n.items[i] as CJsonNode);
+          targets.push(out as unknown as Record<number, unknown>);
+          keys.push(i);
+        }
+      } else {
+        // Every key takes its place in first-seen order; values land in entry order, so the
+        // last duplicate's value wins.
+        const out: Record<string, unknown> = {};
+        for (const [name] of n.entries) if (!Object.hasOwn(out, name)) setMember(out, name, null);
+        setMember(target, key, out);
+        for (let i = n.entries.length - 1; i >= 0; i--) {
+          const [name, child] = n.entries[i] as readonly [string, CJsonNode];
+          kinds.push(VISIT);
+          nodes.push(child);
+          targets.push(out);
+          keys.push(name);
+        }
+      }
     }
   }
+  return root[0] as JsonValue;
 }
 
 /** C's `%.{precision}g`. */
@@ -314,37 +446,117 @@ export function printCJsonString(value: string): string {
   return JSON.stringify(cString(value));
 }
 
-/** A plain value as `cJSON_PrintUnformatted` writes it. */
+/** A plain value as `cJSON_PrintUnformatted` writes it, at any depth; a cycle throws `TypeError`. */
 export function printCJson(value: unknown): string {
-  if (value === null || value === undefined) return 'null';
-  if (typeof value === 'boolean') return value ? 'true' : 'false';
-  if (typeof value === 'number') return printCJsonNumber(value);
-  if (typeof value === 'string') return printCJsonString(value);
-  if (Array.isArray(value)) return `[${value.map(printCJson).join(',')}]`;
-  if (typeof value === 'object') {
-    const parts: string[] = [];
-    for (const [k, v] of Object.entries(value)) {
-      if (v !== undefined) parts.push(`${printCJsonString(k)}:${printCJson(v)}`);
+  const out: string[] = [];
+  const kinds: number[] = [VISIT];
+  const items: unknown[] = [value];
+  const path = new Set<object>();
+  while (kinds.length > 0) {
+    const kind = kinds.pop();
+    const v = items.pop();
+    if (kind === TEXT) out.push(v as string);
+    else if (kind === EXIT) path.delete(v as object);
+    else if (v === null || v === undefined) out.push('null');
+    else if (typeof v === 'boolean') out.push(v ? 'true' : 'false');
+    else if (typeof v === 'number') out.push(printCJsonNumber(v));
+    else if (typeof v === 'string') out.push(printCJsonString(v));
+    else if (typeof v !== 'object') out.push('null');
+    else {
+      if (path.has(v)) circular();
+      path.add(v);
+      kinds.push(EXIT);
+      items.push(v);
+      if (Array.isArray(v)) {
+        out.push('[');
+        kinds.push(TEXT);
+        items.push(']');
+        for (let i = v.length - 1; i >= 0; i--) {
+          kinds.push(VISIT);
+          items.push(v[i]);
+          if (i > 0) {
+            kinds.push(TEXT);
+            items.push(',');
+          }
+        }
+      } else {
+        out.push('{');
+        kinds.push(TEXT);
+        items.push('}');
+        const members = Object.entries(v).filter(([, item]) => item !== undefined);
+        for (let i = members.length - 1; i >= 0; i--) {
+          const [key, item] = members[i] as [string, unknown];
+          kinds.push(VISIT, TEXT);
+          items.push(item, `${printCJsonString(key)}:`);
+          if (i > 0) {
+            kinds.push(TEXT);
+            items.push(',');
+          }
+        }
+      }
     }
-    return `{${parts.join(',')}}`;
   }
-  return 'null';
+  return out.join('');
 }
 
-/** A cJSON tree as `cJSON_PrintUnformatted` writes it (duplicates and order kept). */
+/** A cJSON tree as `cJSON_PrintUnformatted` writes it (duplicates and order kept), at any depth. */
 export function printCJsonNode(node: CJsonNode): string {
-  switch (node.kind) {
-    case 'null':
-      return 'null';
-    case 'bool':
-      return node.value ? 'true' : 'false';
-    case 'number':
-      return printCJsonNumber(node.value);
-    case 'string':
-      return printCJsonString(node.value);
-    case 'array':
-      return `[${node.items.map(printCJsonNode).join(',')}]`;
-    case 'object':
-      return `{${node.entries.map(([k, v]) => `${printCJsonString(k)}:${printCJsonNode(v)}`).join(',')}}`;
+  const out: string[] = [];
+  const kinds: number[] = [VISIT];
+  const items: (CJsonNode | string)[] = [node];
+  const path = new Set<object>();
+  while (kinds.length > 0) {
+    const kind = kinds.pop();
+    const item = items.pop() as CJsonNode | string;
+    if (typeof item === 'string') {
+      out.push(item);
+      continue;
+    }
+    if (kind === EXIT) {
+      path.delete(item);
+      continue;
+    }
+    switch (item.kind) {
+      case 'null':
+        out.push('null');
+        break;
+      case 'bool':
+        out.push(item.value ? 'true' : 'false');
+        break;
+      case 'number':
+        out.push(printCJsonNumber(item.value));
+        break;
+      case 'string':
+        out.push(printCJsonString(item.value));
+        break;
+      case 'array':
+      case 'object': {
+        if (path.has(item)) circular();
+        path.add(item);
+        kinds.push(EXIT);
+        items.push(item);
+        const array = item.kind === 'array';
+        out.push(array ? '[' : '{');
+        kinds.push(TEXT);
+        items.push(array ? ']' : '}');
+        const count = array ? item.items.length : item.entries.length;
+        for (let i = count - 1; i >= 0; i--) {
+          if (item.kind === 'array') {
+            kinds.push(VISIT);
+            items.push(item.items[i] as CJsonNode);
+          } else {
+            const [key, child] = item.entries[i] as readonly [string, CJsonNode];
+            kinds.push(VISIT, TEXT);
+            items.push(child, `${printCJsonString(key)}:`);
+          }
+          if (i > 0) {
+            kinds.push(TEXT);
+            items.push(',');
+          }
+        }
+        break;
+      }
+    }
   }
+  return out.join('');
 }
