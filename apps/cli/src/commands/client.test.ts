@@ -294,6 +294,19 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
     expect(live.code).toBe(0);
     expect(live.stderr).toBe('');
     expect(JSON.parse(live.stdout)).toMatchObject({ connected: true, cached: false });
+
+    // Forgotten, it is gone from the list; forgetting it again is an unknown device.
+    expect(await runCli('devices', 'forget', OTHER.toUpperCase(), '--server', url)).toEqual({
+      code: 0,
+      stdout: `forgot ${OTHER}; the next board with this id registers as a new device\n`,
+      stderr: '',
+    });
+    expect((await runCli('devices', '--server', url)).stdout).not.toContain(OTHER);
+    expect(await runCli('devices', 'forget', OTHER, '--server', url)).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `xiaozhi-mcp: no device ${OTHER} has been seen\n`,
+    });
   });
 
   it('reads --server and --token from the environment; a missing token is refused', async () => {
