@@ -9,10 +9,12 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { resolveConfig } from '@xiaozhi-mcp/server';
 import { describe, expect, it } from 'vitest';
 import { main } from './cli.js';
 import type { BoardConfig } from './inventory.js';
 import type { RunReport } from './model.js';
+import { rigServerOptions } from './rig.js';
 
 const hilBin = join(resolve(dirname(fileURLToPath(import.meta.url)), '..'), 'bin/hil.js');
 
@@ -280,5 +282,15 @@ describe('hil run', () => {
     expect(html).toMatch(/<title>hil: exit 130, [^<]*interrupted<\/title>/);
     expect(html).toContain('data-exit-code="130"');
     expect(html).not.toContain('The rig failed');
+  });
+});
+
+describe('rigServerOptions', () => {
+  it('starts on a lab network address: its API is closed by a token of its own', () => {
+    // A rig that listens for network boards binds 0.0.0.0; an open API there is refused.
+    const options = rigServerOptions('0.0.0.0', 8000, undefined);
+    expect(() => resolveConfig(options)).not.toThrow();
+    expect(options.apiTokens).toHaveLength(1);
+    expect(rigServerOptions('0.0.0.0', 8000, undefined).apiTokens).not.toEqual(options.apiTokens);
   });
 });

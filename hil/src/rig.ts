@@ -3,12 +3,13 @@
  * (one lock per board), and writes the reports. With no inventory and no board attached, it
  * qualifies the default virtual rig, flashing a virtual firmware image into each board.
  */
+import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { type BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { placeImage, resolvePort } from '@xiaozhi-mcp/serial';
-import { XiaozhiServer } from '@xiaozhi-mcp/server';
+import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
 import { BoardRunner, type FirmwareUnderTest, type RigPort } from './board-runner.js';
 import { type BoardConfig, InventoryError, type RigConfig } from './inventory.js';
@@ -110,6 +111,22 @@ function nextVersion(version: string): string {
   return parts.join('.');
 }
 
+/** The rig's backend: on `--listen` it faces a lab network, so its API stays closed (the rig reads the registry in process). */
+export function rigServerOptions(
+  host: string,
+  port: number,
+  publicUrl: string | undefined,
+): StartOptions {
+  return {
+    host,
+    port,
+    ...(publicUrl ? { publicUrl } : {}),
+    logLevel: 'silent',
+    pingIntervalMs: 0,
+    apiTokens: [randomUUID()],
+  };
+}
+
 export async function runRig(options: RigRunOptions): Promise<RunReport> {
   const started = performance.now();
   const { rig, reporter, signal } = options;
@@ -139,13 +156,9 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
       (virtual || otaImage ? [...DEFAULT_SUITES, 'ota-upgrade'] : DEFAULT_SUITES)),
   ].filter((suite, i, all): suite is SuiteName => all.indexOf(suite) === i);
 
-  const server = await XiaozhiServer.start({
-    host,
-    port: listenPort,
-    ...(rig.server?.publicUrl ? { publicUrl: rig.server.publicUrl } : {}),
-    logLevel: 'silent',
-    pingIntervalMs: 0,
-  });
+  const server = await XiaozhiServer.start(
+    rigServerOptions(host, listenPort, rig.server?.publicUrl),
+  );
   const bus = new VirtualBus(VIRTUAL_RIG_TIMING);
   const reports: BoardReport[] = [];
   // Every inventory board's identity, run or not: the anonymous network board takes none of them.
