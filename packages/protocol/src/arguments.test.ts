@@ -153,3 +153,26 @@ describe('argument validation (property-based)', () => {
     );
   });
 });
+
+describe('argument validation under hostile values (issue 12)', () => {
+  it.each([5_000, 100_000])('checks arguments with a member nested %i deep', (depth) => {
+    let deep: unknown = 1;
+    for (let i = 0; i < depth; i++) deep = [deep];
+    expect(validateArgumentValues(volume, { volume: 5, extra: deep })).toMatchObject({ ok: true });
+    expect(validateArgumentValues(volume, deep)).toEqual({
+      ok: false,
+      message: 'Missing valid argument: volume',
+    });
+    expect(validateArgumentValues(volume, { volume: deep })).toMatchObject({ ok: false });
+  });
+
+  it('answers any value with an outcome, never an exception', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 4 }), (args) => {
+        expect(typeof validateArgumentValues(volume, args).ok).toBe('boolean');
+        expect(typeof validateToolCall(registry, fromJsonValue(args)).ok).toBe('boolean');
+      }),
+      { seed: 42, numRuns: 1000 },
+    );
+  });
+});

@@ -2,7 +2,7 @@
  * `tools/call` validation in the firmware's order, with its exact messages
  * (docs/protocol.md §3.3, mcp_server.cc `ParseMessage` and `DoToolCall`).
  */
-import { type CJsonNode, cString, fromJsonValue, getItem, toCInt } from './cjson.js';
+import { type CJsonNode, cString, fromJsonValueShallow, getItem, toCInt } from './cjson.js';
 import type { Property, PropertyValue, Tool, ToolRegistry } from './tools.js';
 
 /** The values a tool receives, one per declared property, in declaration order. */
@@ -95,5 +95,6 @@ export function validateToolCall<H>(
 
 /** {@link validateArguments} for plain JS arguments, e.g. before a backend sends a call. */
 export function validateArgumentValues(tool: Tool, args: unknown): ArgumentsOutcome {
-  return validateArguments(tool, args === undefined ? undefined : fromJsonValue(args));
+  // Validation reads one level (member kinds and scalars): deeper content is never converted.
+  return validateArguments(tool, args === undefined ? undefined : fromJsonValueShallow(args));
 }

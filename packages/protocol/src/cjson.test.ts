@@ -4,6 +4,7 @@ import {
   type CJsonNode,
   cString,
   fromJsonValue,
+  fromJsonValueShallow,
   getItem,
   parseCJson,
   printCJson,
@@ -214,5 +215,27 @@ describe('cJSON trees of any depth (issue 12)', () => {
       ),
       { seed: 42, numRuns: 1000 },
     );
+  });
+});
+
+describe('fromJsonValueShallow', () => {
+  it('converts one level: members keep their kind and scalars, containers come out empty', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(fromJsonValueShallow({ a: 1, b: 'x', c: deep, d: { e: 1 }, f: null })).toEqual({
+      kind: 'object',
+      entries: [
+        ['a', { kind: 'number', value: 1 }],
+        ['b', { kind: 'string', value: 'x' }],
+        ['c', { kind: 'array', items: [] }],
+        ['d', { kind: 'object', entries: [] }],
+        ['f', { kind: 'null' }],
+      ],
+    });
+    expect(fromJsonValueShallow(deep)).toEqual({
+      kind: 'array',
+      items: [{ kind: 'array', items: [] }],
+    });
+    expect(fromJsonValueShallow('s')).toEqual({ kind: 'string', value: 's' });
   });
 });

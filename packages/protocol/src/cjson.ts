@@ -361,6 +361,27 @@ export function fromJsonValue(value: unknown): CJsonNode {
   return root[0] as CJsonNode;
 }
 
+/**
+ * {@link fromJsonValue} one level deep: an object's members (or an array's items) become
+ * nodes whose own containers are empty. Enough to look members up and read scalars, as
+ * argument validation does, and cheap however deep the value is.
+ */
+export function fromJsonValueShallow(value: unknown): CJsonNode {
+  const leaf = (v: unknown): CJsonNode => {
+    if (Array.isArray(v)) return { kind: 'array', items: [] };
+    if (typeof v === 'object' && v !== null) return { kind: 'object', entries: [] };
+    return fromJsonValue(v);
+  };
+  if (Array.isArray(value)) return { kind: 'array', items: Array.from(value, leaf) };
+  if (typeof value === 'object' && value !== null) {
+    return {
+      kind: 'object',
+      entries: Object.entries(value).map(([k, v]) => [k, leaf(v)] as const),
+    };
+  }
+  return fromJsonValue(value);
+}
+
 /** Converts a cJSON tree to a plain value (last duplicate wins there, as in `JSON.parse`). */
 export function toJsonValue(node: CJsonNode): JsonValue {
   const root: Record<string | number, unknown> = {};

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   dispatchMcpRequest,
@@ -279,4 +280,106 @@ describe('MainLoop', () => {
     expect(errors).toHaveLength(1);
     expect(loop.pending).toBe(0);
   });
+});
+
+describe('McpRequestLoop under hostile payloads (issue 12)', () => {
+  const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+  const deepValue = () => JSON.parse(nested(100_000));
+
+  const requestArb = fc.oneof(
+    fc.string({
+      unit: fc.oneof(
+        fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
+        fc.constantFrom('{', '}', '"', ':', ',', '"jsonrpc":"2.0"', '"method"', '"id":1'),
+      ),
+      maxLength: 60,
+    }),
+    fc
+      .record(
+        {
+          jsonrpc: fc.oneof(fc.constant('2.0'), fc.jsonValue({ maxDepth: 1 })),
+          id: fc.oneof(fc.integer(), fc.string(), fc.double(), fc.jsonValue({ maxDepth: 1 })),
+          method: fc.oneof(
+            fc.constantFrom('initialize', 'tools/list', 'tools/call', 'ping', 'notifications/x'),
+            fc.jsonValue({ maxDepth: 1 }),
+          ),
+          params: fc.oneof(
+            fc.record(
+              {
+                name: fc.oneof(
+                  fc.constantFrom('self.fast', 'self.photo', 'nope'),
+                  fc.jsonValue({ maxDepth: 2 }),
+                ),
+                arguments: fc.jsonValue({ maxDepth: 2 }),
+                cursor: fc.oneof(fc.constantFrom('self.slow', ''), fc.jsonValue({ maxDepth: 1 })),
+                withUserTools: fc.jsonValue({ maxDepth: 1 }),
+                capabilities: fc.jsonValue({ maxDepth: 3 }),
+              },
+              { requiredKeys: [] },
+            ),
+            fc.jsonValue({ maxDepth: 2 }),
+          ),
+          result: fc.jsonValue({ maxDepth: 2 }),
+          error: fc.jsonValue({ maxDepth: 2 }),
+        },
+        { requiredKeys: [] },
+      )
+      .map((value) => JSON.stringify(value)),
+  );
+
+  it.each(['firmware', 'strict'] as const)(
+    'answers or drops any payload (%s profile)',
+    async (profile) => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(requestArb, { minLength: 1, maxLength: 5 }), async (payloads) => {
+          const { server, sent } = board({}, profile);
+          for (const payload of payloads) server.receive(payload);
+          await server.idle();
+          for (const reply of sent) expect(typeof reply).toBe('string');
+        }),
+        { seed: 42, numRuns: 300 },
+      );
+    },
+  );
+
+  it.each(['firmware', 'strict'] as const)(
+    'answers calls with members nested 100000 deep (%s profile)',
+    async (profile) => {
+      const { server, sent } = board({}, profile);
+      const deep = nested(100_000);
+      server.receive(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":${deep}}}`);
+      server.receive(
+        `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"self.photo","arguments":{"question":${deep}}}}`,
+      );
+      server.receive(
+        `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"self.fast","arguments":${deep}}}`,
+      );
+      server.receive(
+        `{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"capabilities":${deep}}}`,
+      );
+      await server.idle();
+      // A board's cJSON refuses past 1000 levels and drops the request; strict answers each.
+      expect(sent).toHaveLength(profile === 'firmware' ? 0 : 4);
+    },
+  );
+
+  it.each(['firmware', 'strict'] as const)(
+    'answers a tool that throws a value String() cannot print (%s profile)',
+    async (profile) => {
+      const thrown = [deepValue(), Object.create(null)];
+      const { server, sent } = board(
+        {
+          'self.fast': () => {
+            throw thrown.shift();
+          },
+        },
+        profile,
+      );
+      server.receive(req(1, 'tools/call', { name: 'self.fast' }));
+      server.receive(req(2, 'tools/call', { name: 'self.fast' }));
+      await server.idle();
+      expect(sent).toHaveLength(2);
+      expect(sent.join('\n')).toContain('unprintable');
+    },
+  );
 });

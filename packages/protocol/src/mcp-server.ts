@@ -8,6 +8,7 @@
 
 import { type ArgumentValues, validateToolCall } from './arguments.js';
 import { type CJsonNode, cString, getItem, parseCJson, printCJsonNode, toCInt } from './cjson.js';
+import { textForMessage } from './errors.js';
 import { encodeDeviceError, encodeDeviceResult } from './jsonrpc.js';
 import { buildToolsPage } from './paging.js';
 import { encodeToolResult, type ToolReturn } from './results.js';
@@ -276,7 +277,7 @@ export class McpRequestLoop<H> {
           await this.#options.runTool(action.handler, action.values, action.tool),
         );
       } catch (error) {
-        reply = action.error(error instanceof Error ? error.message : String(error));
+        reply = action.error(error instanceof Error ? error.message : textForMessage(error));
       }
       this.#reply(reply);
     });

@@ -13,6 +13,7 @@ import {
   parseServerMessage,
   type ServerHelloOptions,
   type ServerMessage,
+  TRANSPORT_MESSAGE_TYPES,
 } from './messages.js';
 
 function caught(fn: () => unknown): ProtocolError {
@@ -509,4 +510,131 @@ describe('input handling', () => {
     const text = '{"session_id":"s","type":"abort"}';
     expect(parseDeviceMessage(JSON.parse(text))).toEqual(parseDeviceMessage(text));
   });
+});
+
+// Hostile frames (issue 12): a parser throws ProtocolError or nothing, whatever it is given.
+
+/** Runs `fn`; anything thrown must be a ProtocolError. Returns what `fn` returned, if anything. */
+function onlyProtocolErrors<T>(fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ProtocolError);
+    return undefined;
+  }
+}
+
+const PARSERS = [parseDeviceMessage, parseServerMessage, parseDeviceHello, parseServerHello];
+const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+
+const anyText = fc.string({
+  unit: fc.oneof(
+    fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
+    fc.constantFrom('{', '}', '[', ']', '"', ':', ',', '"type"', '"hello"', '"mcp"'),
+  ),
+  maxLength: 60,
+});
+const anyField = fc.oneof(
+  fc.jsonValue({ maxDepth: 2 }),
+  fc.constantFrom(
+    'start',
+    'stop',
+    'detect',
+    'auto',
+    'websocket',
+    'udp',
+    1,
+    2,
+    3,
+    16000,
+    60,
+    'opus',
+  ),
+  fc.string({ maxLength: 40 }),
+  fc.constant('x'.repeat(100_000)),
+);
+/** Every message type with any mix of its fields, right and wrong. */
+const messageArb = fc.record(
+  {
+    type: fc.oneof(fc.constantFrom(...TRANSPORT_MESSAGE_TYPES), anyField),
+    session_id: anyField,
+    version: anyField,
+    transport: anyField,
+    features: fc.oneof(fc.dictionary(fc.string(), anyField, { maxKeys: 4 }), anyField),
+    audio_params: fc.oneof(
+      fc.record(
+        { format: anyField, sample_rate: anyField, channels: anyField, frame_duration: anyField },
+        { requiredKeys: [] },
+      ),
+      anyField,
+    ),
+    udp: fc.oneof(
+      fc.record({ server: anyField, port: anyField, key: anyField, nonce: anyField }),
+      anyField,
+    ),
+    payload: anyField,
+    state: anyField,
+    mode: anyField,
+    text: anyField,
+    reason: anyField,
+    emotion: anyField,
+    command: anyField,
+    status: anyField,
+    message: anyField,
+  },
+  { requiredKeys: ['type'] },
+);
+
+describe('hostile input (issue 12)', () => {
+  it('throws nothing but ProtocolError for any text', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          anyText,
+          fc.uint8Array({ maxLength: 120 }).map((b) => new TextDecoder().decode(b)),
+        ),
+        (text) => {
+          for (const parse of PARSERS) onlyProtocolErrors(() => parse(text));
+        },
+      ),
+      { seed: 42, numRuns: 500 },
+    );
+  });
+
+  it('throws nothing but ProtocolError for any message of any type, and re-encodes what it accepts', () => {
+    fc.assert(
+      fc.property(fc.oneof(messageArb, fc.jsonValue({ maxDepth: 3 })), (value) => {
+        for (const input of [value, JSON.stringify(value)]) {
+          const device = onlyProtocolErrors(() => parseDeviceMessage(input));
+          if (device !== undefined)
+            expect(parseDeviceMessage(encodeDeviceMessage(device))).toEqual(device);
+          const server = onlyProtocolErrors(() => parseServerMessage(input));
+          if (server !== undefined) onlyProtocolErrors(() => encodeServerMessage(server));
+          onlyProtocolErrors(() => parseDeviceHello(input));
+          onlyProtocolErrors(() => parseServerHello(input));
+        }
+      }),
+      { seed: 42, numRuns: 300 },
+    );
+  });
+
+  it.each([5_000, 100_000])(
+    'reads members nested %i deep, and refuses to re-encode them with INVALID_MESSAGE',
+    (depth) => {
+      const mcp = parseDeviceMessage(
+        `{"session_id":"s","type":"mcp","payload":{"deep":${nested(depth)}}}`,
+      );
+      expect(mcp.type).toBe('mcp');
+      const error = caught(() => encodeDeviceMessage(mcp));
+      expect(error.code).toBe('INVALID_MESSAGE');
+      const hello = parseDeviceHello(
+        `{"type":"hello","version":1,"features":{"mcp":true,"odd":${nested(depth)}},"transport":"websocket","audio_params":${AUDIO_JSON}}`,
+      );
+      expect(hello.features?.mcp).toBe(true);
+      const custom = parseServerMessage(`{"type":"custom","payload":{"deep":${nested(depth)}}}`);
+      expect(caught(() => encodeServerMessage(custom)).code).toBe('INVALID_MESSAGE');
+      const unknown = parseServerMessage(`{"type":"weird","deep":${nested(depth)}}`);
+      expect(caught(() => encodeServerMessage(unknown)).code).toBe('INVALID_MESSAGE');
+    },
+  );
 });

@@ -352,6 +352,20 @@ function toObject(input: unknown): JsonObject {
   return value;
 }
 
+/**
+ * `JSON.stringify` of a checked message. A received `payload` or feature can hold what JSON
+ * cannot write back (nested thousands deep): that is `INVALID_MESSAGE`, not a RangeError.
+ */
+function stringifyMessage(message: object): string {
+  try {
+    return JSON.stringify(message);
+  } catch (cause) {
+    const type = (message as JsonObject).type;
+    const name = typeof type === 'string' ? type : 'message';
+    throw new ProtocolError('INVALID_MESSAGE', `${name}: cannot be written as JSON`, { cause });
+  }
+}
+
 function messageType(obj: JsonObject): string {
   return expectString(obj, 'type', at('message'));
 }
@@ -607,7 +621,7 @@ export function parseServerMessage(input: unknown): ServerMessage {
 
 /** Compact JSON in the firmware's key order; throws INVALID_MESSAGE on an invalid message. */
 export function encodeDeviceMessage(message: DeviceMessage): string {
-  return JSON.stringify(normalizeDeviceMessage(toObject(message)));
+  return stringifyMessage(normalizeDeviceMessage(toObject(message)));
 }
 
 /** Compact JSON; an {@link UnknownServerMessage} is sent as its `raw` object. */
@@ -617,5 +631,5 @@ export function encodeServerMessage(message: ServerMessage): string {
   // handles: then it is validated like any other (no crashing hello slips through).
   const source = obj.type === 'unknown' && isObject(obj.raw) ? obj.raw : obj;
   const normalized = normalizeServerMessage(source);
-  return JSON.stringify(normalized.type === 'unknown' ? normalized.raw : normalized);
+  return stringifyMessage(normalized.type === 'unknown' ? normalized.raw : normalized);
 }

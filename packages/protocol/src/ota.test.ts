@@ -980,3 +980,117 @@ describe('firmware.url', () => {
     ]);
   });
 });
+
+// Hostile requests and replies (issue 12): OTA_INVALID/OTA_HAZARD or nothing, whatever comes in.
+
+function onlyProtocolErrors<T>(fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ProtocolError);
+    return undefined;
+  }
+}
+
+const anyText = fc.string({
+  unit: fc.oneof(
+    fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
+    fc.constantFrom('.', '/', ':', '-', '0', '9', 'a', ' ', '{', '"'),
+  ),
+  maxLength: 40,
+});
+const headerValue = fc.oneof(
+  anyText,
+  fc.constantFrom(MAC, UUID, '1', '2', 'board/2.4.2', '/'.repeat(10_000)),
+  fc.array(anyText, { maxLength: 2 }),
+  fc.constant(undefined),
+);
+const headersArb = fc.record(
+  {
+    'device-id': headerValue,
+    'client-id': headerValue,
+    'activation-version': headerValue,
+    'serial-number': headerValue,
+    'user-agent': headerValue,
+    'accept-language': headerValue,
+  },
+  { requiredKeys: [] },
+);
+const bodyArb = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }),
+  fc.record(
+    {
+      application: fc.oneof(fc.record({ version: fc.jsonValue({ maxDepth: 1 }) }), fc.jsonValue()),
+    },
+    { requiredKeys: [] },
+  ),
+  anyText,
+  fc.uint8Array({ maxLength: 100 }),
+  fc.constant(
+    `{"application":{"version":"1"},"board":${'['.repeat(100_000)}${']'.repeat(100_000)}}`,
+  ),
+);
+
+describe('hostile OTA input (issue 12)', () => {
+  it('parses any request into OTA_INVALID or a request, never anything else', () => {
+    fc.assert(
+      fc.property(headersArb, bodyArb, (headers, body) => {
+        onlyProtocolErrors(() => parseOtaRequest({ headers, body }));
+        onlyProtocolErrors(() =>
+          parseOtaRequest({ headers: { ...realHeaders(), ...headers }, body }),
+        );
+      }),
+      { seed: 42, numRuns: 500 },
+    );
+  });
+
+  it('reads missing headers as missing, whatever a plain JS caller passes', () => {
+    for (const headers of [null, undefined, 7, 'device-id']) {
+      const input = { headers, body: '{}' } as unknown as Parameters<typeof parseOtaRequest>[0];
+      expectInvalid(() => parseOtaRequest(input), 'Device-Id');
+    }
+  });
+
+  it('validates any reply without throwing, and asserts with OTA errors only', () => {
+    const sectionArb = fc.dictionary(
+      fc.oneof(
+        fc.string({ maxLength: 20 }),
+        fc.constantFrom('url', 'version', 'force', 'endpoint'),
+      ),
+      fc.oneof(
+        fc.jsonValue({ maxDepth: 2 }),
+        fc.constantFrom('1.2.3', 'x.1', '99999999999', 1, 1.5),
+      ),
+      { maxKeys: 5 },
+    );
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.jsonValue({ maxDepth: 3 }),
+          fc.dictionary(
+            fc.constantFrom('websocket', 'MQTT', 'firmware', 'server_time', 'activation', 'x'),
+            fc.oneof(sectionArb, fc.jsonValue({ maxDepth: 1 })),
+            { maxKeys: 5 },
+          ),
+        ),
+        fc.option(fc.oneof(anyText, fc.constantFrom('2.4.2', '1.0')), { nil: undefined }),
+        (reply, currentVersion) => {
+          const context = currentVersion === undefined ? {} : { currentVersion };
+          validateOtaReply(reply, context);
+          onlyProtocolErrors(() => assertSafeOtaReply(reply, context));
+        },
+      ),
+      { seed: 42, numRuns: 1000 },
+    );
+  });
+
+  it('reads any version text without throwing', () => {
+    fc.assert(
+      fc.property(anyText, fc.boolean(), (version, lax) => {
+        readFirmwareVersion(version, { lax });
+        onlyProtocolErrors(() => parseFirmwareVersion(version, { lax }));
+      }),
+      { seed: 42, numRuns: 1000 },
+    );
+  });
+});

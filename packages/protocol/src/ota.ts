@@ -399,7 +399,11 @@ function parseBody(body: unknown): Record<string, unknown> {
  * details). Throws `OTA_INVALID` naming the field.
  */
 export function parseOtaRequest(input: { headers: OtaHeaderSource; body: unknown }): OtaRequest {
-  const header = headerGetter(input.headers);
+  // Plain JS callers may hand over anything; no headers reads as every header missing.
+  const headers: unknown = (input as { headers?: unknown } | null | undefined)?.headers;
+  const header = headerGetter(
+    typeof headers === 'object' && headers !== null ? (headers as OtaHeaderSource) : {},
+  );
 
   const deviceId = header('Device-Id');
   if (deviceId === undefined || deviceId === '') {

@@ -233,3 +233,60 @@ describe('paging (property-based)', () => {
     );
   });
 });
+
+describe('walkToolsPages under hostile pages (issue 12)', () => {
+  const deep = (depth: number) => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`);
+
+  it.each([5_000, 100_000])('measures a tool with a member nested %i deep', async (depth) => {
+    const walk = await walkToolsPages(async () => ({ tools: [{ name: 'a', odd: deep(depth) }] }));
+    expect(walk.tools.map((t) => t.name)).toEqual(['a']);
+    expect(walk.pages[0]?.budgetBytes).toBe(
+      '{"tools":['.length + `{"name":"a","odd":}`.length + 2 * depth + 1,
+    );
+  });
+
+  it('stops with PAGE_ERROR when a page request fails with any value', async () => {
+    for (const failure of [deep(100_000), Object.create(null), Symbol('x'), 10n]) {
+      await expect(walkToolsPages(() => Promise.reject(failure))).rejects.toMatchObject({
+        code: 'PAGE_ERROR',
+      });
+    }
+  });
+
+  it('ends any walk with tools or a ProtocolError', async () => {
+    const pageArb = fc.oneof(
+      fc.jsonValue({ maxDepth: 3 }),
+      fc.record(
+        {
+          tools: fc.oneof(
+            fc.array(
+              fc.dictionary(
+                fc.constantFrom('name', 'description', 'x'),
+                fc.jsonValue({ maxDepth: 2 }),
+              ),
+              {
+                maxLength: 3,
+              },
+            ),
+            fc.jsonValue({ maxDepth: 1 }),
+          ),
+          nextCursor: fc.oneof(fc.constantFrom('a', 'b', ''), fc.jsonValue({ maxDepth: 1 })),
+        },
+        { requiredKeys: [] },
+      ),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(pageArb, { minLength: 1, maxLength: 4 }), async (pages) => {
+        let at = 0;
+        try {
+          await walkToolsPages(async () => pages[Math.min(at++, pages.length - 1)], {
+            maxPages: 6,
+          });
+        } catch (error) {
+          expect(error).toBeInstanceOf(ProtocolError);
+        }
+      }),
+      { seed: 42, numRuns: 500 },
+    );
+  });
+});

@@ -3,7 +3,7 @@
  * client-side walker that follows `nextCursor` and checks every page against that rule.
  */
 import { printCJson } from './cjson.js';
-import { ProtocolError } from './errors.js';
+import { ProtocolError, textForMessage } from './errors.js';
 import { byteLength, type Tool } from './tools.js';
 
 /** The firmware's `max_payload_size`. */
@@ -195,7 +195,7 @@ export async function walkToolsPages(
     try {
       result = await requestPage(params);
     } catch (error) {
-      const detail = error instanceof Error ? error.message : String(error);
+      const detail = error instanceof Error ? error.message : textForMessage(error);
       throw new ProtocolError(
         'PAGE_ERROR',
         `tools/list failed at cursor ${JSON.stringify(cursor ?? '')}: ${detail}`,

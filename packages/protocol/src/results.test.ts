@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   encodeBase64,
@@ -62,5 +63,55 @@ describe('readToolResult', () => {
       image: 'not json',
     });
     expect(readToolResult(null)).toEqual({ content: [], isError: false });
+  });
+});
+
+describe('readToolResult under hostile results (issue 12)', () => {
+  it('reads any value without throwing', () => {
+    const itemArb = fc.oneof(
+      fc.jsonValue({ maxDepth: 3 }),
+      fc.record(
+        {
+          type: fc.oneof(fc.constantFrom('text', 'image'), fc.jsonValue({ maxDepth: 1 })),
+          text: fc.jsonValue({ maxDepth: 1 }),
+          image: fc.oneof(
+            fc.string(),
+            fc.constant('{"mimeType":"image/png","data":"AA=="}'),
+            fc.jsonValue({ maxDepth: 1 }),
+          ),
+          data: fc.jsonValue({ maxDepth: 1 }),
+        },
+        { requiredKeys: [] },
+      ),
+    );
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.record({
+            content: fc.oneof(fc.array(itemArb), fc.jsonValue()),
+            isError: fc.jsonValue(),
+          }),
+          fc.jsonValue({ maxDepth: 3 }),
+        ),
+        (value) => {
+          const result = readToolResult(value);
+          expect(typeof toolResultText(result)).toBe('string');
+        },
+      ),
+      { seed: 42, numRuns: 1000 },
+    );
+  });
+
+  it('reads content nested 100000 deep', () => {
+    const deep = JSON.parse(
+      `{"content":[{"type":"text","text":"ok","x":${'['.repeat(100_000)}${']'.repeat(100_000)}}]}`,
+    );
+    const inner = `{"mimeType":"image/png","data":"AA==","x":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
+    expect(toolResultText(readToolResult(deep))).toBe('ok');
+    expect(readToolResult({ content: [{ type: 'image', image: inner }] }).content[0]).toEqual({
+      type: 'image',
+      mimeType: 'image/png',
+      data: 'AA==',
+    });
   });
 });

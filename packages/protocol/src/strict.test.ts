@@ -567,3 +567,27 @@ describe('encodeStrictToolError', () => {
     );
   });
 });
+
+describe('dispatchStrictRequest under hostile payloads (issue 12)', () => {
+  const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+
+  it.each([5_000, 100_000])('answers tools/call with members nested %i deep', (depth) => {
+    const ctx = context(registry(BASIC_TOOLS));
+    const deep = nested(depth);
+    const name = dispatchStrictRequest(
+      `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":${deep}}}`,
+      ctx,
+    );
+    expect(name).toMatchObject({ kind: 'reply' });
+    const args = dispatchStrictRequest(
+      `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":${deep}}}}`,
+      ctx,
+    );
+    expect(args).toMatchObject({ kind: 'reply' });
+    const extra = dispatchStrictRequest(
+      `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":5,"x":${deep}}}}`,
+      ctx,
+    );
+    expect(extra).toMatchObject({ kind: 'call', id: 3 });
+  });
+});

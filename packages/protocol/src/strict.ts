@@ -7,8 +7,8 @@
  * standard image content, and tool failures reported in the result with `isError: true`.
  */
 import { type ArgumentValues, CallErrorMessage, validateToolCall } from './arguments.js';
-import { type CJsonNode, fromJsonValue } from './cjson.js';
-import { JsonRpcErrorCode } from './errors.js';
+import { type CJsonNode, fromJsonValueShallow } from './cjson.js';
+import { JsonRpcErrorCode, textForMessage } from './errors.js';
 import { encodeErrorReply, encodeResultReply, type JsonRpcId } from './jsonrpc.js';
 import type { BoardIdentity, DispatchContext, VisionCapability } from './mcp-server.js';
 import { buildToolsPage } from './paging.js';
@@ -203,19 +203,20 @@ function listTools<H>(
 
 // The core looks keys up the cJSON way (case-insensitive, first match). Passing it only the
 // exact-case keys makes its lookups behave like standard JSON. Limitation: two properties of
-// one tool whose names differ only in ASCII case still share a lookup.
+// one tool whose names differ only in ASCII case still share a lookup. The core reads kinds and
+// scalars only, so values are converted one level deep: a deep value costs nothing.
 function callParamsNode(params: JsonObject, tool: Tool | undefined): CJsonNode {
   const entries: (readonly [string, CJsonNode])[] = [];
-  if (hasOwn(params, 'name')) entries.push(['name', fromJsonValue(params.name)]);
+  if (hasOwn(params, 'name')) entries.push(['name', fromJsonValueShallow(params.name)]);
   if (hasOwn(params, 'arguments')) {
     const args = params.arguments;
     if (isObject(args) && tool !== undefined) {
       const kept = tool.properties
         .filter((property) => hasOwn(args, property.name))
-        .map((property) => [property.name, fromJsonValue(args[property.name])] as const);
+        .map((property) => [property.name, fromJsonValueShallow(args[property.name])] as const);
       entries.push(['arguments', { kind: 'object', entries: kept }]);
     } else {
-      entries.push(['arguments', fromJsonValue(args)]);
+      entries.push(['arguments', fromJsonValueShallow(args)]);
     }
   }
   return { kind: 'object', entries };
@@ -292,7 +293,7 @@ function contentItem(value: ToolReturn): JsonObject {
     return { type: 'text', text };
   }
   // Handlers written in plain JS can return anything; the caller turns this into a tool error.
-  throw new TypeError(`Tool returned an unsupported value: ${String(value)}`);
+  throw new TypeError(`Tool returned an unsupported value: ${textForMessage(value)}`);
 }
 
 /** A successful `tools/call` reply with standard MCP content. */

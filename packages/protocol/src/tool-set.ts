@@ -3,7 +3,7 @@
  * `xiaozhi-mcp page --tools` reads, and what corpus replays register.
  */
 import { type JsonValue, printCJson } from './cjson.js';
-import { ProtocolError } from './errors.js';
+import { jsonForMessage, ProtocolError } from './errors.js';
 import { ImageContent, type ToolReturn } from './results.js';
 import { defineTool, type Property, type PropertyValue, type Tool } from './tools.js';
 
@@ -64,7 +64,7 @@ function readProperty(raw: unknown, field: string): Property {
     default:
       return fail(
         `${field}.type`,
-        `must be boolean, integer or string (got ${JSON.stringify(p.type)})`,
+        `must be boolean, integer or string (got ${jsonForMessage(p.type)})`,
       );
   }
 }
@@ -84,11 +84,17 @@ function readReturns(raw: unknown, field: string): FixtureReturn {
     case 'throw':
       if (typeof r.value !== 'string') fail(`${field}.value`, 'must be a string');
       return { kind: r.kind, value: r.value };
-    case 'json':
-      return {
-        kind: 'json',
-        value: (typeof r.value === 'string' ? JSON.parse(r.value) : r.value) as JsonValue,
-      };
+    case 'json': {
+      if (typeof r.value !== 'string') return { kind: 'json', value: r.value as JsonValue };
+      try {
+        return { kind: 'json', value: JSON.parse(r.value) as JsonValue };
+      } catch (cause) {
+        throw new ProtocolError('INVALID_TOOL', `${field}.value is not valid JSON`, {
+          field: `${field}.value`,
+          cause,
+        });
+      }
+    }
     case 'image':
       if (typeof r.value !== 'string') fail(`${field}.value`, 'must be a string');
       return {
@@ -99,7 +105,7 @@ function readReturns(raw: unknown, field: string): FixtureReturn {
     default:
       return fail(
         `${field}.kind`,
-        `must be bool, int, string, json, throw or image (got ${JSON.stringify(r.kind)})`,
+        `must be bool, int, string, json, throw or image (got ${jsonForMessage(r.kind)})`,
       );
   }
 }

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ProtocolError } from './errors.js';
 import { byteLength, defineTool, Prop, ToolRegistry } from './tools.js';
@@ -92,6 +93,64 @@ describe('ToolRegistry', () => {
     expect(registry.find('A')).toBeUndefined();
     expect(() => registry.add({ name: 'a', description: '' }, 'third')).toThrow(
       expect.objectContaining({ code: 'DUPLICATE_TOOL' }),
+    );
+  });
+});
+
+describe('defineTool under hostile definitions (issue 12)', () => {
+  it('refuses what is no definition with INVALID_TOOL, never another error', () => {
+    let deep: unknown = 'integer';
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    for (const definition of [
+      null,
+      7,
+      { name: 'a', description: '', properties: 'x' },
+      { name: 'a', description: '', properties: [null] },
+      { name: 'a', description: '', properties: [{ name: 'p', type: deep }] },
+      { name: 'a', description: '', properties: [{ name: 'p', type: 10n }] },
+    ]) {
+      expect(() => defineTool(definition as never), String(definition)).toThrow(ProtocolError);
+    }
+  });
+
+  it('throws nothing but ProtocolError for any definition', () => {
+    const anyValue = fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constant(undefined));
+    const propertyArb = fc.oneof(
+      anyValue,
+      fc.record(
+        {
+          name: fc.oneof(fc.string(), anyValue),
+          type: fc.oneof(fc.constantFrom('boolean', 'integer', 'string'), anyValue),
+          default: anyValue,
+          minimum: fc.oneof(fc.integer(), anyValue),
+          maximum: fc.oneof(fc.integer(), anyValue),
+        },
+        { requiredKeys: [] },
+      ),
+    );
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          anyValue,
+          fc.record(
+            {
+              name: fc.oneof(fc.string(), anyValue),
+              description: fc.oneof(fc.string(), anyValue),
+              properties: fc.oneof(fc.array(propertyArb, { maxLength: 4 }), anyValue),
+              userOnly: anyValue,
+            },
+            { requiredKeys: [] },
+          ),
+        ),
+        (definition) => {
+          try {
+            defineTool(definition as never);
+          } catch (error) {
+            expect(error).toBeInstanceOf(ProtocolError);
+          }
+        },
+      ),
+      { seed: 42, numRuns: 1000 },
     );
   });
 });

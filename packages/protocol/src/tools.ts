@@ -4,7 +4,7 @@
  * exactly the bytes the firmware puts in a `tools/list` page (docs/protocol.md §3.2).
  */
 import { printCJsonNumber, printCJsonString } from './cjson.js';
-import { ProtocolError } from './errors.js';
+import { jsonForMessage, ProtocolError } from './errors.js';
 
 export type PropertyType = 'boolean' | 'integer' | 'string';
 export type PropertyValue = boolean | number | string;
@@ -138,7 +138,7 @@ function checkProperty(tool: string, property: Property, index: number): void {
     default:
       fail(
         'type',
-        `must be boolean, integer or string (got ${JSON.stringify((property as { type: unknown }).type)})`,
+        `must be boolean, integer or string (got ${jsonForMessage((property as { type: unknown }).type)})`,
       );
   }
 }
@@ -183,7 +183,10 @@ export function serializeTool(definition: ToolDefinition): string {
 
 /** Validates a definition against the firmware's rules and computes its serialisation. */
 export function defineTool(definition: ToolDefinition): Tool {
-  const { name, description } = definition;
+  // Definitions also come from files (tool sets): plain JS values, checked before use.
+  const { name, description } = (
+    typeof definition === 'object' && definition !== null ? definition : {}
+  ) as Partial<ToolDefinition>;
   if (typeof name !== 'string' || name === '' || name.includes('\0')) {
     throw new ProtocolError('INVALID_TOOL', 'tool name must be a non-empty string without NUL', {
       field: 'name',
@@ -194,9 +197,23 @@ export function defineTool(definition: ToolDefinition): Tool {
       field: 'description',
     });
   }
+  if (definition.properties !== undefined && !Array.isArray(definition.properties)) {
+    throw new ProtocolError('INVALID_TOOL', `tool ${name}: properties must be an array`, {
+      field: 'properties',
+    });
+  }
   const properties = [...(definition.properties ?? [])];
   const seen = new Set<string>();
   properties.forEach((property, index) => {
+    if (typeof property !== 'object' || property === null) {
+      throw new ProtocolError(
+        'INVALID_TOOL',
+        `tool ${name}: properties[${index}] must be an object`,
+        {
+          field: `properties[${index}]`,
+        },
+      );
+    }
     checkProperty(name, property, index);
     if (seen.has(property.name)) {
       throw new ProtocolError(
