@@ -20,6 +20,7 @@ export type DeviceFrame =
   | {
       readonly kind: 'mcp';
       readonly sessionId: string;
+      /** The `payload` member's exact wire text (what the page budget counts); `null` when absent. */
       readonly payloadText: string;
       readonly message: JsonRpcMessage;
     }

@@ -311,10 +311,10 @@ describe('readJsonRpc under hostile replies (issue 12)', () => {
         if (expected.kind !== 'invalid') recovered++;
         expect(plain(readJsonRpc(text))).toEqual(plain(expected));
       }),
-      { seed: 42, numRuns: 3000 },
+      { seed: 42, numRuns: 1500 },
     );
     // The fragments do reach the recovery, not only its refusals.
-    expect(recovered).toBeGreaterThan(100);
+    expect(recovered).toBeGreaterThan(50);
   });
 
   it('never throws for any text', () => {

@@ -337,7 +337,7 @@ describe('McpRequestLoop under hostile payloads (issue 12)', () => {
           await server.idle();
           for (const reply of sent) expect(typeof reply).toBe('string');
         }),
-        { seed: 42, numRuns: 300 },
+        { seed: 42, numRuns: 150 },
       );
     },
   );

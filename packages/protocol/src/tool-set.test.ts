@@ -105,7 +105,7 @@ describe('parseToolSet', () => {
           }
         },
       ),
-      { seed: 42, numRuns: 1000 },
+      { seed: 42, numRuns: 300 },
     );
   });
 });
