@@ -66,9 +66,22 @@ describe('a board without a serial port', () => {
         `for the OTA check of the first device no other board of the rig claims at ${ota}`,
       );
       // The device: another process, knowing nothing of hil but the OTA URL.
-      device = spawn(process.execPath, [xiaozhiMcp, 'sim', '--ota-url', ota, '--session', 'auto'], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      device = spawn(
+        process.execPath,
+        [
+          xiaozhiMcp,
+          'sim',
+          '--ota-url',
+          ota,
+          '--session',
+          'auto',
+          '--first-mac',
+          'f4:12:fa:00:00:01',
+        ],
+        {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
       let deviceErrors = '';
       device.stderr?.on('data', (chunk: Buffer) => {
         deviceErrors += chunk.toString();
