@@ -13,9 +13,12 @@ const path = require('node:path');
 const SCOPE = '@xiaozhi-mcp';
 /** All of our workspaces, by where they live. */
 const OURS = '^(packages/[^/]+|apps/[^/]+|hil)/';
-/** Tests and benchmarks of a package (server may use the device SDK there, and nowhere else). */
+/**
+ * Tests, benchmarks and fuzz suites of a package (server may use the device SDK there, and
+ * nowhere else).
+ */
 const TESTS = ['\\.test\\.[cm]?[jt]sx?$', '/vitest\\.config\\.[cm]?[jt]s$'];
-const TESTS_AND_BENCH = [...TESTS, `${OURS}bench/`];
+const TESTS_AND_BENCH = [...TESTS, `${OURS}bench/`, `${OURS}fuzz/`];
 
 /**
  * Who may import whom. `may`: the packages a workspace may import besides itself (`'*'`: every

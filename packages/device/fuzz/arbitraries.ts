@@ -1,0 +1,419 @@
+// Adversarial inputs for the device SDK, as fast-check arbitraries: what a hostile backend can
+// send a board. Built as TEXT by concatenation (a 100,000-deep payload is `[`.repeat(n)); the
+// generic part is packages/server/fuzz/arbitraries.ts's, kept in step by hand.
+import fc from 'fast-check';
+
+/** Depths a parser or a recursive reader is likely to break at (cJSON stops at 1000). */
+const DEPTHS = [2, 64, 999, 1000, 1001, 5000, 10_000, 20_000, 100_000];
+
+/** Openers and closers of nesting shapes. */
+const NESTINGS: Record<string, readonly [string, string]> = {
+  array: ['[', ']'],
+  object: ['{"a":', '}'],
+  mixed: ['[{"a":', '}]'],
+  params: ['{"params":', '}'],
+  payload: ['{"type":"mcp","payload":', '}'],
+};
+
+/** Texts that repeated many times make a backtracking regular expression go super-linear. */
+const REPEATED_TOKENS = [
+  '],"nextCursor":"',
+  '"}',
+  '\\',
+  '\\"',
+  '"',
+  '[',
+  '{"jsonrpc":"2.0","id":1,"result":',
+  '{"session_id":"',
+  '","type":"mcp","payload":',
+  '"error":{"message":"',
+  ' ',
+  'a',
+  '\u0000',
+];
+
+/** Sizes around the limits that matter: the firmware's 64 KiB frame, our 128 KiB frame limit. */
+const SIZES = [1000, 4095, 4096, 16_384, 65_534, 65_535, 65_536, 100_000, 131_000, 131_072];
+
+/**
+ * Only texts of at most `maxBytes` (a frame limit): a text made of several huge members would
+ * be slow for its size alone, not for its shape, and the slow-input check is about shape.
+ */
+export function capped(text: fc.Arbitrary<string>, maxBytes: number): fc.Arbitrary<string> {
+  return text.filter((t) => t.length <= maxBytes && Buffer.byteLength(t) <= maxBytes);
+}
+
+/** Scalars and small values, valid JSON or deliberately not. */
+export const scalarText: fc.Arbitrary<string> = fc.oneof(
+  { weight: 3, arbitrary: fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v) ?? 'null') },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      '1',
+      '0',
+      '-1',
+      '1.9',
+      '-0',
+      '1e400',
+      '-1e400',
+      '2147483647',
+      '2147483648',
+      '-2147483649',
+      '9007199254740993',
+      '1E2',
+      '0.1e-400',
+      'NaN',
+      'Infinity',
+      'true',
+      'false',
+      'null',
+      '""',
+      '"2.0"',
+      '[]',
+      '{}',
+      '[null]',
+      '{"":""}',
+      '"\\ud800"',
+      '"\\u0000"',
+      '01',
+      '+1',
+      '.5',
+      "'x'",
+    ),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.string({ unit: 'binary', maxLength: 40 }).map((s) => JSON.stringify(s)),
+  },
+  // Unescaped: raw quotes, backslashes and control characters inside the quotes.
+  { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }).map((s) => `"${s}"`) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .string({ unit: fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)) })
+      .map((s) => `"${s}"`),
+  },
+);
+
+/** `[[[...]]]`, `{"a":{"a":...}}` and friends, closed or not, up to 100,000 deep, within `maxBytes`. */
+export function deepNesting(maxBytes: number): fc.Arbitrary<string> {
+  return fc
+    .record({
+      depth: fc.oneof(fc.constantFrom(...DEPTHS), fc.integer({ min: 1, max: 100_000 })),
+      shape: fc.constantFrom(...Object.keys(NESTINGS)),
+      closed: fc.boolean(),
+      leaf: fc.constantFrom('1', 'null', '"x"', '[]', '{}', ''),
+    })
+    .map(({ depth, shape, closed, leaf }) => {
+      const [open, close] = NESTINGS[shape] ?? ['[', ']'];
+      const fit = Math.floor((maxBytes - leaf.length) / (open.length + close.length));
+      const d = Math.max(1, Math.min(depth, fit));
+      return open.repeat(d) + leaf + (closed ? close.repeat(d) : '');
+    });
+}
+
+/** A JSON string of `size` bytes or so, of plain letters, escapes or multi-byte characters. */
+export function hugeString(maxBytes: number): fc.Arbitrary<string> {
+  return fc
+    .record({
+      size: fc.oneof(fc.constantFrom(...SIZES), fc.integer({ min: 1, max: maxBytes })),
+      unit: fc.constantFrom('x', '\\u0000', '\\"', '\\\\', 'é', '😀', '\\ud83d'),
+      quoted: fc.boolean(),
+    })
+    .map(({ size, unit, quoted }) => {
+      const n = Math.max(1, Math.floor(Math.min(size, maxBytes - 2) / Buffer.byteLength(unit)));
+      const body = unit.repeat(n);
+      return quoted ? `"${body}"` : body;
+    });
+}
+
+/** One token repeated to fill a size: what makes backtracking recovery patterns quadratic. */
+export function repeatedToken(maxBytes: number): fc.Arbitrary<string> {
+  return fc
+    .record({
+      token: fc.constantFrom(...REPEATED_TOKENS),
+      size: fc.oneof(fc.constantFrom(...SIZES), fc.integer({ min: 1, max: maxBytes })),
+    })
+    .map(({ token, size }) =>
+      token.repeat(Math.max(1, Math.floor(Math.min(size, maxBytes) / Buffer.byteLength(token)))),
+    );
+}
+
+/** Any value text: mostly small, sometimes deep, huge, or a repeated token. */
+export function fragment(maxBytes: number): fc.Arbitrary<string> {
+  return fc.oneof(
+    { weight: 10, arbitrary: scalarText },
+    { weight: 2, arbitrary: deepNesting(maxBytes) },
+    { weight: 2, arbitrary: hugeString(maxBytes) },
+    { weight: 1, arbitrary: repeatedToken(maxBytes) },
+    { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 200 }) },
+  );
+}
+
+/** A small value, for fields that are not the one under attack. */
+export const small = (maxBytes: number) =>
+  fc.oneof({ weight: 4, arbitrary: scalarText }, { weight: 1, arbitrary: fragment(maxBytes) });
+
+type Member = readonly [key: string, value: string];
+
+/**
+ * An object text of these members: each present or not, in any order, sometimes a duplicate,
+ * sometimes under another letter case (cJSON looks keys up case-insensitively).
+ */
+export function objectText(
+  members: readonly (readonly [key: string, value: fc.Arbitrary<string>])[],
+  presence = 0.85,
+): fc.Arbitrary<string> {
+  const one = members.map(([key, value]) =>
+    fc.record({
+      present: fc.double({ min: 0, max: 1, noNaN: true }).map((p) => p < presence),
+      key: fc.oneof(
+        { weight: 12, arbitrary: fc.constant(key) },
+        { weight: 1, arbitrary: fc.constant(key.toUpperCase()) },
+        { weight: 1, arbitrary: fc.string({ maxLength: 8 }) },
+      ),
+      value,
+      twice: fc.double({ min: 0, max: 1, noNaN: true }).map((p) => p < 0.03),
+    }),
+  );
+  return fc
+    .tuple(fc.tuple(...one), fc.boolean())
+    .chain(([list, shuffled]) => {
+      const kept: Member[] = [];
+      for (const m of list) {
+        if (!m.present) continue;
+        kept.push([m.key, m.value]);
+        if (m.twice) kept.push([m.key, m.value]);
+      }
+      return shuffled ? fc.shuffledSubarray(kept, { minLength: kept.length }) : fc.constant(kept);
+    })
+    .map(
+      (kept) =>
+        `{${kept.map(([k, v]) => `${JSON.stringify(k)}:${v === '' ? '""' : v}`).join(',')}}`,
+    );
+}
+
+/** Replaced, as each case runs, by a number the case chose (an id the backend uses twice). */
+export const ANY_ID = '«id»';
+
+/** A request id as a backend might write it: numbers a C int reads oddly, strings, null. */
+export function requestId(maxBytes: number): fc.Arbitrary<string> {
+  return fc.oneof(
+    { weight: 6, arbitrary: fc.integer({ min: -5, max: 100_000 }).map(String) },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        '1.9',
+        '-1.9',
+        '2147483647',
+        '2147483648',
+        '-2147483649',
+        '1e400',
+        '-1e400',
+        '"1"',
+        'null',
+        '-0',
+        '[]',
+        '{}',
+        'true',
+      ),
+    },
+    { weight: 1, arbitrary: small(maxBytes) },
+  );
+}
+
+/** A string member's value: a known name (JSON-escaped), a name a firmware reads oddly, anything. */
+function nameText(names: readonly string[], maxBytes: number): fc.Arbitrary<string> {
+  return fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom(...names).map((n) => JSON.stringify(n)) },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        '""',
+        '"a"b"',
+        '"self.no_such_tool"',
+        '"\u0000"',
+        '"SELF.GET_DEVICE_STATUS"',
+      ),
+    },
+    { weight: 2, arbitrary: small(maxBytes) },
+  );
+}
+
+/** `arguments` for the tools of `properties` (their names), with values of every type. */
+function argumentsText(properties: readonly string[], maxBytes: number): fc.Arbitrary<string> {
+  const value = fc.oneof(
+    { weight: 2, arbitrary: fc.integer({ min: -5, max: 200 }).map(String) },
+    { weight: 1, arbitrary: fc.constantFrom('true', 'false', '"x"', '""', '1.5', '101', '-1') },
+    { weight: 2, arbitrary: small(maxBytes) },
+  );
+  return fc.oneof(
+    {
+      weight: 5,
+      arbitrary: objectText(
+        properties.map((p) => [p, value] as const),
+        0.6,
+      ),
+    },
+    { weight: 1, arbitrary: small(maxBytes) },
+  );
+}
+
+export interface RequestVocabulary {
+  /** Tool names to call and to use as cursors. */
+  readonly tools: readonly string[];
+  /** Their property names. */
+  readonly properties: readonly string[];
+}
+
+const METHODS = [
+  '"initialize"',
+  '"tools/list"',
+  '"tools/call"',
+  '"notifications/initialized"',
+  '"notifications/cancelled"',
+  '"ping"',
+  '"resources/list"',
+  '"Tools/List"',
+  '"tools/list "',
+  '""',
+];
+
+/** A JSON-RPC request as a backend might send a device: every method, every field bent. */
+export function mcpRequestText(
+  vocabulary: RequestVocabulary,
+  maxBytes: number,
+): fc.Arbitrary<string> {
+  const params = fc.oneof(
+    {
+      weight: 6,
+      arbitrary: objectText(
+        [
+          ['cursor', nameText(vocabulary.tools, maxBytes)],
+          ['withUserTools', fc.oneof(fc.constantFrom('true', 'false'), small(maxBytes))],
+          ['name', nameText(vocabulary.tools, maxBytes)],
+          ['arguments', argumentsText(vocabulary.properties, maxBytes)],
+          ['protocolVersion', small(maxBytes)],
+          [
+            'capabilities',
+            fc.oneof(
+              objectText([
+                [
+                  'vision',
+                  objectText([
+                    ['url', fc.oneof(fc.constant('"http://127.0.0.1:9/vision"'), small(maxBytes))],
+                    ['token', small(maxBytes)],
+                  ]),
+                ],
+              ]),
+              small(maxBytes),
+            ),
+          ],
+          ['clientInfo', small(maxBytes)],
+        ],
+        0.5,
+      ),
+    },
+    { weight: 2, arbitrary: fragment(maxBytes) },
+  );
+  return capped(
+    fc.oneof(
+      {
+        weight: 8,
+        arbitrary: objectText([
+          ['jsonrpc', fc.oneof({ weight: 8, arbitrary: fc.constant('"2.0"') }, small(maxBytes))],
+          [
+            'method',
+            fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...METHODS) }, small(maxBytes)),
+          ],
+          ['id', fc.oneof({ weight: 1, arbitrary: fc.constant(ANY_ID) }, requestId(maxBytes))],
+          ['params', params],
+        ]),
+      },
+      {
+        // Replies sent to the device, which it must drop.
+        weight: 1,
+        arbitrary: objectText([
+          ['jsonrpc', fc.constant('"2.0"')],
+          ['id', requestId(maxBytes)],
+          ['result', small(maxBytes)],
+          ['error', small(maxBytes)],
+        ]),
+      },
+      { weight: 2, arbitrary: fragment(maxBytes) },
+    ),
+    maxBytes,
+  );
+}
+
+const BACKEND_TYPES = [
+  '"mcp"',
+  '"tts"',
+  '"stt"',
+  '"llm"',
+  '"system"',
+  '"alert"',
+  '"hello"',
+  '"goodbye"',
+  '"custom"',
+  '"iot"',
+  '""',
+  '"MCP"',
+];
+
+/** A text frame a hostile backend might send a board after the hello (docs/protocol.md §6). */
+export function backendFrameText(
+  vocabulary: RequestVocabulary,
+  maxBytes: number,
+): fc.Arbitrary<string> {
+  return capped(
+    fc.oneof(
+      {
+        weight: 5,
+        arbitrary: fc
+          .tuple(
+            fc.oneof(fc.constant('"s"'), small(maxBytes)),
+            mcpRequestText(vocabulary, maxBytes),
+          )
+          .map(
+            ([session, payload]) => `{"session_id":${session},"type":"mcp","payload":${payload}}`,
+          ),
+      },
+      {
+        weight: 4,
+        arbitrary: objectText(
+          [
+            [
+              'type',
+              fc.oneof(
+                { weight: 6, arbitrary: fc.constantFrom(...BACKEND_TYPES) },
+                small(maxBytes),
+              ),
+            ],
+            ['session_id', small(maxBytes)],
+            [
+              'state',
+              fc.oneof(fc.constantFrom('"start"', '"stop"', '"sentence_start"'), small(maxBytes)),
+            ],
+            ['text', small(maxBytes)],
+            ['emotion', small(maxBytes)],
+            [
+              'command',
+              fc.oneof(
+                { weight: 1, arbitrary: fc.constant('"reboot"') },
+                { weight: 6, arbitrary: small(maxBytes) },
+              ),
+            ],
+            ['status', small(maxBytes)],
+            ['message', small(maxBytes)],
+            ['payload', small(maxBytes)],
+            ['transport', small(maxBytes)],
+          ],
+          0.6,
+        ),
+      },
+      { weight: 2, arbitrary: fragment(maxBytes) },
+    ),
+    maxBytes,
+  );
+}

@@ -1,0 +1,45 @@
+// Issue 12: hostile input never crashes or stalls the server. The properties of fuzz/targets.ts,
+// with a fixed seed and a few runs each; `npm run fuzz` runs the same ones with 100,000 cases.
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { fuzzProperty } from '../fuzz/harness.js';
+import {
+  apiTarget,
+  FuzzWorld,
+  gatewayTarget,
+  otaTarget,
+  sessionTarget,
+  takeoverTarget,
+} from '../fuzz/targets.js';
+
+let world: FuzzWorld;
+
+beforeAll(async () => {
+  world = await FuzzWorld.start();
+});
+
+afterAll(async () => {
+  await world?.close();
+});
+
+describe('hostile input (issue 12), fixed seed', () => {
+  it('a. gateway: hostile frames over a real WebSocket; the server lives, the control board answers', async () => {
+    await fc.assert(fuzzProperty(gatewayTarget(world), world.watch), { seed: 12, numRuns: 60 });
+  });
+
+  it("a'. takeover: a second client with a board's Device-Id never gets its tool calls", async () => {
+    await fc.assert(fuzzProperty(takeoverTarget(world), world.watch), { seed: 12, numRuns: 20 });
+  });
+
+  it('b. DeviceSession: no inbound frame throws out of the handler; the request in flight settles', async () => {
+    await fc.assert(fuzzProperty(sessionTarget(), world.watch), { seed: 12, numRuns: 300 });
+  });
+
+  it('c. OTA endpoint: a documented status, a safe reply, no token for another Client-Id', async () => {
+    await fc.assert(fuzzProperty(otaTarget(world), world.watch), { seed: 12, numRuns: 100 });
+  });
+
+  it('d. API: a documented status with a JSON answer, never 500 or a reset', async () => {
+    await fc.assert(fuzzProperty(apiTarget(world), world.watch), { seed: 12, numRuns: 100 });
+  });
+});
