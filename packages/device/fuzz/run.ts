@@ -25,6 +25,7 @@ interface Options {
   targets: string[] | undefined;
   thresholdMs: number;
   maxFailures: number;
+  maxRepeats: number;
   path: string | undefined;
 }
 
@@ -35,6 +36,7 @@ function parseOptions(argv: readonly string[]): Options {
     targets: undefined,
     thresholdMs: 50,
     maxFailures: 5,
+    maxRepeats: 3,
     path: undefined,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -50,6 +52,7 @@ function parseOptions(argv: readonly string[]): Options {
     else if (name === '--target') options.targets = value().split(',');
     else if (name === '--threshold-ms') options.thresholdMs = int(value());
     else if (name === '--max-failures') options.maxFailures = int(value());
+    else if (name === '--max-repeats') options.maxRepeats = int(value());
     else if (name === '--path') options.path = value();
     else usage(`unknown option ${name}`);
   }
@@ -58,7 +61,7 @@ function parseOptions(argv: readonly string[]): Options {
 
 function usage(problem: string): never {
   console.error(
-    `${problem}\nusage: npm run fuzz -- [--cases N] [--seed S] [--target NAME,...] [--threshold-ms MS] [--max-failures N] [--path P]`,
+    `${problem}\nusage: npm run fuzz -- [--cases N] [--seed S] [--target NAME,...] [--threshold-ms MS] [--max-failures N] [--max-repeats N] [--path P]`,
   );
   process.exit(2);
 }
@@ -116,8 +119,12 @@ async function fuzzTarget(
         (f) => report.failures.filter((g) => g.signature === f.signature).length,
       ),
     );
-  // Up to maxFailures distinct failures, and the same one three times at most.
-  while (report.runs < budget && distinct() < options.maxFailures && mostSeen() < 3) {
+  // Up to maxFailures distinct failures, and the same one maxRepeats times at most.
+  while (
+    report.runs < budget &&
+    distinct() < options.maxFailures &&
+    mostSeen() < options.maxRepeats
+  ) {
     const details = await fc.check(property, {
       numRuns: budget - report.runs,
       seed: nextSeed,

@@ -21,14 +21,14 @@ afterAll(async () => {
 
 describe('hostile input (issue 12), fixed seed', () => {
   it('e. McpServer, firmware profile: never throws; every reply is readable or the request is dropped', async () => {
-    await fc.assert(fuzzProperty(mcpTarget('firmware'), watch), { seed: 12, numRuns: 300 });
+    await fc.assert(fuzzProperty(mcpTarget('firmware'), watch), { seed: 12, numRuns: 500 });
   });
 
   it('e. McpServer, strict profile: never throws; every reply is readable', async () => {
-    await fc.assert(fuzzProperty(mcpTarget('strict'), watch), { seed: 12, numRuns: 200 });
+    await fc.assert(fuzzProperty(mcpTarget('strict'), watch), { seed: 12, numRuns: 300 });
   });
 
   it("e'. virtual board: hostile backend frames never throw; it still answers tools/call", async () => {
-    await fc.assert(fuzzProperty(boardTarget(world), watch), { seed: 12, numRuns: 60 });
+    await fc.assert(fuzzProperty(boardTarget(world), watch), { seed: 12, numRuns: 150 });
   });
 });

@@ -108,8 +108,10 @@ export class TargetStats {
   cases = 0;
   slowest: { ms: number; description: string } | undefined;
 
-  record(ms: number, describe: () => string): void {
+  /** A case that failed has no time worth comparing: it is counted, not timed. */
+  record(ms: number | undefined, describe: () => string): void {
     this.cases++;
+    if (ms === undefined) return;
     if (this.slowest === undefined || ms > this.slowest.ms)
       this.slowest = { ms, description: describe() };
   }
@@ -151,7 +153,7 @@ export function fuzzProperty<T>(
     } catch (error) {
       failure = error;
     }
-    options.stats?.record(ms, () => target.describe(input));
+    options.stats?.record(failure === undefined ? ms : undefined, () => target.describe(input));
     const events = watch.take();
     if (events.length > 0) {
       throw new CaseFailure(

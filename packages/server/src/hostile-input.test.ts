@@ -24,22 +24,22 @@ afterAll(async () => {
 
 describe('hostile input (issue 12), fixed seed', () => {
   it('a. gateway: hostile frames over a real WebSocket; the server lives, the control board answers', async () => {
-    await fc.assert(fuzzProperty(gatewayTarget(world), world.watch), { seed: 12, numRuns: 60 });
+    await fc.assert(fuzzProperty(gatewayTarget(world), world.watch), { seed: 12, numRuns: 200 });
   });
 
   it("a'. takeover: a second client with a board's Device-Id never gets its tool calls", async () => {
-    await fc.assert(fuzzProperty(takeoverTarget(world), world.watch), { seed: 12, numRuns: 20 });
+    await fc.assert(fuzzProperty(takeoverTarget(world), world.watch), { seed: 12, numRuns: 30 });
   });
 
   it('b. DeviceSession: no inbound frame throws out of the handler; the request in flight settles', async () => {
-    await fc.assert(fuzzProperty(sessionTarget(), world.watch), { seed: 12, numRuns: 300 });
+    await fc.assert(fuzzProperty(sessionTarget(), world.watch), { seed: 12, numRuns: 500 });
   });
 
   it('c. OTA endpoint: a documented status, a safe reply, no token for another Client-Id', async () => {
-    await fc.assert(fuzzProperty(otaTarget(world), world.watch), { seed: 12, numRuns: 100 });
+    await fc.assert(fuzzProperty(otaTarget(world), world.watch), { seed: 12, numRuns: 200 });
   });
 
   it('d. API: a documented status with a JSON answer, never 500 or a reset', async () => {
-    await fc.assert(fuzzProperty(apiTarget(world), world.watch), { seed: 12, numRuns: 100 });
+    await fc.assert(fuzzProperty(apiTarget(world), world.watch), { seed: 12, numRuns: 200 });
   });
 });
