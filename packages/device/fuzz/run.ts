@@ -196,8 +196,6 @@ async function main(): Promise<void> {
     reports.push(report);
   }
   const leftover = watch.take();
-  await world.close().catch(() => {});
-  watch.stop();
 
   console.log('\nresults');
   console.log(
@@ -239,10 +237,22 @@ async function main(): Promise<void> {
     console.log(
       `slow: ${r.name}'s slowest input took ${ms(r.stats.slowest?.ms ?? 0)}, over the ${options.thresholdMs} ms threshold`,
     );
+  // The world must shut down: a socket the server cannot close is one a client can hold forever.
+  const closed = await Promise.race([
+    world.close().then(
+      () => 'closed',
+      (error: unknown) => `closing failed: ${describeError(error)}`,
+    ),
+    new Promise<string>((resolve) =>
+      setTimeout(() => resolve('it did not close within 5 s (a connection it cannot end)'), 5000),
+    ),
+  ]);
+  if (closed !== 'closed') console.log(`shutdown: ${closed}`);
   const total = reports.reduce((n, r) => n + r.runs, 0);
-  const failed = failures.length > 0 || leftover.length > 0 || slow.length > 0;
+  const failed =
+    failures.length > 0 || leftover.length > 0 || slow.length > 0 || closed !== 'closed';
   console.log(
-    `\n${failed ? 'FAIL' : 'PASS'}: ${total} cases in ${((performance.now() - started) / 1000).toFixed(1)} s, ${failures.length} failures, ${slow.length} targets with an input over ${options.thresholdMs} ms`,
+    `\n${failed ? 'FAIL' : 'PASS'}: ${total} cases in ${((performance.now() - started) / 1000).toFixed(1)} s, ${failures.length} failures, ${slow.length} targets with an input over ${options.thresholdMs} ms${closed === 'closed' ? '' : ', shutdown hung'}`,
   );
   process.exit(failed ? 1 : 0);
 }
