@@ -106,7 +106,9 @@ export function deepNesting(maxBytes: number): fc.Arbitrary<string> {
     })
     .map(({ depth, shape, closed, leaf }) => {
       const [open, close] = NESTINGS[shape] ?? ['[', ']'];
-      const fit = Math.floor((maxBytes - leaf.length) / (open.length + close.length));
+      const fit = Math.floor(
+        (maxBytes - leaf.length) / (open.length + (closed ? close.length : 0)),
+      );
       const d = Math.max(1, Math.min(depth, fit));
       return open.repeat(d) + leaf + (closed ? close.repeat(d) : '');
     });

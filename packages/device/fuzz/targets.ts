@@ -160,7 +160,7 @@ function checkReply(reply: unknown, profile: McpProfile): void {
  * huge): it never throws, its main loop goes idle, it answers each request at most once, and
  * every reply is one the protocol core can read (or it drops the request, as the firmware does).
  */
-export function mcpTarget(profile: McpProfile, maxBytes = 256 * 1024): FuzzTarget<McpCase> {
+export function mcpTarget(profile: McpProfile, maxBytes = 128 * 1024): FuzzTarget<McpCase> {
   const server = fuzzMcpServer(profile);
   const payload = mcpRequestText(MCP_VOCABULARY, maxBytes);
   return {

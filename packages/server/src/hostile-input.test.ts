@@ -1,7 +1,7 @@
 // Issue 12: hostile input never crashes or stalls the server. The properties of fuzz/targets.ts,
 // with a fixed seed and a few runs each; `npm run fuzz` runs the same ones with 100,000 cases.
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fuzzProperty } from '../fuzz/harness.js';
 import {
   apiTarget,
@@ -13,13 +13,14 @@ import {
 } from '../fuzz/targets.js';
 
 let world: FuzzWorld;
+let closed = false;
 
 beforeAll(async () => {
   world = await FuzzWorld.start();
 });
 
 afterAll(async () => {
-  await world?.close();
+  if (!closed) await world?.close();
 });
 
 describe('hostile input (issue 12), fixed seed', () => {
@@ -41,5 +42,14 @@ describe('hostile input (issue 12), fixed seed', () => {
 
   it('d. API: a documented status with a JSON answer, never 500 or a reset', async () => {
     await fc.assert(fuzzProperty(apiTarget(world), world.watch), { seed: 12, numRuns: 200 });
+  });
+
+  it('after all that, the server shuts down: no connection is left that it cannot end', async () => {
+    const outcome = await Promise.race([
+      world.close().then(() => 'closed'),
+      new Promise((resolve) => setTimeout(() => resolve('still open after 5 s'), 5000)),
+    ]);
+    closed = true;
+    expect(outcome).toBe('closed');
   });
 });
