@@ -221,18 +221,42 @@ const BOARD_VOCABULARY: RequestVocabulary = {
 
 export type BoardFrame =
   | { readonly kind: 'text'; readonly text: string }
-  | { readonly kind: 'binary'; readonly bytes: Uint8Array };
+  | { readonly kind: 'binary'; readonly bytes: Uint8Array }
+  /** A valid tools/call padded past a board's receive limit: the board must not act on it. */
+  | { readonly kind: 'oversize'; readonly id: number; readonly text: string };
+
+/** A board's frames are at most this long (docs/protocol.md §4); it cannot take a longer one. */
+const BOARD_FRAME_LIMIT = 65_535;
+
+/**
+ * No line the firmware prints on its own comes near this; a backend must not be able to make
+ * the board print one (a UART log line costs the board its serial time).
+ */
+const CONSOLE_LINE_BOUND = 4096;
 
 /** A real virtual board connected to a backend that will send it hostile frames. */
 export class BoardWorld {
   #nextId = 2_000_000_000;
   #volume = 0;
+  /** The longest console line since the last {@link takeLongestLine}. */
+  #longest = '';
 
   private constructor(
     readonly backend: TestBackend,
     readonly board: VirtualBoard,
     readonly watch: ProcessWatch,
-  ) {}
+  ) {
+    board.console.on('line', (line) => {
+      if (line.text.length > this.#longest.length) this.#longest = line.text;
+    });
+  }
+
+  /** The longest line the board printed since the last call. */
+  takeLongestLine(): string {
+    const longest = this.#longest;
+    this.#longest = '';
+    return longest;
+  }
 
   static async start(watch: ProcessWatch): Promise<BoardWorld> {
     const backend = await TestBackend.start();
@@ -271,8 +295,8 @@ export class BoardWorld {
   async send(connection: DeviceConnection, frame: BoardFrame): Promise<'read' | 'closed'> {
     const { socket } = connection;
     if (socket.readyState !== WebSocket.OPEN) return 'closed';
-    if (frame.kind === 'text') socket.send(frame.text);
-    else socket.send(frame.bytes, { binary: true });
+    if (frame.kind === 'binary') socket.send(frame.bytes, { binary: true });
+    else socket.send(frame.text);
     return new Promise((resolve) => {
       const done = (outcome: 'read' | 'closed') => {
         clearTimeout(timer);
@@ -342,7 +366,8 @@ export class BoardWorld {
 /**
  * e'. A real virtual board's receive path (readBackendFrame, frameAction, the MCP server behind
  * them) fed hostile frames by its backend: nothing throws, every frame the board sends back is
- * one a backend can read, and the board still answers tools/call on its session.
+ * one a backend can read, it does not act on a frame longer than a board can receive, it prints
+ * no line longer than a UART log line could be, and it still answers tools/call on its session.
  */
 /** A little over a board's receive limit (64 KiB), so some frames are too big for it. */
 const BOARD_FRAME_BYTES = 70_000;
@@ -365,6 +390,23 @@ export function boardTarget(
         .uint8Array({ maxLength: 400 })
         .map((bytes) => ({ kind: 'binary' as const, bytes })),
     },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(
+          fc.integer({ min: 1_900_000_000, max: 1_999_999_999 }),
+          fc.integer({ min: BOARD_FRAME_LIMIT + 1, max: 4 * BOARD_FRAME_LIMIT }),
+        )
+        .map(([id, size]) => {
+          const head = `{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"self.get_device_status","arguments":{},"pad":"`;
+          const tail = '"}}}';
+          return {
+            kind: 'oversize' as const,
+            id,
+            text: `${head}${'x'.repeat(Math.max(0, size - head.length - tail.length))}${tail}`,
+          };
+        }),
+    },
   );
   return {
     name: 'board',
@@ -373,16 +415,30 @@ export function boardTarget(
     describe: (frames) =>
       frames
         .map((f) =>
-          f.kind === 'text' ? `text ${preview(f.text)}` : `binary ${f.bytes.length} bytes`,
+          f.kind === 'binary'
+            ? `binary ${f.bytes.length} bytes`
+            : `${f.kind === 'oversize' ? 'oversize tools/call ' : 'text '}${preview(f.text)}`,
         )
         .join(' then '),
     async run(frames) {
       const connection = await world.connection();
+      world.takeLongestLine();
       const before = connection.frames.length;
       const started = performance.now();
       for (const f of frames) if ((await world.send(connection, f)) === 'closed') break;
       const ms = performance.now() - started;
       await world.checkAnswers(connection);
+      for (const f of frames) {
+        if (f.kind === 'oversize' && connection.texts.some((t) => t.includes(`"id":${f.id},`)))
+          throw new CaseFailure(
+            `the board answered a ${Buffer.byteLength(f.text)}-byte frame, over the ${BOARD_FRAME_LIMIT} bytes a board can receive`,
+          );
+      }
+      const longest = world.takeLongestLine();
+      if (Buffer.byteLength(longest) > CONSOLE_LINE_BOUND)
+        throw new CaseFailure(
+          `a backend frame made the board print a ${Buffer.byteLength(longest)}-byte console line: ${preview(longest)}`,
+        );
       for (const [i, read] of connection.frames.slice(before).entries()) {
         if (read.kind === 'invalid' || (read.kind === 'mcp' && read.message.kind === 'invalid'))
           throw new CaseFailure(

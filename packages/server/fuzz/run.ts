@@ -138,7 +138,10 @@ async function fuzzTarget(
     if (!details.failed) break;
     const error = describeError(details.errorInstance);
     report.failures.push({
-      signature: (error.split('\n')[0] ?? '').replace(/\d+/g, 'N').slice(0, 160),
+      signature: (error.split('\n')[0] ?? '')
+        .replace(/"(?:[^"\\]|\\.)*"/g, '"…"')
+        .replace(/\d+/g, 'N')
+        .slice(0, 160),
       seed: nextSeed,
       path: details.counterexamplePath,
       input:
