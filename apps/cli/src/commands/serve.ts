@@ -52,7 +52,8 @@ function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
 
-function startOptions(options: ServeOptions): StartOptions {
+/** The server's start options for `serve`'s flags (exported so the mapping is testable without binding). */
+export function startOptions(options: ServeOptions): StartOptions {
   if (options.visionToken !== undefined && options.visionUrl === undefined)
     throw new CliError('--vision-token needs --vision-url', ExitCode.usage);
   return {
