@@ -1076,8 +1076,39 @@ function apiCase(world: FuzzWorld, maxBytes: number): fc.Arbitrary<ApiCase> {
 }
 
 /**
+ * Statuses that serve nothing and reach no device: the front door's refusals, Node's own, and
+ * "no such route" (the other statuses mean the API did the request's work).
+ */
+const REFUSALS = [400, 401, 403, 404, 405, 413, 414, 431];
+
+/**
+ * Why the API must refuse this request without serving it, if it must: no API token, or an
+ * `Origin`/`Host` that is not the server's own (DNS rebinding, a cross-site POST).
+ */
+function mustRefuse(c: ApiCase, apiPrefix: string, port: number): string | undefined {
+  const path = c.path.split('?')[0] ?? '';
+  if (path !== apiPrefix && !path.startsWith(`${apiPrefix}/`)) return undefined;
+  // An upgrade request goes to the WebSocket side, never to the API.
+  if (c.headers?.Upgrade !== undefined) return undefined;
+  const own = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  const { Authorization: authorization, Origin: origin, Host: host } = c.headers ?? {};
+  if (authorization === undefined || authorization.replace(/^bearer /i, '') !== API_TOKEN)
+    return 'it has no API token';
+  // Node's client sends its own Host in place of an empty one.
+  if (host !== undefined && host !== '' && !own.has(host.toLowerCase()))
+    return `its Host is ${host}`;
+  if (
+    origin !== undefined &&
+    !(origin.toLowerCase().startsWith('http://') && own.has(origin.slice(7).toLowerCase()))
+  )
+    return `its Origin is ${origin}`;
+  return undefined;
+}
+
+/**
  * d. The API (and the router around it) over HTTP: a documented status with a JSON answer,
- * never 500 and never a reset; the control board still answers.
+ * never 500 and never a reset; a request without the API token, or from another origin or
+ * host, is refused; the control board still answers.
  */
 export function apiTarget(world: FuzzWorld, maxBytes = 128 * 1024): FuzzTarget<ApiCase> {
   return {
@@ -1099,6 +1130,11 @@ export function apiTarget(world: FuzzWorld, maxBytes = 128 * 1024): FuzzTarget<A
       const ms = performance.now() - started;
       if (!API_STATUSES.includes(answer.status))
         throw new CaseFailure(`answered ${answer.status}: ${answer.body.slice(0, 300)}`);
+      const refuse = mustRefuse(c, world.server.config.apiPrefix, world.port);
+      if (refuse !== undefined && !REFUSALS.includes(answer.status))
+        throw new CaseFailure(
+          `served a request it must refuse (${preview(refuse, 60)}): ${answer.status} ${answer.body.slice(0, 120)}`,
+        );
       if (answer.body !== '') {
         try {
           JSON.parse(answer.body);
