@@ -829,8 +829,9 @@ function otaCase(controlMac: string, controlUuid: string, maxBytes: number): fc.
 
 /**
  * c. The OTA endpoint over HTTP (keep-alive): the status is one the endpoint documents, never
- * 500 and never a reset; a 200 is an OTA reply a board can take, and never carries the control
- * board's token to another Client-Id; the control board still answers.
+ * 500 and never a reset; a 200 is never for a body over the limit, is an OTA reply a board can
+ * take, and never carries the control board's token to another Client-Id; the control board
+ * still answers.
  */
 export function otaTarget(world: FuzzWorld, maxBytes = 128 * 1024): FuzzTarget<OtaCase> {
   const { server, control } = world;
@@ -859,6 +860,11 @@ export function otaTarget(world: FuzzWorld, maxBytes = 128 * 1024): FuzzTarget<O
       if (!(c.path === 'ota/activate' ? ACTIVATE_STATUSES : OTA_STATUSES).includes(answer.status))
         throw new CaseFailure(
           `the OTA endpoint answered ${answer.status}: ${answer.body.slice(0, 300)}`,
+        );
+      const bodyBytes = Buffer.byteLength(c.body ?? '');
+      if (answer.status === 200 && bodyBytes > server.config.maxOtaBodyBytes)
+        throw new CaseFailure(
+          `a 200 for a ${bodyBytes}-byte body, over maxOtaBodyBytes (${server.config.maxOtaBodyBytes})`,
         );
       if (answer.status === 200 && c.path !== 'ota/activate') {
         let reply: { websocket?: { token?: unknown } };

@@ -36,11 +36,11 @@ describe('hostile input (issue 12), fixed seed', () => {
     await fc.assert(fuzzProperty(sessionTarget(), world.watch), { seed: 12, numRuns: 500 });
   });
 
-  it('c. OTA endpoint: a documented status, a safe reply, no token for another Client-Id', async () => {
+  it('c. OTA endpoint: a documented status, a bounded body, a safe reply, no token for another Client-Id', async () => {
     await fc.assert(fuzzProperty(otaTarget(world), world.watch), { seed: 12, numRuns: 200 });
   });
 
-  it('d. API: a documented status with a JSON answer, never 500 or a reset', async () => {
+  it('d. API: a documented status with a JSON answer, never 500 or a reset; no token or a foreign Origin/Host is refused', async () => {
     await fc.assert(fuzzProperty(apiTarget(world), world.watch), { seed: 12, numRuns: 200 });
   });
 
