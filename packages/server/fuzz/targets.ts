@@ -537,11 +537,14 @@ export function takeoverTarget(world: FuzzWorld): FuzzTarget<TakeoverCase> {
       const calls: string[] = [];
       let ms = 0;
       try {
-        if (await thief.connect()) {
+        // The upgrade is part of the input: a refusal there is the answer it gets.
+        const started = performance.now();
+        const connected = await thief.connect();
+        ms = performance.now() - started;
+        if (connected) {
           thief.ws?.on('message', (data, isBinary) => {
             if (!isBinary && data.toString().includes('"tools/call"')) calls.push(data.toString());
           });
-          const started = performance.now();
           await thief.send(c.hello, false);
           for (const frame of c.frames)
             await thief.send(frame.replaceAll(REAL_ID, String(thief.realId)), false);
