@@ -4,6 +4,8 @@ import {
   type DeviceFrame,
   encodeDeviceEnvelope,
   encodeEnvelope,
+  MAX_FRAME_DEPTH,
+  nestedDeeperThan,
   readBackendFrame,
   readDeviceFrame,
 } from './envelope.js';
@@ -209,30 +211,52 @@ const badUtf8Arb = fc
   .map((bytes) => new TextDecoder().decode(bytes));
 
 describe('readDeviceFrame under hostile input (issue 12)', () => {
-  it.each([5_000, 100_000])(
-    'reads an envelope whose payload is nested %i deep, without re-serialising it',
+  it('reads an envelope whose payload is nested 900 deep, without re-serialising it', () => {
+    // Another key order than the device's: the frame goes through JSON.parse.
+    const payload = `{"jsonrpc":"2.0","id":4,"result":{"deep":${nested(900)}}}`;
+    const text = `{"type":"mcp","payload":${payload},"session_id":"s"}`;
+    const frame = readDeviceFrame(text);
+    expect(frame).toMatchObject({ kind: 'mcp', sessionId: 's', payloadText: payload });
+    expect(frame.kind === 'mcp' && frame.message).toMatchObject({
+      kind: 'result',
+      id: 4,
+      resultText: `{"deep":${nested(900)}}`,
+    });
+    expect(readDeviceFrame(`{"type":"mcp","payload":${nested(990)}}`)).toMatchObject({
+      kind: 'mcp',
+      payloadText: nested(990),
+      message: { kind: 'invalid' },
+    });
+  });
+
+  it.each([1_001, 5_000, 100_000])(
+    'refuses a frame nested %i deep unread, deeper than cJSON reads (no RangeError, no long parse)',
     (depth) => {
-      // Another key order than the device's: the frame goes through JSON.parse.
       const payload = `{"jsonrpc":"2.0","id":4,"result":{"deep":${nested(depth)}}}`;
-      const text = `{"type":"mcp","payload":${payload},"session_id":"s"}`;
-      const frame = readDeviceFrame(text);
-      expect(frame).toMatchObject({ kind: 'mcp', sessionId: 's', payloadText: payload });
-      expect(frame.kind === 'mcp' && frame.message).toMatchObject({
-        kind: 'result',
-        id: 4,
-        resultText: `{"deep":${nested(depth)}}`,
-      });
-      expect(readDeviceFrame(`{"type":"mcp","payload":${nested(depth)}}`)).toMatchObject({
-        kind: 'mcp',
-        payloadText: nested(depth),
-        message: { kind: 'invalid' },
-      });
+      for (const text of [
+        `{"type":"mcp","payload":${payload},"session_id":"s"}`,
+        encodeDeviceEnvelope('s', `{"jsonrpc":"2.0","id":3,"error":${nested(depth)}}`),
+        '['.repeat(depth),
+      ]) {
+        expect(readDeviceFrame(text)).toEqual({
+          kind: 'invalid',
+          reason: `frame is nested deeper than ${MAX_FRAME_DEPTH} levels`,
+        });
+      }
     },
   );
 
+  it('counts depth outside strings only: brackets inside a string are text', () => {
+    const text = `{"type":"listen","state":"${'['.repeat(5_000)}"}`;
+    expect(nestedDeeperThan(text, MAX_FRAME_DEPTH)).toBe(false);
+    expect(readDeviceFrame(text)).toMatchObject({ kind: 'message', type: 'listen' });
+    expect(nestedDeeperThan('[[[]]]', 3)).toBe(false);
+    expect(nestedDeeperThan('[[[[]]]]', 3)).toBe(true);
+  });
+
   it("reads a deep error object in the device's own shape", () => {
     const frame = readDeviceFrame(
-      encodeDeviceEnvelope('s', `{"jsonrpc":"2.0","id":3,"error":${nested(5_000)}}`),
+      encodeDeviceEnvelope('s', `{"jsonrpc":"2.0","id":3,"error":${nested(900)}}`),
     );
     expect(frame.kind === 'mcp' && frame.message).toMatchObject({ kind: 'error', id: 3 });
   });

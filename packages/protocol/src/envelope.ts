@@ -148,6 +148,29 @@ function payloadMemberText(text: string): string | undefined {
 }
 
 /**
+ * cJSON's `CJSON_NESTING_LIMIT`: no firmware frame is deeper, since the board could not read
+ * its own output back. A deeper frame is refused before `JSON.parse`, which spends about a
+ * microsecond per level: a hostile 128 KiB frame of brackets would hold the event loop.
+ */
+export const MAX_FRAME_DEPTH = 1000;
+
+/** True when `text` opens more than `limit` objects or arrays at once (strings skipped); one pass. */
+export function nestedDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0x22) {
+      const end = stringEnd(text, i);
+      if (end === -1) return false;
+      i = end - 1;
+    } else if (code === 0x7b || code === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (code === 0x7d || code === 0x5d) depth--;
+  }
+  return false;
+}
+
+/**
  * Reads a text frame a device sent; never throws. A frame that is valid JSON is read as
  * JSON: an MCP envelope's `payloadText` is the `payload` member's exact wire text, cut out
  * of the frame, never re-serialised. A frame that is not valid JSON is still read when it
@@ -156,6 +179,8 @@ function payloadMemberText(text: string): string | undefined {
  * other frame must be a JSON object with a string `type`.
  */
 export function readDeviceFrame(text: string): DeviceFrame {
+  if (nestedDeeperThan(text, MAX_FRAME_DEPTH))
+    return { kind: 'invalid', reason: `frame is nested deeper than ${MAX_FRAME_DEPTH} levels` };
   let value: unknown;
   try {
     value = JSON.parse(text);
