@@ -154,3 +154,18 @@ describe('POST /devices/:id/call timeoutMs', () => {
     expect(target.registry.session(board.mac).stats.requests).toBe(requests);
   });
 });
+
+describe('request paths', () => {
+  it('reads a path with `//` after the prefix as a path, never a 500 Invalid URL', async () => {
+    const target = await start();
+    for (const [method, path] of [
+      ['PUT', '//%2F'],
+      ['GET', '//devices'],
+      ['GET', '//f4:12:fa:00:00:01/tools'],
+    ] as const) {
+      const res = await fetch(`${target.urls.api}${path}`, { method });
+      expect(res.status).not.toBe(500);
+      expect(await res.json()).toBeTypeOf('object');
+    }
+  });
+});

@@ -118,7 +118,13 @@ export async function handleApi(
   res: ServerResponse,
 ): Promise<void> {
   try {
-    const url = new URL(path, 'http://localhost');
+    // Joined, not resolved: a path starting `//` would be read as a host (`new URL('//x', base)`).
+    let url: URL;
+    try {
+      url = new URL(`http://localhost${path.startsWith('/') ? '' : '/'}${path}`);
+    } catch {
+      throw new HttpError(400, `malformed request path ${JSON.stringify(path.slice(0, 200))}`);
+    }
     let parts: string[];
     try {
       parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);

@@ -4,6 +4,7 @@
  * take its session (and so cannot receive its tool calls), whatever its token.
  */
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
 import { toolResultText } from '@xiaozhi-mcp/protocol';
@@ -287,5 +288,55 @@ describe('a second client using a known board’s Device-Id', () => {
     const token = ((await check.json()) as { websocket: { token: string } }).websocket.token;
     expect(token).not.toBe(oldToken);
     expect(target.registry.get(board.mac)?.clientId).toBe(INTRUDER);
+  });
+});
+
+describe('refused upgrades', () => {
+  /** An upgrade request that keeps sending a body: the refusal must still close its socket. */
+  async function refusedWhileSending(target: XiaozhiServer, path: string, headers: string) {
+    // Half-open allowed: our FIN does not make this client end its side.
+    const socket = connect({ port: target.port, host: '127.0.0.1', allowHalfOpen: true });
+    await once(socket, 'connect');
+    socket.write(
+      `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+        `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${headers}` +
+        'Content-Length: 300000\r\n\r\n',
+    );
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => {
+      answer += chunk.toString();
+    });
+    socket.on('error', () => {});
+    // Keeps sending, never ends its side: only the server can close this socket.
+    const feeder = setInterval(() => {
+      if (socket.writable) socket.write('x'.repeat(1000), () => {});
+    }, 5);
+    // Not events.once: the EPIPE of a write into the closed socket would reject it.
+    await new Promise((resolve) => socket.once('close', resolve));
+    clearInterval(feeder);
+    return answer;
+  }
+
+  it('closes the socket of a refused upgrade that keeps sending, after answering it', async () => {
+    const { target } = await start();
+    expect(await refusedWhileSending(target, '/api/devices', '')).toMatch(/^HTTP\/1\.1 404 /);
+    expect(await refusedWhileSending(target, '/xiaozhi/v1/', 'Device-Id: not-a-mac\r\n')).toMatch(
+      /^HTTP\/1\.1 400 [\s\S]*Device-Id must be the board MAC/,
+    );
+  });
+
+  it('stop() ends refused upgrades still lingering', async () => {
+    const { target } = await start();
+    // Half-open and silent: the client never ends its side, so only the server can let go.
+    const socket = connect({ port: target.port, host: '127.0.0.1', allowHalfOpen: true });
+    await once(socket, 'connect');
+    socket.on('error', () => {});
+    socket.write(
+      'GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
+    );
+    await once(socket, 'data');
+    await target.stop();
+    server = undefined;
+    socket.destroy();
   });
 });

@@ -29,13 +29,12 @@ const STATUS_TEXT: Record<number, string> = {
   500: 'Internal Server Error',
 };
 
-function reject(socket: Duplex, status: number, reason: string): void {
-  const body = JSON.stringify({ error: reason });
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Bad Request'}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
-}
+/**
+ * How long a refused upgrade may keep sending before its socket is closed. Its request body
+ * is drained meanwhile, so the client reads our answer instead of a reset, and a client that
+ * never stops sending cannot hold the socket (or `stop()`).
+ */
+const REFUSAL_LINGER_MS = 1000;
 
 /** What a client using a known board's Device-Id is told (the OTA endpoint says the same). */
 export function pinnedMessage(deviceId: string): string {
@@ -52,6 +51,8 @@ export class Gateway {
   readonly #wss: WebSocketServer;
   readonly #alive = new WeakMap<WebSocket, number>();
   #pinger: NodeJS.Timeout | undefined;
+  /** Refused upgrades still lingering; `close()` ends them. */
+  readonly #refused = new Set<Duplex>();
 
   constructor(
     readonly config: ServerConfig,
@@ -88,11 +89,15 @@ export class Gateway {
     const clientId = String(req.headers['client-id'] ?? '');
     const version = Number(req.headers['protocol-version'] ?? 1);
     if (!MAC.test(deviceId)) {
-      reject(socket, 400, 'Device-Id must be the board MAC, aa:bb:cc:dd:ee:ff');
+      this.refuse(socket, 400, 'Device-Id must be the board MAC, aa:bb:cc:dd:ee:ff');
       return;
     }
     if (!CLIENT_ID.test(clientId)) {
-      reject(socket, 400, 'Client-Id must be the board uuid (at most 64 printable characters)');
+      this.refuse(
+        socket,
+        400,
+        'Client-Id must be the board uuid (at most 64 printable characters)',
+      );
       return;
     }
     if (
@@ -103,14 +108,14 @@ export class Gateway {
         { deviceId, remote: req.socket.remoteAddress },
         'WebSocket upgrade refused: bad or missing token',
       );
-      reject(socket, 401, 'missing or wrong token: use the one from the OTA reply');
+      this.refuse(socket, 401, 'missing or wrong token: use the one from the OTA reply');
       return;
     }
     // Whatever the token (a static one is shared by every board), a known Device-Id is its own
     // board's only: the uuid it keeps in NVS.
     if (!this.registry.acceptsClient(deviceId, clientId)) {
       this.#refusedClient(deviceId, clientId, req, 'WebSocket upgrade');
-      reject(socket, 403, pinnedMessage(deviceId));
+      this.refuse(socket, 403, pinnedMessage(deviceId));
       return;
     }
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
@@ -253,7 +258,29 @@ export class Gateway {
     }
   }
 
+  /**
+   * Answers an upgrade request with an HTTP error and closes its socket: at once when the
+   * client ends, else after {@link REFUSAL_LINGER_MS}. Node no longer tracks an upgrade's
+   * socket, so nothing else would ever close it.
+   */
+  refuse(socket: Duplex, status: number, reason?: string): void {
+    const body = reason === undefined ? '' : JSON.stringify({ error: reason });
+    this.#refused.add(socket);
+    const timer = setTimeout(() => socket.destroy(), REFUSAL_LINGER_MS);
+    timer.unref();
+    socket.once('close', () => {
+      clearTimeout(timer);
+      this.#refused.delete(socket);
+    });
+    socket.on('data', () => {});
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Bad Request'}\r\n` +
+        `${body === '' ? '' : 'Content-Type: application/json\r\n'}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+
   close(): void {
+    for (const socket of this.#refused) socket.destroy();
     clearInterval(this.#pinger);
     for (const ws of this.#wss.clients) ws.terminate();
     this.#wss.close();

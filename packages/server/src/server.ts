@@ -219,8 +219,12 @@ export class XiaozhiServer {
     try {
       const path = (req.url ?? '').split('?')[0] ?? '';
       const wsPath = `${this.config.prefix}/v1`;
-      if ((path !== wsPath && path !== `${wsPath}/`) || this.#gateway === undefined) {
-        socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      if (this.#gateway === undefined) {
+        socket.destroy();
+        return;
+      }
+      if (path !== wsPath && path !== `${wsPath}/`) {
+        this.#gateway.refuse(socket, 404);
         return;
       }
       this.#gateway.handleUpgrade(req, socket, head);
