@@ -5,5 +5,7 @@ export default defineConfig({
   // it, workspace packages would load from their (possibly stale) dist/ builds.
   resolve: { conditions: ['@xiaozhi-mcp/source'] },
   ssr: { resolve: { conditions: ['@xiaozhi-mcp/source'] } },
-  test: { include: ['src/**/*.test.ts'] },
+  // The hostile-input tests walk 100,000-deep values and run fast-check properties: well under a
+  // second alone, but CI runs every package's tests at once on two cores. A hang guard, not a speed test.
+  test: { include: ['src/**/*.test.ts'], testTimeout: 20_000 },
 });
