@@ -22,16 +22,27 @@ const TESTS_AND_BENCH = [...TESTS, `${OURS}bench/`, `${OURS}fuzz/`];
 
 /**
  * Who may import whom. `may`: the packages a workspace may import besides itself (`'*'`: every
- * library under packages/); `mayInTestsAndBench`: more, from its tests and bench only.
- * @type {Record<string, { dir: string, may: string[] | '*', mayInTestsAndBench?: string[] }>}
+ * library under packages/ but the test tools); `mayInTestsAndBench`: more, from its tests and
+ * bench only; `testTool`: a package only tests, benchmarks and fuzz suites use.
+ * @type {Record<string, { dir: string, may: string[] | '*', mayInTestsAndBench?: string[], testTool?: boolean }>}
  */
 const LAYERS = {
   protocol: { dir: 'packages/protocol', may: [] },
   firmware: { dir: 'packages/firmware', may: ['protocol'] },
   serial: { dir: 'packages/serial', may: ['protocol', 'firmware'] },
-  device: { dir: 'packages/device', may: ['protocol', 'firmware', 'serial'] },
-  server: { dir: 'packages/server', may: ['protocol', 'firmware'], mayInTestsAndBench: ['device'] },
+  device: {
+    dir: 'packages/device',
+    may: ['protocol', 'firmware', 'serial'],
+    mayInTestsAndBench: ['fuzz-kit'],
+  },
+  server: {
+    dir: 'packages/server',
+    may: ['protocol', 'firmware'],
+    mayInTestsAndBench: ['device', 'fuzz-kit'],
+  },
   bridge: { dir: 'packages/bridge', may: ['protocol', 'server'] },
+  // The fast-check harness and runner of every fuzz/ folder: fast-check only, nothing of ours.
+  'fuzz-kit': { dir: 'packages/fuzz-kit', may: [], testTool: true },
   // The two composers stand side by side: each may use every library, never the other.
   hil: { dir: 'hil', may: '*' },
   cli: { dir: 'apps/cli', may: '*' },
@@ -94,7 +105,7 @@ for (const dir of workspaces()) {
 }
 
 const libraries = Object.values(LAYERS)
-  .filter((l) => l.may !== '*')
+  .filter((l) => l.may !== '*' && !l.testTool)
   .map((l) => l.dir);
 
 /** @type {import('dependency-cruiser').IForbiddenRuleType[]} */

@@ -4,6 +4,15 @@
 import { type BoardTiming, type McpProfile, McpServer, VirtualBoard } from '@xiaozhi-mcp/device';
 import { type DeviceConnection, TestBackend } from '@xiaozhi-mcp/device/testing';
 import {
+  type AnyTarget,
+  CaseFailure,
+  describeError,
+  erase,
+  type FuzzTarget,
+  type ProcessWatch,
+  preview,
+} from '@xiaozhi-mcp/fuzz-kit';
+import {
   encodeDeviceEnvelope,
   ImageContent,
   Prop,
@@ -14,15 +23,6 @@ import {
 import fc from 'fast-check';
 import WebSocket from 'ws';
 import { ANY_ID, backendFrameText, mcpRequestText, type RequestVocabulary } from './arbitraries.js';
-import {
-  type AnyTarget,
-  CaseFailure,
-  describeError,
-  erase,
-  type FuzzTarget,
-  type ProcessWatch,
-  preview,
-} from './harness.js';
 
 /** Resolves with `promise`, or fails the case after `ms` (a stuck main loop, a lost reply). */
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {

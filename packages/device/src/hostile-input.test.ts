@@ -1,9 +1,10 @@
 // Issue 12: hostile input from a backend never crashes the device SDK. The properties of
 // fuzz/targets.ts, with a fixed seed and a few runs each; `npm run fuzz` runs the same ones
 // with many more cases.
+
+import { fuzzProperty, ProcessWatch } from '@xiaozhi-mcp/fuzz-kit';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { fuzzProperty, ProcessWatch } from '../fuzz/harness.js';
 import { BoardWorld, boardTarget, mcpTarget } from '../fuzz/targets.js';
 
 const watch = new ProcessWatch();

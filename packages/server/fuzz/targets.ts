@@ -8,36 +8,36 @@ import { EventEmitter } from 'node:events';
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import {
+  type AnyTarget,
+  badUtf8,
+  binaryBytes,
+  CaseFailure,
+  capped,
+  describeError,
+  erase,
+  type FuzzTarget,
+  fragment,
+  objectText,
+  ProcessWatch,
+  preview,
+  scalarText,
+} from '@xiaozhi-mcp/fuzz-kit';
 import { validateOtaReply } from '@xiaozhi-mcp/protocol';
 import { DeviceSession, XiaozhiServer } from '@xiaozhi-mcp/server';
 import fc from 'fast-check';
 import { pino } from 'pino';
 import WebSocket from 'ws';
 import {
-  badUtf8,
-  binaryBytes,
   bodyText,
-  capped,
   DEVICE_HELLO,
   deviceFrameText,
   deviceIdHeader,
-  fragment,
   headerValue,
   helloText,
-  objectText,
   pathSegment,
   REAL_ID,
-  scalarText,
 } from './arbitraries.js';
-import {
-  type AnyTarget,
-  CaseFailure,
-  describeError,
-  erase,
-  type FuzzTarget,
-  ProcessWatch,
-  preview,
-} from './harness.js';
 
 /** The API's Bearer token in this world (the API must accept it whatever else changes). */
 export const API_TOKEN = 'fuzz-api-token-0123456789';

@@ -1,8 +1,9 @@
 // Issue 12: hostile input never crashes or stalls the server. The properties of fuzz/targets.ts,
 // with a fixed seed and a few runs each; `npm run fuzz` runs the same ones with 100,000 cases.
+
+import { fuzzProperty } from '@xiaozhi-mcp/fuzz-kit';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fuzzProperty } from '../fuzz/harness.js';
 import {
   apiTarget,
   FuzzWorld,

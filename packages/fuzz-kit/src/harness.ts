@@ -1,8 +1,7 @@
-// The shared half of the hostile-input suite: a target is the real thing under attack plus the
-// property that must hold after each case; `fuzzProperty` turns it into one fast-check property
-// that both runners use (`src/hostile-input.test.ts` with a fixed seed and a few runs,
-// `fuzz/run.ts` with its share of 100,000 cases). packages/server/fuzz/harness.ts is the same
-// file for the server (a package reaches another only through its exports: kept in step by hand).
+// The property harness of every package's hostile-input suite: a target is the real thing under
+// attack plus the property that must hold after each case; `fuzzProperty` turns it into one
+// fast-check property that both runners use (a package's `src/hostile-input.test.ts` with a fixed
+// seed and a few runs, its `fuzz/run.ts` through `runFuzz` with its share of 100,000 cases).
 import { EventEmitter } from 'node:events';
 import fc from 'fast-check';
 

@@ -1,0 +1,36 @@
+export {
+  badUtf8,
+  binaryBytes,
+  capped,
+  deepNesting,
+  fragment,
+  hugeString,
+  objectText,
+  repeatedToken,
+  scalarText,
+  small,
+} from './arbitraries.js';
+export {
+  type AnyTarget,
+  CaseFailure,
+  describeError,
+  erase,
+  type FuzzTarget,
+  fuzzProperty,
+  nestingDepth,
+  type ProcessEvent,
+  ProcessWatch,
+  type PropertyOptions,
+  preview,
+  TargetStats,
+} from './harness.js';
+export {
+  FUZZ_USAGE,
+  type FuzzOptions,
+  type FuzzSuite,
+  FuzzUsageError,
+  type FuzzWorldSetup,
+  parseFuzzOptions,
+  runFuzz,
+  type WeightedTarget,
+} from './runner.js';
