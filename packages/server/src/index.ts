@@ -14,6 +14,7 @@ export {
   DeviceSession,
   type DeviceSessionEvents,
   type DeviceSessionInfo,
+  type DeviceSessionOptions,
   type InitializeResult,
   type RequestOptions,
   type SessionStats,
@@ -28,6 +29,7 @@ export {
   type HelloRefusal,
   type OtaCheckRecord,
   type RegistryEvents,
+  type RegistryLogger,
   type RegistryOptions,
   type SessionStage,
 } from './registry.js';
