@@ -31,6 +31,8 @@ export const ExitCode = {
   failed: 1,
   /** Bad usage or input: unknown option, unreadable file, invalid JSON. */
   usage: 2,
+  /** Stopped by Ctrl-C (SIGINT), as a shell reports it: 128 + 2. A SIGTERM is a normal stop (0). */
+  interrupted: 130,
 } as const;
 
 /** Reads and parses a JSON file, naming the file in the error. */
@@ -50,17 +52,17 @@ export async function readJsonFile(io: CliIo, path: string): Promise<unknown> {
   }
 }
 
-/** Resolves at the first Ctrl-C (SIGINT) or SIGTERM: how long-running commands wait to stop. */
-export function interrupted(): Promise<void> {
+/** Resolves at the first Ctrl-C (SIGINT) or SIGTERM, with its name: how long-running commands wait to stop. */
+export function interrupted(): Promise<'SIGINT' | 'SIGTERM'> {
   return new Promise((resolve) => {
     // A signal listener does not keep the process alive: with nothing else pending (`sim
     // --session none` once every board is idle) node would end with an unsettled await (13).
     const keepAlive = setInterval(() => {}, 2 ** 30);
-    const stop = () => {
+    const stop = (signal: 'SIGINT' | 'SIGTERM') => {
       clearInterval(keepAlive);
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
-      resolve();
+      resolve(signal);
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);

@@ -135,7 +135,7 @@ describe('the serial commands from a shell', () => {
     );
   });
 
-  it('monitor stops on Ctrl-C with exit 0', { timeout: 60_000 }, async () => {
+  it('monitor stops on Ctrl-C with exit 130', { timeout: 60_000 }, async () => {
     const { child, done } = start(xiaozhiMcp, ['monitor', '--port', 'virtual:rig', '--create']);
     // Ctrl-C once the monitor is following the console.
     await new Promise<void>((resolveStarted, reject) => {
@@ -149,7 +149,7 @@ describe('the serial commands from a shell', () => {
     });
     child.kill('SIGINT');
     const run = await done;
-    expect(run.code).toBe(0);
+    expect(run.code).toBe(130);
     expect(run.stderr).toMatch(/^--- stopped \(/m);
   });
 

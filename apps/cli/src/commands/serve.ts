@@ -148,8 +148,9 @@ export async function serveCommand(io: CliIo, options: ServeOptions): Promise<nu
   registry.on('disconnected', onDisconnected);
   registry.on('ota-check', onOtaCheck);
   io.stderr(`xiaozhi-mcp serve: listening on ${urls.http}; Ctrl-C to stop\n`);
+  let signal: 'SIGINT' | 'SIGTERM' | undefined;
   try {
-    await (options.until ?? interrupted());
+    signal = (await (options.until ?? interrupted())) ?? undefined;
   } finally {
     // Unsubscribed first: the disconnections the stop causes are not news.
     registry.off('connected', onConnected);
@@ -159,7 +160,7 @@ export async function serveCommand(io: CliIo, options: ServeOptions): Promise<nu
     await server.stop();
   }
   io.stderr('xiaozhi-mcp serve: stopped\n');
-  return ExitCode.ok;
+  return signal === 'SIGINT' ? ExitCode.interrupted : ExitCode.ok;
 }
 
 export function registerServe(program: Command, io: CliIo, setExit: (code: number) => void): void {

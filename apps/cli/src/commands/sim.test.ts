@@ -98,7 +98,7 @@ describe('xiaozhi-mcp sim', () => {
       sim.process.kill('SIGINT');
     }
     const [code] = await once(sim.process, 'exit');
-    expect(code).toBe(0);
+    expect(code).toBe(130);
     expect(sim.output.stderr).toMatch(/stopped 2 boards \(2 in a session\)/);
   });
 
@@ -115,7 +115,7 @@ describe('xiaozhi-mcp sim', () => {
     expect(new Set(target.otaRequests.map((r) => r.headers['user-agent']))).toEqual(
       new Set(['bread-compact-wifi/2.5.0', 'bread-compact-wifi/2.5.1']),
     );
-    expect(await stop(sims)).toEqual([0, 0]);
+    expect(await stop(sims)).toEqual([130, 130]);
     for (const sim of sims) expect(sim.output.stdout).not.toMatch(/^0\.1\.0$/m);
     expect(await runCli('--version')).toEqual({ code: 0, stdout: '0.1.0\n', stderr: '' });
   });
@@ -156,7 +156,7 @@ describe('xiaozhi-mcp sim', () => {
     expect(backend.connections).toHaveLength(0);
     sim.process.kill('SIGINT');
     const [code] = await once(sim.process, 'exit');
-    expect(code).toBe(0);
+    expect(code).toBe(130);
     expect(sim.output.stderr).toMatch(/stopped 1 board \(0 in a session\)/);
   });
 
@@ -181,7 +181,7 @@ describe('xiaozhi-mcp sim', () => {
       ),
     );
     await otaChecks(target, 5, sims);
-    expect(await stop(sims)).toEqual([0, 0]);
+    expect(await stop(sims)).toEqual([130, 130]);
     const seen = target.otaRequests.map((r) => ({
       mac: r.headers['device-id'],
       uuid: r.headers['client-id'],

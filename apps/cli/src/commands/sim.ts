@@ -162,14 +162,14 @@ export async function simCommand(io: CliIo, options: SimOptions): Promise<number
   io.stderr(
     `xiaozhi-mcp sim: ${options.count} ${options.board} board${options.count === 1 ? '' : 's'} against ${options.otaUrl}; Ctrl-C to stop\n`,
   );
-  await (options.until ?? interrupted());
+  const signal = await (options.until ?? interrupted());
   for (const timer of timers) clearTimeout(timer);
   const sessions = boards.filter((b) => b.sessionId !== undefined).length;
   for (const board of boards) board.powerOff();
   io.stderr(
     `xiaozhi-mcp sim: stopped ${options.count} board${options.count === 1 ? '' : 's'} (${sessions} in a session)\n`,
   );
-  return ExitCode.ok;
+  return signal === 'SIGINT' ? ExitCode.interrupted : ExitCode.ok;
 }
 
 export function registerSim(program: Command, io: CliIo, setExit: (code: number) => void): void {

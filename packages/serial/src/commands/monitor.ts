@@ -146,7 +146,7 @@ function closeStream(stream: SerialPortStream): Promise<void> {
 type Outcome =
   | { readonly kind: 'matched'; readonly line: string }
   | { readonly kind: 'timeout' }
-  | { readonly kind: 'stopped' }
+  | { readonly kind: 'stopped'; readonly signal?: 'SIGINT' | 'SIGTERM' }
   | { readonly kind: 'failed'; readonly error: unknown };
 
 /** Follows one port until the outcome; everything it starts, it stops. */
@@ -207,10 +207,12 @@ class MonitorSession {
     });
     const timers: NodeJS.Timeout[] = [];
     const stop = () => this.#settle({ kind: 'stopped' });
+    const onSigint = () => this.#settle({ kind: 'stopped', signal: 'SIGINT' });
+    const onSigterm = () => this.#settle({ kind: 'stopped', signal: 'SIGTERM' });
     const external = this.#context.signal;
     external?.addEventListener('abort', stop, { once: true });
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    process.once('SIGINT', onSigint);
+    process.once('SIGTERM', onSigterm);
     // Announced only once Ctrl-C is handled, so a Ctrl-C right after the banner stops cleanly.
     options.announce?.();
     try {
@@ -237,8 +239,8 @@ class MonitorSession {
     } finally {
       for (const timer of timers) clearTimeout(timer);
       external?.removeEventListener('abort', stop);
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
+      process.off('SIGINT', onSigint);
+      process.off('SIGTERM', onSigterm);
       const stream = this.#stream;
       this.#stream = undefined;
       for (const line of this.#splitter.flush()) this.#onLine(line);
@@ -424,7 +426,8 @@ export async function monitorCommand(
         return 0;
       case 'stopped':
         context.out.stderr(`--- stopped (${summary}) ---\n`);
-        return 0;
+        // Ctrl-C is 130 (128 + SIGINT), as a shell reports it; a SIGTERM or the caller's abort is a normal stop.
+        return outcome.signal === 'SIGINT' ? 130 : 0;
       case 'timeout':
         if (until === undefined) {
           context.out.stderr(`--- timeout (${summary}) ---\n`);
