@@ -207,10 +207,11 @@ describe('two real runs of the virtual rig, as two rigs of one build', () => {
       expect(board.otaRequest?.minimum_free_heap_size).toBeDefined();
       expect(board.image?.bytes).toBeGreaterThan(0);
     }
-    expect(candidate.comparison?.boards.map((b) => b.latency[0]?.verdict)).toEqual([
-      'same',
-      'same',
-    ]);
+    // One build against itself is never slower. Whether it reads as the same or faster depends on
+    // the machine's load between the two runs, which a test must not assert.
+    for (const verdict of candidate.comparison?.boards.map((b) => b.latency[0]?.verdict) ?? [])
+      expect(['same', 'faster']).toContain(verdict);
+    expect(candidate.comparison?.boards).toHaveLength(2);
 
     expect((await hil(['compare', first, second])).code).toBe(0);
 
