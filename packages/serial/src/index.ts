@@ -30,6 +30,13 @@ export {
   registerMonitorCommand,
   useColor,
 } from './commands/monitor.js';
+export {
+  DEFAULT_SERVE_BAUD,
+  type PortServeCommandOptions,
+  parseListen,
+  portServeCommand,
+  registerPortCommand,
+} from './commands/port-serve.js';
 export { type PortsCommandOptions, portsCommand, registerPortsCommand } from './commands/ports.js';
 export {
   type ProvisionCommandOptions,
@@ -170,6 +177,28 @@ export {
   type ResolvePortOptions,
   resolvePort,
 } from './resolve.js';
+export {
+  DOWNLOAD_TRIGGERS,
+  type DownloadTrigger,
+  type DownloadTriggerRule,
+  INITIAL_RECOGNIZER_STATE,
+  type LineCommand,
+  playFinished,
+  type RecognizerAction,
+  type RecognizerPhase,
+  type RecognizerState,
+  ResetRecognizer,
+  recognizeLineCommand,
+} from './rfc2217/reset-recognizer.js';
+export {
+  busyLine,
+  DEFAULT_RFC2217_PORT,
+  isLoopbackHost,
+  NEGOTIATION_TIMEOUT_MS,
+  Rfc2217Server,
+  type Rfc2217ServerOptions,
+  serveSignature,
+} from './rfc2217/server.js';
 export { abortableWait, abortReason } from './wait.js';
 export {
   NodeWebSerialPort,

@@ -2,6 +2,7 @@ import { defaultVirtualDir, VirtualBoardStore } from '@xiaozhi-mcp/device';
 import {
   registerFlashCommand,
   registerMonitorCommand,
+  registerPortCommand,
   registerPortsCommand,
   registerProvisionCommand,
   type SerialCommandContext,
@@ -10,9 +11,9 @@ import type { Command } from 'commander';
 import { type CliIo, processIo } from '../io.js';
 
 /**
- * `ports`, `flash`, `provision` and `monitor`: the serial operations layer's commands (real
- * and virtual boards alike), with xiaozhi-mcp's name and output. Virtual boards come from the
- * device SDK's store, registered here as a port provider.
+ * `ports`, `flash`, `provision`, `monitor` and `port serve`: the serial operations layer's
+ * commands (real and virtual boards alike), with xiaozhi-mcp's name and output. Virtual boards
+ * come from the device SDK's store, registered here as a port provider.
  */
 export function registerSerial(program: Command, io: CliIo, setExit: (code: number) => void): void {
   const context: SerialCommandContext = {
@@ -26,4 +27,5 @@ export function registerSerial(program: Command, io: CliIo, setExit: (code: numb
   registerFlashCommand(program, context, setExit);
   registerProvisionCommand(program, context, setExit);
   registerMonitorCommand(program, context, setExit);
+  registerPortCommand(program, context, setExit);
 }

@@ -1,0 +1,181 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../test-io.js';
+
+// The binary needs the workspace built (`npx turbo run build`; `npm test` builds first).
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
+const xiaozhiMcp = join(root, 'apps/cli/bin/xiaozhi-mcp.js');
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'xiaozhi-port-serve-'));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function start(args: string[]): { child: ChildProcess; run: Run; done: Promise<Run> } {
+  const env: NodeJS.ProcessEnv = { ...process.env, XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') };
+  delete env.FORCE_COLOR;
+  const child = spawn(process.execPath, [xiaozhiMcp, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const run: Run = { code: null, stdout: '', stderr: '' };
+  child.stdout?.on('data', (chunk: Buffer) => {
+    run.stdout += chunk.toString();
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    run.stderr += chunk.toString();
+  });
+  const done = new Promise<Run>((resolveRun) => {
+    // A hung server fails the test instead of hanging it.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      run.code = code;
+      resolveRun(run);
+    });
+  });
+  return { child, run, done };
+}
+
+async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Connects, sends `bytes`, and collects what comes back until `enough` or the close. */
+function exchange(
+  port: number,
+  bytes: number[],
+  enough: (got: Buffer) => boolean,
+): Promise<Buffer> {
+  return new Promise((resolveBytes, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    let got = Buffer.alloc(0);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer: ${got.toString()}`));
+    }, 30_000);
+    socket.on('data', (chunk: Buffer) => {
+      got = Buffer.concat([got, chunk]);
+      if (enough(got)) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolveBytes(got);
+      }
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolveBytes(got);
+    });
+    socket.on('error', reject);
+    socket.write(Buffer.from(bytes));
+  });
+}
+
+/** Starts serving and resolves with the port it listens on. */
+async function serving(args: string[]) {
+  const started = start(args);
+  await until(() => /^serving /m.test(started.run.stdout) || started.run.code !== null, 'serving');
+  const match = /^serving (\S+) on rfc2217:\/\/127\.0\.0\.1:(\d+)$/m.exec(started.run.stdout);
+  if (match === null) throw new Error(`not serving: ${started.run.stdout}${started.run.stderr}`);
+  return { ...started, label: match[1], port: Number(match[2]) };
+}
+
+// IAC WILL COM-PORT, IAC SB COM-PORT SIGNATURE IAC SE (RFC 854, RFC 2217).
+const SIGNATURE_REQUEST = [255, 251, 44, 255, 250, 44, 0, 255, 240];
+
+describe('xiaozhi-mcp port serve from a shell', () => {
+  it('shares a virtual board over RFC 2217, refuses a second client, and ends with 130 on Ctrl-C', {
+    timeout: 120_000,
+  }, async () => {
+    const server = await serving([
+      'port',
+      'serve',
+      'virtual:shared',
+      '--create',
+      '--listen',
+      '127.0.0.1:0',
+    ]);
+    expect(server.label).toBe('virtual:shared');
+    expect(server.run.stdout).toMatch(/^created virtual board virtual:shared: /m);
+    // A client that keeps the port while a second one is refused.
+    const signature = Buffer.from('xiaozhi-mcp port serve port=virtual:shared kind=');
+    const first = connect({ host: '127.0.0.1', port: server.port });
+    let firstGot = Buffer.alloc(0);
+    first.on('data', (chunk: Buffer) => {
+      firstGot = Buffer.concat([firstGot, chunk]);
+    });
+    first.write(Buffer.from(SIGNATURE_REQUEST));
+    await until(() => firstGot.includes(signature), 'the signature');
+    const busy = await exchange(server.port, [255, 251, 44], () => false);
+    expect(busy.toString()).toMatch(
+      /^xiaozhi-mcp port serve: busy: virtual:shared is in use by 127\.0\.0\.1:\d+; one client at a time\r\n$/,
+    );
+    first.destroy();
+    await until(() => /disconnected/.test(server.run.stderr), 'the goodbye');
+    server.child.kill('SIGINT');
+    const run = await server.done;
+    expect(run.code).toBe(130);
+    expect(run.stderr).toMatch(/^--- client 127\.0\.0\.1:\d+ connected ---$/m);
+    expect(run.stderr).toMatch(/^--- refused 127\.0\.0\.1:\d+: virtual:shared is in use by /m);
+    expect(run.stderr).toMatch(/^--- stopped serving virtual:shared ---$/m);
+  });
+
+  it('ends with 0 on SIGTERM, and the board is free again for the next command', {
+    timeout: 120_000,
+  }, async () => {
+    const server = await serving(['port', 'serve', 'virtual:shared', '--listen', ':0']);
+    const answer = await exchange(server.port, SIGNATURE_REQUEST, (got) =>
+      got.includes(Buffer.from('kind=')),
+    );
+    expect(answer.includes(Buffer.from('port=virtual:shared'))).toBe(true);
+    server.child.kill('SIGTERM');
+    expect((await server.done).code).toBe(0);
+    // The board's lock went with the server.
+    const again = await serving(['port', 'serve', 'virtual:shared', '--listen', ':0']);
+    again.child.kill('SIGTERM');
+    expect((await again.done).code).toBe(0);
+  });
+
+  it('exits 2 for a virtual board that is not there, or a bad --listen', {
+    timeout: 60_000,
+  }, async () => {
+    const typo = await start(['port', 'serve', 'virtual:typo']).done;
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/^xiaozhi-mcp: port serve virtual:typo: no virtual board 'typo'/);
+    const listen = await start(['port', 'serve', 'virtual:shared', '--listen', 'nowhere']).done;
+    expect(listen.code).toBe(2);
+    expect(listen.stderr).toMatch(/^xiaozhi-mcp: port serve virtual:shared: --listen "nowhere": /);
+  });
+});
+
+describe('registration in xiaozhi-mcp', () => {
+  it('has port serve', async () => {
+    const help = await runCli('--help');
+    expect(help.stdout).toMatch(/^ {2}port\b/m);
+    const serve = await runCli('port', 'serve', '--help');
+    expect(serve.code).toBe(0);
+    expect(serve.stdout).toMatch(/^Usage: xiaozhi-mcp port serve \[options\] <port>/m);
+    expect(serve.stdout).toMatch(/--listen <host:port>/);
+    const missing = await runCli('port', 'serve');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/missing required argument 'port'/);
+  });
+});
