@@ -442,7 +442,8 @@ export class ServedPort {
       try {
         await this.#perform(op, bytes);
       } catch (error) {
-        if (this.#state !== 'closed') this.#log(`${this.label}: ${message(error)}`);
+        // While the port is away its loss was logged once; what failed with it is not news.
+        if (this.#state === 'open') this.#log(`${this.label}: ${message(error)}`);
         this.#settle(op);
       }
     }
