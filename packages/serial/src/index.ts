@@ -178,6 +178,16 @@ export {
   resolvePort,
 } from './resolve.js';
 export {
+  probeRfc2217,
+  RFC2217_DEFAULTS,
+  Rfc2217Binding,
+  type Rfc2217BindingOptions,
+  type Rfc2217Event,
+  Rfc2217Port,
+  type Rfc2217Probe,
+  rfc2217Reachable,
+} from './rfc2217/client.js';
+export {
   DOWNLOAD_TRIGGERS,
   type DownloadTrigger,
   type DownloadTriggerRule,
@@ -199,6 +209,17 @@ export {
   type Rfc2217ServerOptions,
   serveSignature,
 } from './rfc2217/server.js';
+export {
+  BUSY_REFUSAL_PREFIX,
+  formatRfc2217Url,
+  isRfc2217Url,
+  parseRfc2217Signature,
+  parseRfc2217Url,
+  RFC2217_SCHEME,
+  type Rfc2217Url,
+  SERVE_REFUSAL_PREFIX,
+  SERVE_SIGNATURE_PREFIX,
+} from './rfc2217/url.js';
 export { abortableWait, abortReason } from './wait.js';
 export {
   NodeWebSerialPort,

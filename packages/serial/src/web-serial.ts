@@ -74,6 +74,8 @@ function lostError(message: string): Error {
 }
 
 function mapOpenError(path: string, error: Error): Error {
+  // Already ours (an rfc2217:// port's refusal, busy server...): it says what to do.
+  if (error instanceof SerialError) return error;
   const text = error.message;
   if (/ENOENT|no such file|not found|does not exist/i.test(text)) {
     return new SerialError(
