@@ -1,4 +1,5 @@
 import { mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import {
   type ResolvedPort,
   resolvePort,
 } from './resolve.js';
+import { Rfc2217Binding } from './rfc2217/client.js';
 
 let dir: string;
 
@@ -239,6 +241,115 @@ describe('resolvePort: providers', () => {
     await expect(resolvePort('fake:desk', { lister: async () => [] })).rejects.toMatchObject({
       code: 'OPTION_INVALID',
       message: expect.stringMatching(/unknown prefix 'fake:'/),
+    });
+  });
+});
+
+/**
+ * An RFC 2217 server that only negotiates and answers SIGNATURE (RFC 854 / RFC 2217 bytes as
+ * literals): IAC DO 44 for IAC WILL 44, IAC WILL 44 for IAC DO 44, and IAC SB 44 100 <text>
+ * IAC SE for IAC SB 44 0 IAC SE. Enough for a probe.
+ */
+async function signatureServer(signature: string | undefined) {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    let seen = Buffer.alloc(0);
+    const done = new Set<string>();
+    const answer = (request: number[], reply: number[]) => {
+      const key = request.join();
+      if (done.has(key) || seen.indexOf(Buffer.from(request)) < 0) return;
+      done.add(key);
+      socket.write(Uint8Array.from(reply));
+    };
+    socket.on('data', (chunk: Buffer) => {
+      seen = Buffer.concat([seen, chunk]);
+      answer([255, 251, 44], [255, 253, 44]);
+      answer([255, 253, 44], [255, 251, 44]);
+      if (signature !== undefined)
+        answer(
+          [255, 250, 44, 0, 255, 240],
+          [255, 250, 44, 100, ...Buffer.from(signature), 255, 240],
+        );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    port,
+    connections: () => sockets.size,
+    stop: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('resolvePort: rfc2217:// ports', () => {
+  it('probes the server: the kind from its signature, its URL as path and label, lines as on Windows', async () => {
+    const server = await signatureServer('xiaozhi-mcp port serve port=virtual:a kind=usb-uart');
+    try {
+      const port = await resolvePort(` RFC2217://127.0.0.1:${server.port}/ `, {
+        lister: async () => {
+          throw new Error('no local port is listed for a remote one');
+        },
+      });
+      const url = `rfc2217://127.0.0.1:${server.port}`;
+      expect(port).toMatchObject({
+        path: url,
+        label: url,
+        info: { path: url, kind: 'usb-uart' },
+        linePlatform: 'win32',
+      });
+      expect(port.provider).toBeUndefined();
+      expect(port.binding).toBeInstanceOf(Rfc2217Binding);
+      expect(await port.present(url)).toBe(true);
+      expect(await port.refind(1000)).toEqual({ path: url, info: port.info });
+      port.dispose();
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('a server without a signature gives a port of unknown kind', async () => {
+    const server = await signatureServer(undefined);
+    try {
+      const url = `rfc2217://127.0.0.1:${server.port}`;
+      const port = await resolvePort(url, { rfc2217: { probeTimeoutMs: 300 } });
+      expect(port.info).toEqual({ path: url, kind: 'unknown' });
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('refuses a bad URL as OPTION_INVALID (exit 2), before connecting anywhere', async () => {
+    for (const bad of [
+      'rfc2217://127.0.0.1',
+      'rfc2217://h:70000',
+      'rfc2217://h:4000/dev/ttyUSB0',
+    ]) {
+      const error = await resolvePort(bad).catch((e: unknown) => e);
+      expect(error, bad).toMatchObject({ code: 'OPTION_INVALID' });
+      expect(failureKind(error)).toBe('usage');
+    }
+  });
+
+  it('a server that is not there is PORT_NOT_FOUND (a port failure), and so is its refind', async () => {
+    const server = await signatureServer(undefined);
+    const url = `rfc2217://127.0.0.1:${server.port}`;
+    const port = await resolvePort(url, { rfc2217: { probeTimeoutMs: 300 } });
+    await server.stop();
+    const error = await resolvePort(url).catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message: `${url} refused the connection; is \`xiaozhi-mcp port serve\` (or another RFC 2217 server) running there?`,
+    });
+    expect(failureKind(error)).toBe('port');
+    expect(await port.present(url)).toBe(false);
+    await expect(port.refind(300)).rejects.toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message: `${url} did not accept a connection within 0.3 s`,
     });
   });
 });

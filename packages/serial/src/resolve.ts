@@ -5,11 +5,14 @@
  * that two selectors of one board exclude each other, whichever command (`flash`, `provision`,
  * `monitor`, `hil run`) resolves it; the lock is held until `dispose()`. Any other kind of board
  * (virtual boards today) comes from a {@link PortProvider} that whoever composes the commands
- * registers, so this package never imports what it serves. Both give a binding and a path;
- * everything after (flashing, console, lines) is the same code.
+ * registers, so this package never imports what it serves. A port on another host,
+ * `rfc2217://host:port`, is built in: real hardware behind an RFC 2217 server, reached from
+ * either CLI and from `hil` alike. All give a binding and a path; everything after (flashing,
+ * console, lines) is the same code.
  */
 import { realpath, stat } from 'node:fs/promises';
 import { SerialError } from './errors.js';
+import type { LinePlatform } from './lines.js';
 import { BoardLockError, lockBoard } from './lock.js';
 import {
   describePorts,
@@ -22,6 +25,15 @@ import {
   parsePortSelector,
   portIdentity,
 } from './ports.js';
+import {
+  probeRfc2217,
+  Rfc2217Binding,
+  type Rfc2217BindingOptions,
+  type Rfc2217Event,
+  rfc2217Reachable,
+} from './rfc2217/client.js';
+import { formatRfc2217Url, isRfc2217Url, parseRfc2217Url } from './rfc2217/url.js';
+import { abortableWait } from './wait.js';
 import type { SerialBinding } from './web-serial.js';
 
 /** A port ready to open: the binding to open it with, and how to find it again. */
@@ -33,6 +45,16 @@ export interface ResolvedPort {
   readonly label: string;
   /** The prefix of the provider that made it (`virtual:`); undefined for a real port. */
   readonly provider?: string;
+  /**
+   * How this port's `set()` reaches the lines, where that is not this host's way: an RFC 2217
+   * port sends RTS, then DTR, as two commands, like bindings-cpp on Windows, so it is `win32`.
+   * Whatever builds a `Flasher` (`platform`) or plays line steps (`lineSetterFor`,
+   * `runLineSteps`: `platform`) passes it, so the reset is esptool's ClassicReset (esptool's own
+   * choice on `rfc2217:` ports, `loader.py` `_construct_reset_strategy_sequence`) and a step that
+   * changes both lines goes through the safe state between (`lines.ts` `planLineChange`).
+   * Undefined: the host's own (`process.platform`).
+   */
+  readonly linePlatform?: LinePlatform;
   /** Whether the device is still there (an unplug does not always emit `close`). */
   present(path: string): Promise<boolean>;
   /**
@@ -100,6 +122,12 @@ export interface ResolvePortOptions {
   readonly lockDir?: string;
   /** Real ports: stops looking for the port and waiting for its lock. */
   readonly signal?: AbortSignal;
+  /**
+   * `rfc2217://` ports: the binding's timeouts and reconnect window (see
+   * {@link Rfc2217BindingOptions}), and how long the probe that reads the server's signature may
+   * take (default 5000 ms). Lost and reconnected connections are told through `request.notify`.
+   */
+  readonly rfc2217?: Omit<Rfc2217BindingOptions, 'onEvent'> & { readonly probeTimeoutMs?: number };
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -223,6 +251,66 @@ async function resolveReal(
   };
 }
 
+/** A line for the user about an RFC 2217 port's connection, if the event deserves one. */
+function rfc2217Note(event: Rfc2217Event): string | undefined {
+  if (event.kind === 'lost')
+    return `${event.url}: the connection was lost (${event.reason}); reconnecting for up to ${event.reconnectMs / 1000} s\n`;
+  if (event.kind === 'reconnected')
+    return `${event.url}: reconnected; baud rate and lines set again\n`;
+  return undefined;
+}
+
+/**
+ * A port on an RFC 2217 server: probed first (so a wrong address fails here, and the server's
+ * signature gives the kind of port it shares), never locked here (the server lets one client
+ * in at a time), with `linePlatform: 'win32'` (see {@link ResolvedPort.linePlatform}).
+ */
+async function resolveRfc2217(
+  selector: string,
+  options: ResolvePortOptions,
+): Promise<ResolvedPort> {
+  const path = formatRfc2217Url(parseRfc2217Url(selector));
+  options.signal?.throwIfAborted();
+  const { probeTimeoutMs, ...bindingOptions } = options.rfc2217 ?? {};
+  const probe = await probeRfc2217(
+    path,
+    probeTimeoutMs === undefined ? {} : { timeoutMs: probeTimeoutMs },
+  );
+  const notify = options.request?.notify;
+  const binding = new Rfc2217Binding({
+    ...bindingOptions,
+    onEvent: (event) => {
+      const note = rfc2217Note(event);
+      if (note !== undefined) notify?.('stderr', note);
+    },
+  });
+  const info: PortInfo = { path, kind: probe.kind };
+  return {
+    binding,
+    path,
+    info,
+    label: path,
+    linePlatform: 'win32',
+    // A live connection is proof enough; otherwise one TCP connect, which touches no line.
+    present: async (at) => binding.isConnected(at) || (await rfc2217Reachable(at)),
+    refind: async (timeoutMs, signal) => {
+      const started = performance.now();
+      for (;;) {
+        signal?.throwIfAborted();
+        const left = timeoutMs - (performance.now() - started);
+        if (left <= 0) break;
+        if (await rfc2217Reachable(path, Math.min(2000, left))) return { path, info };
+        await abortableWait(Math.min(250, Math.max(0, left)), signal);
+      }
+      throw new SerialError(
+        'PORT_NOT_FOUND',
+        `${path} did not accept a connection within ${timeoutMs / 1000} s`,
+      );
+    },
+    dispose: () => {},
+  };
+}
+
 /** The provider whose prefix starts `selector`, if any. */
 export function providerFor(
   selector: string,
@@ -233,14 +321,15 @@ export function providerFor(
 }
 
 /**
- * A port for `selector`: a provider's board when its prefix matches, else a real port
- * ({@link parsePortSelector}). Throws `OPTION_INVALID` for a bad selector, `PORT_NOT_FOUND`,
- * `PORT_BUSY`.
+ * A port for `selector`: a port on an RFC 2217 server for `rfc2217://host:port`, a provider's
+ * board when its prefix matches, else a real port ({@link parsePortSelector}). Throws
+ * `OPTION_INVALID` for a bad selector, `PORT_NOT_FOUND`, `PORT_BUSY`.
  */
 export function resolvePort(
   selector: string,
   options: ResolvePortOptions = {},
 ): Promise<ResolvedPort> {
+  if (isRfc2217Url(selector)) return resolveRfc2217(selector, options);
   const provider = providerFor(selector, options.providers);
   return provider === undefined
     ? resolveReal(selector, options)

@@ -145,9 +145,15 @@ export async function openCommandPort(
     ...(options.board === undefined ? [] : ['--board']),
     ...(options.flashSize === undefined ? [] : ['--flash-size']),
   ];
+  const notify = (stream: 'stdout' | 'stderr', text: string): void =>
+    stream === 'stdout'
+      ? context.out.stdout(text)
+      : context.out.stderr(`${context.program}: note: ${text}`);
   if (providerFor(selector, providers) === undefined) {
+    // `notify`: an rfc2217:// port says when its connection is lost and made again.
     const port = await resolvePort(selector, {
       providers,
+      request: { notify },
       ...(lister === undefined ? {} : { lister }),
     });
     const ignored = [...sized, ...(options.create === true ? ['--create'] : [])];
@@ -161,10 +167,7 @@ export async function openCommandPort(
     providers,
     request: {
       ...(options.create === true ? { create } : {}),
-      notify: (stream, text) =>
-        stream === 'stdout'
-          ? context.out.stdout(text)
-          : context.out.stderr(`${context.program}: note: ${text}`),
+      notify,
     },
   });
   if (sized.length > 0 && options.create !== true)
@@ -217,7 +220,7 @@ export function withPortOptions(command: Command): Command {
   return command
     .option(
       '--port <selector>',
-      'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name>, by-path:<name> or virtual:<name> (default: the only board attached)',
+      'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name>, by-path:<name>, virtual:<name>, or rfc2217://<host>:<port> for a port another host shares (default: the only board attached)',
     )
     .addOption(
       new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),

@@ -154,7 +154,12 @@ export async function flashCommand(
     }
     const image = placeImage(file, data, offset, { appNeedsOffset: true });
     const port = await open();
-    const flasher = flasherFor(port, { reset });
+    // An rfc2217:// port writes its lines one after the other: the flasher plans its resets
+    // for that (`ResolvedPort.linePlatform`).
+    const flasher = flasherFor(port, {
+      reset,
+      ...(port.linePlatform === undefined ? {} : { platform: port.linePlatform }),
+    });
     const view = new FlashProgressView(context, image.data.length, baud);
     try {
       const chip = await flasher.connect();

@@ -225,7 +225,7 @@ class MonitorSession {
         const stream = this.#stream;
         if (stream !== undefined) {
           // EN pulsed through RTS with GPIO0 high: the app boots, and its whole log shows.
-          await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.hard, {
+          await runLineSteps(this.#lineSetter(stream), RESET_SEQUENCES.hard, {
             signal: this.#abort.signal,
           }).catch((error: unknown) => {
             if (!this.#abort.signal.aborted) throw error;
@@ -285,11 +285,17 @@ class MonitorSession {
     }
   }
 
+  /** The port's lines, played the way its `set()` writes them (`ResolvedPort.linePlatform`). */
+  #lineSetter(stream: SerialPortStream) {
+    const platform = this.#port.linePlatform;
+    return lineSetterFor(stream, platform === undefined ? {} : { platform });
+  }
+
   async #click(): Promise<void> {
     const stream = this.#stream;
     if (stream === undefined) return;
     try {
-      await runLineSteps(lineSetterFor(stream), BOOT_CLICK, { signal: this.#abort.signal });
+      await runLineSteps(this.#lineSetter(stream), BOOT_CLICK, { signal: this.#abort.signal });
       this.#context.out.stderr('--- BOOT click sent (GPIO0 low for 100 ms through DTR) ---\n');
     } catch (error) {
       if (this.#abort.signal.aborted) return;

@@ -71,7 +71,12 @@ export async function provisionCommand(
     const baud = parseBaud(options.baud ?? String(DEFAULT_FLASH_BAUD));
     const reset = parseResetOption(options.reset);
     const port = await open();
-    const flasher = flasherFor(port, { reset });
+    // An rfc2217:// port writes its lines one after the other: the flasher plans its resets
+    // for that (`ResolvedPort.linePlatform`).
+    const flasher = flasherFor(port, {
+      reset,
+      ...(port.linePlatform === undefined ? {} : { platform: port.linePlatform }),
+    });
     try {
       const chip = await flasher.connect();
       context.out.stdout(`${port.label}: ${describeChip(chip)}\n`);
