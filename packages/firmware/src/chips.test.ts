@@ -110,10 +110,19 @@ describe('the ROM facts', () => {
       usr: 0x1c,
       usr1: 0x20,
       usr2: 0x24,
+      mosiDlen: 0x28,
+      misoDlen: 0x2c,
       w0: 0x80,
     });
     for (const chip of CHIPS.filter((c) => c.name !== 'esp32')) {
-      expect(chip.rom.spi).toMatchObject({ usr: 0x18, usr1: 0x1c, usr2: 0x20, w0: 0x58 });
+      expect(chip.rom.spi).toMatchObject({
+        usr: 0x18,
+        usr1: 0x1c,
+        usr2: 0x20,
+        mosiDlen: 0x24,
+        misoDlen: 0x28,
+        w0: 0x58,
+      });
     }
     expect(chipByName('esp32s3').rom.macEfuse).toBe(0x6000_7044);
   });

@@ -43,12 +43,18 @@ export interface ChipRomFacts {
   readonly macEfuse: number;
   /** esptool's `UART_CLKDIV_REG`, the UART0 clock divider the baud rate is derived from. */
   readonly uartClkdivReg: number;
-  /** The SPI flash controller: esptool's `SPI_REG_BASE` and its `SPI_*_OFFS` offsets. */
+  /**
+   * The SPI flash controller: esptool's `SPI_REG_BASE` and its `SPI_*_OFFS` offsets (`mosiDlen`
+   * and `misoDlen` are `SPI_MOSI_DLEN_OFFS` and `SPI_MISO_DLEN_OFFS`: the data phases' bit
+   * lengths minus one, which esptool's `run_spiflash_command` writes before a user command).
+   */
   readonly spi: {
     readonly base: number;
     readonly usr: number;
     readonly usr1: number;
     readonly usr2: number;
+    readonly mosiDlen: number;
+    readonly misoDlen: number;
     readonly w0: number;
   };
   /**
@@ -107,8 +113,22 @@ export interface ChipFacts {
 export const CHIP_DETECT_MAGIC_REG = 0x4000_1000;
 
 // SPI controller register layouts (esptool): the ESP32's, and the one every later chip shares.
-const SPI_ESP32 = { usr: 0x1c, usr1: 0x20, usr2: 0x24, w0: 0x80 } as const;
-const SPI_LATER = { usr: 0x18, usr1: 0x1c, usr2: 0x20, w0: 0x58 } as const;
+const SPI_ESP32 = {
+  usr: 0x1c,
+  usr1: 0x20,
+  usr2: 0x24,
+  mosiDlen: 0x28,
+  misoDlen: 0x2c,
+  w0: 0x80,
+} as const;
+const SPI_LATER = {
+  usr: 0x18,
+  usr1: 0x1c,
+  usr2: 0x20,
+  mosiDlen: 0x24,
+  misoDlen: 0x28,
+  w0: 0x58,
+} as const;
 
 export const CHIPS = [
   {

@@ -30,6 +30,7 @@ describe('ROM serial protocol', () => {
       WRITE_REG: 0x09,
       SPI_ATTACH: 0x0d,
       SPI_SET_PARAMS: 0x0b,
+      READ_FLASH_SLOW: 0x0e,
       MEM_BEGIN: 0x05,
       MEM_DATA: 0x07,
       MEM_END: 0x06,
@@ -48,6 +49,7 @@ describe('ROM serial protocol', () => {
       RUN_USER_CODE: 0xd3,
     });
     expect(romCommandName(0x13)).toBe('SPI_FLASH_MD5');
+    expect(romCommandName(0x0e)).toBe('READ_FLASH_SLOW');
     expect(romCommandName(0x42)).toBeUndefined();
   });
 

@@ -3,9 +3,14 @@
  * esptool's "Serial Protocol" documentation describes it. Packets travel SLIP-framed
  * (see `slip.ts`); this module encodes and decodes what is inside a frame. A request is
  * `00 op size:u16 checksum:u32 data`; a response is `01 op size:u16 value:u32 data`, where
- * `data` ends with status bytes: 2 from the stub and the ROMs of ESP32-S2 and later, 4 from
- * the ESP32 ROM (only the first two mean anything). The host side and the virtual board's
- * ROM emulator share this code, so both ends agree byte for byte.
+ * `data` ends with status bytes: 4 from the ROM of every ESP32-family chip (status, error, two
+ * reserved), 2 from the flasher stub and from the ESP8266 ROM. esptool's targets say so
+ * (`STATUS_BYTES_LENGTH = 4` in `ESP32ROM`, `esptool/targets/esp32.py`, inherited by every later
+ * ROM class; `STATUS_BYTES_LENGTH = 2  # same as ESP8266, different to ESP32 ROM` in each stub
+ * class), and esptool's `check_command` (`esptool/loader.py`) reads the status right after the
+ * expected payload ("ROM bootloaders of the chips (except ESP8266) return another 2 bytes, which
+ * are reserved for future use"). The host side and the virtual board's ROM emulator share this
+ * code, so both ends agree byte for byte.
  */
 import { FirmwareError } from './errors.js';
 
@@ -21,6 +26,8 @@ export const ROM_COMMANDS = {
   READ_REG: 0x0a,
   SPI_SET_PARAMS: 0x0b,
   SPI_ATTACH: 0x0d,
+  // esptool's ESP_CMDS: "ROM only, much slower than the stub flash read" (`read_flash --no-stub`).
+  READ_FLASH_SLOW: 0x0e,
   CHANGE_BAUDRATE: 0x0f,
   FLASH_DEFL_BEGIN: 0x10,
   FLASH_DEFL_DATA: 0x11,
@@ -226,7 +233,7 @@ export function decodeResponse(packet: Uint8Array): RomResponse {
   };
 }
 
-/** Status bytes: success `00 00`, failure `01 error`; the ESP32 ROM pads them to 4 bytes. */
+/** Status bytes: success `00 00`, failure `01 error`; an ESP32-family ROM adds 2 reserved bytes. */
 export function encodeStatus(error: number | undefined, length: 2 | 4 = 2): Uint8Array {
   const status = new Uint8Array(length);
   if (error !== undefined) {
