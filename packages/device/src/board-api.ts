@@ -55,12 +55,25 @@ export interface BoardApi {
   log(level: LogLevel, tag: string, text: string): void;
 }
 
+/**
+ * Memory inside the chip's package, which the chip's eFuse records (esptool's `get_flash_cap`,
+ * `get_psram_cap` and their vendors) and esptool lists among the chip's features: an ESP32-S3R8
+ * carries 8 MB of PSRAM at 3.3 V (`AP_3v3`). Flash and PSRAM beside the chip on the module leave
+ * no trace in eFuse. Vendor names are esptool's.
+ */
+export interface InPackageMemory {
+  readonly flash?: { readonly sizeMb: number; readonly vendor: string };
+  readonly psram?: { readonly sizeMb: number; readonly vendor: string };
+}
+
 /** A board variant: its identity, hardware and tools. */
 export interface BoardPreset {
   /** `BOARD_NAME`, e.g. `bread-compact-wifi`; what `initialize` reports as serverInfo.name. */
   readonly name: string;
   readonly chip: ChipModel;
   readonly flashSizeMb: 4 | 8 | 16 | 32;
+  /** What the chip's package holds besides the chip (see {@link InPackageMemory}); default none. */
+  readonly inPackage?: InPackageMemory;
   readonly display: DisplayInfo | undefined;
   readonly camera: boolean;
   readonly backlight: boolean;

@@ -1,7 +1,14 @@
 // @xiaozhi-mcp/device: the xiaozhi device side in TypeScript and the virtual board.
 // Named exports only; see README.md for the API and every error code.
 
-export type { BoardApi, BoardHardware, BoardPreset, ChipModel, DisplayInfo } from './board-api.js';
+export type {
+  BoardApi,
+  BoardHardware,
+  BoardPreset,
+  ChipModel,
+  DisplayInfo,
+  InPackageMemory,
+} from './board-api.js';
 export {
   BoardConsole,
   type BoardConsoleEvents,
@@ -60,6 +67,7 @@ export {
   type SerialLineState,
   type StrapPins,
 } from './serial/auto-reset.js';
+export { type ChipRevision, DEFAULT_CHIP_REVISIONS } from './serial/efuse.js';
 export {
   CHIP_DETECT_MAGIC_REG,
   ROM_CHIPS,

@@ -2,7 +2,7 @@
  * Board presets: the variants a virtual board or a Node device can be. Each preset registers
  * its tools in the firmware's order: common tools, the board's own tools, user-only tools.
  */
-import type { BoardPreset } from './board-api.js';
+import type { BoardPreset, InPackageMemory } from './board-api.js';
 import {
   initialOttoState,
   registerLampTools,
@@ -12,6 +12,14 @@ import {
 import { registerCommonTools, registerUserOnlyTools } from './tools/common-tools.js';
 
 /**
+ * An ESP32-S3 N16R8 module's chip, an ESP32-S3R8: 8 MB of octal PSRAM in the package, at 3.3 V
+ * (esptool's vendor `AP_3v3`); its 16 MB flash sits beside it on the module. What xiaozhi's
+ * ESP32-S3 builds are made for: octal PSRAM and QIO flash (`CONFIG_SPIRAM_MODE_OCT=y`,
+ * `CONFIG_ESPTOOLPY_FLASHMODE_QIO=y` in xiaozhi-esp32's `sdkconfig.defaults.esp32s3`).
+ */
+const ESP32_S3R8: InPackageMemory = { psram: { sizeMb: 8, vendor: 'AP_3v3' } };
+
+/**
  * The breadboard build with a 128x64 OLED and a lamp on a GPIO: few tools, one
  * `tools/list` page.
  */
@@ -19,6 +27,7 @@ const breadCompactWifi: BoardPreset = {
   name: 'bread-compact-wifi',
   chip: 'esp32s3',
   flashSizeMb: 16,
+  inPackage: ESP32_S3R8,
   display: { width: 128, height: 64, monochrome: true },
   camera: false,
   backlight: false,
@@ -48,6 +57,7 @@ const ottoRobot: BoardPreset = {
   name: 'otto-robot',
   chip: 'esp32s3',
   flashSizeMb: 16,
+  inPackage: ESP32_S3R8,
   display: { width: 240, height: 240, monochrome: false },
   camera: true,
   backlight: true,

@@ -16,6 +16,7 @@ import {
   RESET_SEQUENCES,
   type SerialBinding,
 } from '@xiaozhi-mcp/serial';
+import { ESPLoader, Transport } from 'esptool-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
@@ -95,7 +96,9 @@ async function rig(
   flasherOptions: Omit<FlasherOptions, 'port'> & { readonly bare?: boolean } = {},
 ) {
   const flash = new FlashStorage({ size: 4 * MB });
-  const preset = chip === undefined ? undefined : { ...boardPreset('bread-compact-wifi'), chip };
+  // Another chip than the preset's ESP32-S3R8: without its in-package PSRAM.
+  const { inPackage: _s3r8, ...base } = boardPreset('bread-compact-wifi');
+  const preset = chip === undefined ? undefined : { ...base, chip };
   const board = new VirtualBoard({
     flash,
     timing: TIMING,
@@ -154,6 +157,8 @@ describe('flashing a virtual board with esptool-js through the virtual serial bi
     expect(result.chip).toMatchObject({
       chip: 'esp32s3',
       chipId: 9,
+      // esptool-js reads the revision from eFuse, as from a real ESP32-S3 v0.2.
+      description: 'ESP32-S3 (QFN56) (revision v0.2)',
       mac: board.mac,
       flashSizeMb: 4,
     });
@@ -245,7 +250,13 @@ describe('flashing a virtual board with esptool-js through the virtual serial bi
   }, async () => {
     const { board, device, flasher } = await rig({}, 'esp32');
     const chip = await flasher.connect();
-    expect(chip).toMatchObject({ chip: 'esp32', chipId: 0, mac: board.mac, flashSizeMb: 4 });
+    expect(chip).toMatchObject({
+      chip: 'esp32',
+      chipId: 0,
+      description: 'ESP32-D0WD-V3 (revision 3)',
+      mac: board.mac,
+      flashSizeMb: 4,
+    });
     expect(device.emulator?.history.slice(0, 3)).toEqual(['SYNC', 'GET_SECURITY_INFO', 'READ_REG']);
     expect(device.emulator?.stage).toBe('stub');
   });
@@ -483,5 +494,38 @@ describe('write timeouts and cancelled attempts', () => {
     // 40 s per MB (10^6 bytes) for the ~3.15 MB the last block inflates to.
     expect(lastMs).toBeGreaterThan(120_000);
     expect(lastMs).toBeLessThan(130_000);
+  });
+});
+
+describe('esptool-js reading the virtual chip as a real one', () => {
+  it('sees an N16R8 preset as an ESP32-S3 v0.2 with 8 MB of PSRAM, its flash status and its flash', {
+    timeout: 60_000,
+  }, async () => {
+    const { board, binding, flash } = await rig();
+    const data = Uint8Array.from({ length: 0x3000 }, (_, i) => (i * 29 + 1) & 0xff);
+    flash.program(0x20000, data);
+    board.reset('EXT_SYS_RST', { download: true });
+    await board.waitForState('download', 5000);
+    const [info] = await binding.list();
+    if (info === undefined) throw new Error('the board is not listed');
+    const transport = new (class extends Transport {
+      override trace(): void {}
+    })(NodeWebSerialPort.fromPortInfo(binding, info), false);
+    const said: string[] = [];
+    const terminal = { clean() {}, writeLine: (line: string) => said.push(line), write() {} };
+    const loader = new ESPLoader({ transport, baudrate: 115200, debugLogging: false, terminal });
+    try {
+      await loader.main('no_reset');
+      expect(said).toContain('Chip is ESP32-S3 (QFN56) (revision v0.2)');
+      expect(said).toContain('Features: Wi-Fi,BLE,Embedded PSRAM 8MB (AP_3v3)');
+      expect(said).toContain(`MAC: ${board.mac}`);
+      // read_status as esptool does it: RDSR (0x05) and RDSR2 (0x35), 8 bits each.
+      const sr1 = (await loader.runSpiflashCommand(0x05, new Uint8Array(0), 8)) & 0xff;
+      const sr2 = (await loader.runSpiflashCommand(0x35, new Uint8Array(0), 8)) & 0xff;
+      expect(sr1 | (sr2 << 8)).toBe(0x0200);
+      expect(await loader.readFlash(0x20000, data.length)).toEqual(data);
+    } finally {
+      await transport.disconnect();
+    }
   });
 });

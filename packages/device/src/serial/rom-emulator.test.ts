@@ -56,10 +56,8 @@ function harness(chip: ChipModel = 'esp32s3', extra: Partial<RomEmulatorOptions>
   const ok = async (op: number, data: Uint8Array = new Uint8Array(0), checksum = 0) => {
     const [reply] = await send(op, data, checksum);
     if (reply === undefined) throw new Error('no reply');
-    const status = readStatus(
-      reply.data,
-      emulator.stage === 'stub' ? 2 : ROM_CHIPS[chip].romStatusBytes,
-    );
+    // esptool's targets: 4 status bytes from every ESP32-family ROM, 2 from the stub.
+    const status = readStatus(reply.data, emulator.stage === 'stub' ? 2 : 4);
     expect(status.ok, `op 0x${op.toString(16)} error 0x${status.error.toString(16)}`).toBe(true);
     return { ...reply, payload: status.payload };
   };
@@ -78,22 +76,61 @@ function harness(chip: ChipModel = 'esp32s3', extra: Partial<RomEmulatorOptions>
 }
 
 describe('ROM emulator: the ROM bootloader', () => {
-  it('answers SYNC eight times with a non-zero value and 2 status bytes (ESP32-S3)', async () => {
+  it('answers SYNC eight times with a non-zero value and 4 status bytes (ESP32-S3)', async () => {
     const { send } = harness();
     const replies = await send(C.SYNC, syncPayload());
     expect(replies).toHaveLength(8);
     for (const r of replies) {
       expect(r.command).toBe(C.SYNC);
       expect(r.value).toBe(ROM_SYNC_VALUE);
-      expect([...r.data]).toEqual([0, 0]);
+      expect([...r.data]).toEqual([0, 0, 0, 0]);
     }
   });
 
-  it('uses 4 status bytes on the ESP32 ROM', async () => {
-    const { send } = harness('esp32');
-    const [reply] = await send(C.READ_REG, encodeWords(CHIP_DETECT_MAGIC_REG));
-    expect(reply?.value).toBe(0x00f01d83);
-    expect([...(reply?.data ?? [])]).toEqual([0, 0, 0, 0]);
+  it('ends every ROM reply with 4 status bytes on every chip, and every stub reply with 2', async () => {
+    for (const chip of CHIPS) {
+      const h = harness(chip.name);
+      const [reg] = await h.send(C.READ_REG, encodeWords(CHIP_DETECT_MAGIC_REG));
+      expect([chip.name, ...(reg?.data ?? [])]).toEqual([chip.name, 0, 0, 0, 0]);
+      // An error: status 1, the ROM's error byte, 2 reserved bytes.
+      const [bad] = await h.send(C.READ_REG, new Uint8Array(3));
+      expect([chip.name, ...(bad?.data ?? [])]).toEqual([chip.name, 1, 0x05, 0, 0]);
+      await h.runStub();
+      const [stubReg] = await h.send(C.READ_REG, encodeWords(CHIP_DETECT_MAGIC_REG));
+      expect([chip.name, ...(stubReg?.data ?? [])]).toEqual([chip.name, 0, 0]);
+      const [stubBad] = await h.send(C.READ_REG, new Uint8Array(3));
+      expect([chip.name, ...(stubBad?.data ?? [])]).toEqual([chip.name, 1, 0xc0]);
+    }
+  });
+
+  it("passes esptool 4.9's check_command (status in the last 4 bytes) and esptool 4.10's (after the payload)", async () => {
+    const h = harness();
+    // esptool <= 4.9 (loader.py): `if len(data) < self.STATUS_BYTES_LENGTH: raise FatalError("Failed
+    // to %s. Only got %d byte status response.")`, status_bytes = data[-STATUS_BYTES_LENGTH:], the
+    // rest is the result. STATUS_BYTES_LENGTH is 4 for the ESP32-S3 ROM.
+    const esptool49 = (data: Uint8Array) => {
+      if (data.length < 4) throw new Error(`Only got ${data.length} byte status response.`);
+      if (data[data.length - 4] !== 0) throw new Error('status');
+      return data.subarray(0, data.length - 4);
+    };
+    // esptool >= 4.10: status_bytes = data[resp_data_len : resp_data_len + 2].
+    const esptool410 = (data: Uint8Array, respDataLen: number) => {
+      if (data.length < respDataLen + 2) throw new Error('short');
+      if (data[respDataLen] !== 0) throw new Error('status');
+      return data.subarray(0, respDataLen);
+    };
+    const [memBegin] = await h.send(C.MEM_BEGIN, encodeWords(64, 1, 0x1800, 0x40380000));
+    expect(esptool49(memBegin?.data ?? new Uint8Array(0))).toHaveLength(0);
+    const data = Uint8Array.from({ length: 0x1000 }, (_, i) => i & 0xff);
+    h.flash.program(0x1000, data);
+    const [md5] = await h.send(C.SPI_FLASH_MD5, encodeWords(0x1000, data.length, 0, 0));
+    const hexDigest = createHash('md5').update(data).digest('hex');
+    expect(Buffer.from(esptool49(md5?.data ?? new Uint8Array(0))).toString('latin1')).toBe(
+      hexDigest,
+    );
+    expect(Buffer.from(esptool410(md5?.data ?? new Uint8Array(0), 32)).toString('latin1')).toBe(
+      hexDigest,
+    );
   });
 
   it('reads the detect magic, the eFuse MAC (as esptool assembles it) and the UART divider', async () => {
@@ -112,6 +149,13 @@ describe('ROM emulator: the ROM bootloader', () => {
     expect(bytes.map((b) => b.toString(16).padStart(2, '0')).join(':')).toBe(MAC);
     const div = (await ok(C.READ_REG, encodeWords(0x60000014))).value;
     expect(Math.round((div * 115200) / 1e6)).toBe(40);
+  });
+
+  it("keeps the MAC beside the ESP32-C2's revision, which shares its eFuse word", async () => {
+    const { ok } = harness('esp32c2');
+    // esp32c2.py: MAC_EFUSE_REG 0x60008840; word 1 (0x60008844) holds the MAC's top bytes in
+    // bits 0..15 and the major revision in bits 20..21 (v1.0).
+    expect((await ok(C.READ_REG, encodeWords(0x60008844))).value).toBe(0x0010f412);
   });
 
   it('reports the image chip id in GET_SECURITY_INFO', async () => {
@@ -136,6 +180,9 @@ describe('ROM emulator: the ROM bootloader', () => {
       expect([chip.name, magic]).toEqual([chip.name, chip.rom.detectMagic ?? 0]);
       const mac0 = (await ok(C.READ_REG, encodeWords(chip.rom.macEfuse))).value;
       expect([chip.name, mac0]).toEqual([chip.name, 0xfa123456]);
+      // The MAC's top bytes are the low half of the next word (esptool keeps `mac1 & 0xFFFF`).
+      const mac1 = (await ok(C.READ_REG, encodeWords(chip.rom.macEfuse + 4))).value;
+      expect([chip.name, mac1 & 0xffff]).toEqual([chip.name, 0xf412]);
       const div = (await ok(C.READ_REG, encodeWords(chip.rom.uartClkdivReg))).value;
       expect(Math.round((div * 115200) / 1e6)).toBe(profile.xtalMhz);
       if (chip.rom.securityInfo === 'with-chip-id') {
@@ -162,12 +209,55 @@ describe('ROM emulator: the ROM bootloader', () => {
     const { ok } = harness();
     const base = 0x60002000;
     await ok(C.WRITE_REG, encodeWords(base + 0x28, 23, 0xffffffff, 0));
-    await ok(C.WRITE_REG, encodeWords(base + 0x18, 0x80000000, 0xffffffff, 0));
+    // SPI_USR_COMMAND (bit 31) and SPI_USR_MISO (bit 28), as run_spiflash_command sets them.
+    await ok(C.WRITE_REG, encodeWords(base + 0x18, 0x90000000, 0xffffffff, 0));
     await ok(C.WRITE_REG, encodeWords(base + 0x20, ((7 << 28) | 0x9f) >>> 0, 0xffffffff, 0));
     await ok(C.WRITE_REG, encodeWords(base + 0x58, 0, 0xffffffff, 0));
     await ok(C.WRITE_REG, encodeWords(base, 1 << 18, 0xffffffff, 0));
     expect((await ok(C.READ_REG, encodeWords(base))).value & (1 << 18)).toBe(0);
     expect((await ok(C.READ_REG, encodeWords(base + 0x58))).value).toBe(0x1640c8);
+  });
+
+  it("reads and writes the flash status as esptool's read_status and write_status do", async () => {
+    const h = harness();
+    // esptool's run_spiflash_command on the ESP32-S3 (SPI_REG_BASE 0x60002000, USR 0x18, USR2
+    // 0x20, MOSI_DLEN 0x24, MISO_DLEN 0x28, W0 0x58), one WRITE_REG per register.
+    const base = 0x60002000;
+    const write = (offset: number, value: number) =>
+      h.ok(C.WRITE_REG, encodeWords(base + offset, value >>> 0, 0xffffffff, 0));
+    const run = async (command: number, data: number[] = [], readBits = 0) => {
+      const usr = (1 << 31) | (readBits > 0 ? 1 << 28 : 0) | (data.length > 0 ? 1 << 27 : 0);
+      if (data.length > 0) await write(0x24, data.length * 8 - 1);
+      if (readBits > 0) await write(0x28, readBits - 1);
+      await write(0x18, usr);
+      await write(0x20, (7 << 28) | command);
+      if (data.length === 0) await write(0x58, 0);
+      else
+        await write(
+          0x58,
+          data.reduce((word, byte, i) => word | (byte << (8 * i)), 0),
+        );
+      await write(0x00, 1 << 18);
+      return (await h.ok(C.READ_REG, encodeWords(base + 0x58))).value;
+    };
+    const readStatus2 = async () =>
+      ((await run(0x05, [], 8)) & 0xff) | (((await run(0x35, [], 8)) & 0xff) << 8);
+    expect(await readStatus2()).toBe(0x0200);
+    // write_status(0x021c, num_bytes=2): WEVSR + 16-bit WRSR, then WEVSR + WRSR and WEVSR +
+    // WRSR2 with a byte each, then WRDI.
+    await run(0x50);
+    await run(0x01, [0x1c, 0x02]);
+    await run(0x50);
+    await run(0x01, [0x1c]);
+    await run(0x50);
+    await run(0x31, [0x02]);
+    await run(0x04);
+    expect(await readStatus2()).toBe(0x021c);
+    // Without an enable the write is ignored.
+    await run(0x01, [0x00, 0x00]);
+    expect(await readStatus2()).toBe(0x021c);
+    // Read-ID still answers, 24 bits.
+    expect(await run(0x9f, [], 24)).toBe(0x1640c8);
   });
 
   it('writes plain FLASH_DATA blocks, checks their checksum, and answers MD5 in hex', async () => {
@@ -178,10 +268,11 @@ describe('ROM emulator: the ROM bootloader', () => {
     padded.set(data.subarray(0x400));
     const bad = encodeDataBlock(0, data.subarray(0, 0x400));
     const [rejected] = await send(C.FLASH_DATA, bad.data, bad.checksum ^ 1);
-    expect([...(rejected?.data ?? [])]).toEqual([1, 0x07]);
+    expect([...(rejected?.data ?? [])]).toEqual([1, 0x07, 0, 0]);
     expect(
       readStatus(
-        (await block(C.FLASH_DATA, 0, data.subarray(0, 0x400)))[0]?.data ?? new Uint8Array(2),
+        (await block(C.FLASH_DATA, 0, data.subarray(0, 0x400)))[0]?.data ?? new Uint8Array(4),
+        4,
       ).ok,
     ).toBe(true);
     await block(C.FLASH_DATA, 1, padded);
@@ -190,6 +281,45 @@ describe('ROM emulator: the ROM bootloader', () => {
     expect(Buffer.from(md5.payload).toString('latin1')).toBe(
       createHash('md5').update(data).digest('hex'),
     );
+  });
+
+  it("reads flash 64 bytes a command with READ_FLASH_SLOW (0x0E), as esptool's read_flash_slow asks", async () => {
+    const h = harness();
+    const data = Uint8Array.from({ length: 150 }, (_, i) => (i * 13 + 5) & 0xff);
+    h.flash.program(0x9000, data);
+    // esptool's loop: struct.pack("<II", offset + len(data), min(64, length - len(data))); the
+    // reply's data is always a 64-byte buffer, then the status; keep r[:block_len].
+    const read: number[] = [];
+    while (read.length < data.length) {
+      const blockLen = Math.min(64, data.length - read.length);
+      const reply = await h.ok(C.READ_FLASH_SLOW, encodeWords(0x9000 + read.length, blockLen));
+      expect(reply.payload).toHaveLength(64);
+      read.push(...reply.payload.subarray(0, blockLen));
+    }
+    expect(Uint8Array.from(read)).toEqual(data);
+    const [tooLong] = await h.send(C.READ_FLASH_SLOW, encodeWords(0x9000, 65));
+    expect([...(tooLong?.data ?? [])]).toEqual([1, 0x0a, 0, 0]);
+    const [outside] = await h.send(C.READ_FLASH_SLOW, encodeWords(4 * 1024 * 1024 - 16, 64));
+    expect([...(outside?.data ?? [])]).toEqual([1, 0x09, 0, 0]);
+    // The stub has no such command.
+    await h.runStub();
+    const [stub] = await h.send(C.READ_FLASH_SLOW, encodeWords(0x9000, 64));
+    expect([stub?.command, ...(stub?.data ?? [])]).toEqual([0x0e, 1, 0xff]);
+  });
+
+  it('sends its FLASH_END reply before it asks for the reboot', async () => {
+    const events: string[] = [];
+    const decoder = new SlipDecoder();
+    const h = harness('esp32s3', {
+      send: (bytes) => {
+        for (const frame of decoder.push(bytes))
+          events.push(`reply ${[...decodeRomResponse(frame).data].join(' ')}`);
+      },
+      reboot: (how) => events.push(how),
+    });
+    h.emulator.receive(slipEncode(encodeRomRequest(C.FLASH_END, encodeWords(0))));
+    await h.emulator.idle();
+    expect(events).toEqual(['reply 0 0 0 0', 'reset']);
   });
 
   it('changes its rate after answering CHANGE_BAUDRATE', async () => {
@@ -235,6 +365,45 @@ describe('ROM emulator: the flasher stub', () => {
       createHash('md5').update(image).digest('hex'),
     );
     expect(h.reboots).toEqual([]);
+  });
+
+  it("keeps the stub's read window: packets while fewer than max_in_flight bytes are unacknowledged", async () => {
+    const h = harness();
+    await h.runStub();
+    const data = Uint8Array.from({ length: 0x400 }, (_, i) => (i * 11) & 0xff);
+    h.flash.program(0x4000, data);
+    // 64-byte packets, 256 bytes in flight: 4 packets out before any ack.
+    const first = await h.raw(encodeRomRequest(C.READ_FLASH, encodeWords(0x4000, 0x400, 64, 256)));
+    expect(first.map((f) => f.length)).toEqual([10, 64, 64, 64, 64]);
+    // An ack of 128 bytes opens the window by two more packets.
+    const second = await h.raw(encodeWords(128));
+    expect(second.map((f) => f.length)).toEqual([64, 64]);
+    // esptool's own request (4096-byte packets, 64 in flight) gets one packet at a time.
+    const h2 = harness();
+    await h2.runStub();
+    h2.flash.program(0x8000, new Uint8Array(0x3000).fill(0x5a));
+    const one = await h2.raw(
+      encodeRomRequest(C.READ_FLASH, encodeWords(0x8000, 0x3000, 0x1000, 64)),
+    );
+    expect(one.map((f) => f.length)).toEqual([10, 0x1000]);
+    expect((await h2.raw(encodeWords(0x1000))).map((f) => f.length)).toEqual([0x1000]);
+  });
+
+  it('ends a read with the MD5 of what was sent when the host sends anything but an ack', async () => {
+    const h = harness();
+    await h.runStub();
+    const data = Uint8Array.from({ length: 0x2000 }, (_, i) => (i * 3) & 0xff);
+    h.flash.program(0x6000, data);
+    const first = await h.raw(
+      encodeRomRequest(C.READ_FLASH, encodeWords(0x6000, 0x2000, 0x1000, 64)),
+    );
+    expect(first).toHaveLength(2);
+    const [digest] = await h.raw(Uint8Array.of(1, 2, 3));
+    expect(Buffer.from(digest ?? []).toString('hex')).toBe(
+      createHash('md5').update(data.subarray(0, 0x1000)).digest('hex'),
+    );
+    // Back to commands.
+    expect(await h.ok(C.READ_REG, encodeWords(CHIP_DETECT_MAGIC_REG))).toMatchObject({ value: 9 });
   });
 
   it('streams READ_FLASH packets against acks, then sends the MD5', async () => {

@@ -3,16 +3,23 @@
  * protocol and, once uploaded, esptool's flasher stub (esptool's "Serial Protocol" document;
  * `rom-protocol.ts` holds the packet format both ends share). It answers what esptool and
  * esptool-js send: SYNC (eight replies, ROM-style non-zero value), READ_REG / WRITE_REG over
- * a register file holding the chip's identity (detect magic, eFuse MAC words, UART divider)
- * and a SPI controller that answers the flash ID, GET_SECURITY_INFO (chip id; the ESP32 ROM
- * has no such command, the ESP32-S2 ROM's reply has no chip id), SPI_ATTACH / SPI_SET_PARAMS, MEM_* (the stub upload, then `OHAI` and
- * stub behaviour), FLASH_* and FLASH_DEFL_* (zlib, streamed), SPI_FLASH_MD5 (32 hex digits
- * from the ROM, 16 raw bytes from the stub), and the stub's READ_FLASH, ERASE_FLASH,
- * ERASE_REGION, CHANGE_BAUDRATE and RUN_USER_CODE. Flash writes go to the board's
- * `FlashStorage`: a region is erased, then written, as the ROM and the stub do.
+ * a register file holding the chip's identity (detect magic, the eFuse words esptool decodes
+ * into the MAC, the chip revision and the in-package flash and PSRAM (`efuse.ts`), UART divider)
+ * and a SPI controller whose user commands reach the flash chip (`spi-flash.ts`: the JEDEC id
+ * and the status registers), GET_SECURITY_INFO (chip id; the ESP32 ROM has no such command, the
+ * ESP32-S2 ROM's reply has no chip id), SPI_ATTACH / SPI_SET_PARAMS, MEM_* (the stub upload,
+ * then `OHAI` and stub behaviour), FLASH_* and FLASH_DEFL_* (zlib, streamed), SPI_FLASH_MD5
+ * (32 hex digits from the ROM, 16 raw bytes from the stub), the ROM's READ_FLASH_SLOW (64 bytes
+ * a command, `read_flash --no-stub`), and the stub's READ_FLASH, ERASE_FLASH, ERASE_REGION,
+ * CHANGE_BAUDRATE and RUN_USER_CODE. Flash writes go to the board's `FlashStorage`: a region is
+ * erased, then written, as the ROM and the stub do.
+ *
+ * Every reply ends with the status bytes esptool's targets give each loader: 4 from the ROM of
+ * every chip here (status, error, 2 reserved), 2 from the stub (see `rom-protocol.ts`).
  *
  * Every chip of the firmware package's chip table can be emulated: the per-chip ROM facts come
- * from that table; only the emulator's own choices (status bytes, the board's crystal) are here.
+ * from that table; only the emulator's own choices (the board's crystal, the chip revision) are
+ * here and in `efuse.ts`.
  *
  * On a chip with a USB-Serial-JTAG (the chip table's `rom.usbJtagSerial`), the emulator also holds
  * what esptool reads and writes there after connecting (esptool's `disable_watchdogs`): the ROM's
@@ -47,9 +54,21 @@ import {
   STUB_HELLO,
   slipEncode,
 } from '@xiaozhi-mcp/firmware';
+import type { InPackageMemory } from '../board-api.js';
 import type { FlashStorage } from '../flash-storage.js';
+import { type ChipRevision, efuseRegisters } from './efuse.js';
+import { runSpiFlashCommand } from './spi-flash.js';
 
+export { spiFlashId } from './spi-flash.js';
 export { CHIP_DETECT_MAGIC_REG };
+
+/**
+ * Status bytes after every ROM reply: `STATUS_BYTES_LENGTH = 4` in esptool's `ESP32ROM`
+ * (`esptool/targets/esp32.py`), which every later chip's ROM class inherits.
+ */
+const ROM_STATUS_BYTES = 4;
+/** The stub's: `STATUS_BYTES_LENGTH = 2  # same as ESP8266, different to ESP32 ROM`. */
+const STUB_STATUS_BYTES = 2;
 
 /**
  * What a chip's ROM looks like from the serial port: the chip table's facts (`CHIPS` in
@@ -60,11 +79,8 @@ export interface RomChipProfile extends ChipRomFacts {
   readonly name: string;
   /** The image header chip id, which GET_SECURITY_INFO also reports. */
   readonly imageChipId: number;
-  /**
-   * Status bytes in ROM replies (the emulator's choice, as `rom-protocol.ts` describes the
-   * protocol): 4 from the ESP32 ROM, 2 from later ROMs. The stub always sends 2.
-   */
-  readonly romStatusBytes: 2 | 4;
+  /** Status bytes in ROM replies: 4 on every ESP32-family chip (the stub always sends 2). */
+  readonly romStatusBytes: 4;
   /** The crystal the emulated board has (a board's part, not the chip's), for the UART divider. */
   readonly xtalMhz: number;
 }
@@ -75,19 +91,19 @@ export interface RomChipProfile extends ChipRomFacts {
  * emulator's pick among the ones it detects (ESP32 and ESP32-C2: 40 of 26/40 MHz; ESP32-C5:
  * 48 of 40/48 MHz).
  */
-const EMULATED: Readonly<Record<ChipName, Pick<RomChipProfile, 'romStatusBytes' | 'xtalMhz'>>> = {
-  esp32: { romStatusBytes: 4, xtalMhz: 40 },
-  esp32s2: { romStatusBytes: 2, xtalMhz: 40 },
-  esp32c3: { romStatusBytes: 2, xtalMhz: 40 },
-  esp32s3: { romStatusBytes: 2, xtalMhz: 40 },
-  esp32c2: { romStatusBytes: 2, xtalMhz: 40 },
-  esp32c6: { romStatusBytes: 2, xtalMhz: 40 },
-  esp32h2: { romStatusBytes: 2, xtalMhz: 32 },
-  esp32p4: { romStatusBytes: 2, xtalMhz: 40 },
-  esp32c61: { romStatusBytes: 2, xtalMhz: 40 },
-  esp32c5: { romStatusBytes: 2, xtalMhz: 48 },
-  esp32h21: { romStatusBytes: 2, xtalMhz: 32 },
-  esp32h4: { romStatusBytes: 2, xtalMhz: 32 },
+const EMULATED: Readonly<Record<ChipName, Pick<RomChipProfile, 'xtalMhz'>>> = {
+  esp32: { xtalMhz: 40 },
+  esp32s2: { xtalMhz: 40 },
+  esp32c3: { xtalMhz: 40 },
+  esp32s3: { xtalMhz: 40 },
+  esp32c2: { xtalMhz: 40 },
+  esp32c6: { xtalMhz: 40 },
+  esp32h2: { xtalMhz: 32 },
+  esp32p4: { xtalMhz: 40 },
+  esp32c61: { xtalMhz: 40 },
+  esp32c5: { xtalMhz: 48 },
+  esp32h21: { xtalMhz: 32 },
+  esp32h4: { xtalMhz: 32 },
 };
 
 /** The ROM profile of every chip of the chip table. */
@@ -99,16 +115,12 @@ export const ROM_CHIPS: Readonly<Record<ChipName, RomChipProfile>> = Object.free
         ...chip.rom,
         name: chip.description,
         imageChipId: chip.id,
+        romStatusBytes: ROM_STATUS_BYTES,
         ...EMULATED[chip.name],
       }),
     ]),
   ) as Record<ChipName, RomChipProfile>,
 );
-
-/** The flash chip's JEDEC id: GigaDevice (0xC8), type 0x40, capacity byte log2(size). */
-export function spiFlashId(sizeBytes: number): number {
-  return 0xc8 | (0x40 << 8) | (Math.round(Math.log2(sizeBytes)) << 16);
-}
 
 export type RomStage = 'rom' | 'stub';
 
@@ -187,6 +199,14 @@ export interface RomEmulatorOptions {
    */
   readonly reboot?: (how: 'reset' | 'run' | 'watchdog') => void;
   readonly faults?: RomFaults;
+  /**
+   * The chip as its eFuse describes it: revision (default `efuse.ts`'s for the chip) and what its
+   * package holds (a preset's `inPackage`).
+   */
+  readonly silicon?: {
+    readonly revision?: ChipRevision;
+    readonly inPackage?: InPackageMemory;
+  };
   /** The console download mode talks on (what `UARTDEV_BUF_NO` says). Default `uart`. */
   readonly console?: RomConsole;
   /** Arm the watchdogs at once, as a reset over the USB-Serial-JTAG leaves them. */
@@ -202,11 +222,13 @@ interface FlashSession {
   readonly inflater: StreamInflater | undefined;
 }
 
+/** The stub's READ_FLASH in progress: `handle_flash_read` of esptool's flasher stub. */
 interface ReadSession {
   next: number;
-  readonly end: number;
   readonly size: number;
   readonly packetSize: number;
+  /** Unacknowledged bytes the stub lets out before it waits for an ack. */
+  readonly maxInFlight: number;
   sent: number;
   acked: number;
   readonly md5: ReturnType<typeof createHash>;
@@ -253,9 +275,17 @@ function macWords(mac: string): [number, number] {
   return [((b2 << 24) | (b3 << 16) | (b4 << 8) | b5) >>> 0, ((b0 << 8) | b1) >>> 0];
 }
 
+// The SPI controller as esptool's `run_spiflash_command` drives it: SPI_CMD_USR (bit 18 of the
+// command register) starts a user command; SPI_USR_MOSI (bit 27) and SPI_USR_MISO (bit 28) of
+// SPI_USR_REG turn its data phases on, each as long as its DLEN register says plus one bit.
 const SPI_CMD_USR = 1 << 18;
-const SPIFLASH_RDID = 0x9f;
+const SPI_USR_MOSI = 1 << 27;
+const SPI_USR_MISO = 1 << 28;
 const SECTOR = 0x1000;
+/** The stub's READ_FLASH buffer: `uint8_t buf[FLASH_SECTOR_SIZE]`; a larger packet is refused. */
+const STUB_READ_BUFFER = 0x1000;
+/** The ROM's READ_FLASH_SLOW: `BLOCK_LEN = 64  # ROM read limit per command` (`esptool/targets/esp32.py`). */
+const ROM_READ_BLOCK = 64;
 
 export class RomEmulator {
   readonly chip: RomChipProfile;
@@ -279,12 +309,20 @@ export class RomEmulator {
   constructor(options: RomEmulatorOptions) {
     this.#options = options;
     this.chip = ROM_CHIPS[options.chip];
-    const [mac0, mac1] = macWords(options.mac);
     // A chip esptool knows only by its security info reads 0 there, as an unset register does.
     if (this.chip.detectMagic !== undefined)
       this.#registers.set(CHIP_DETECT_MAGIC_REG, this.chip.detectMagic);
-    this.#registers.set(this.chip.macEfuse, mac0);
-    this.#registers.set(this.chip.macEfuse + 4, mac1);
+    const efuse = efuseRegisters(options.chip, {
+      ...options.silicon,
+      xtalMhz: this.chip.xtalMhz,
+    });
+    for (const [address, word] of efuse) this.#registers.set(address, word);
+    // The MAC's words share eFuse words with other fields (the ESP32-C2 keeps its revision
+    // beside the MAC's top bytes): OR'ed in.
+    const [mac0, mac1] = macWords(options.mac);
+    const macEfuse = this.chip.macEfuse;
+    this.#registers.set(macEfuse, (this.#register(macEfuse) | mac0) >>> 0);
+    this.#registers.set(macEfuse + 4, (this.#register(macEfuse + 4) | mac1) >>> 0);
     if (options.console !== undefined) this.setConsole(options.console);
     if (options.watchdogs !== undefined) this.armWatchdogs(options.watchdogs);
   }
@@ -397,7 +435,7 @@ export class RomEmulator {
   }
 
   #statusBytes(): 2 | 4 {
-    return this.#stage === 'stub' ? 2 : this.chip.romStatusBytes;
+    return this.#stage === 'stub' ? STUB_STATUS_BYTES : ROM_STATUS_BYTES;
   }
 
   #reply(op: number, options: { value?: number; payload?: Uint8Array; error?: number } = {}): void {
@@ -424,7 +462,7 @@ export class RomEmulator {
     }
     // A different command byte with status 01 05: esptool's UnsupportedCommandError. The ROM
     // repeats it (esptool-js drains the repeats before its next command).
-    const data = new Uint8Array(this.chip.romStatusBytes);
+    const data = new Uint8Array(ROM_STATUS_BYTES);
     data[0] = 1;
     data[1] = ROM_ERRORS.INVALID_MESSAGE;
     const frame = slipEncode(encodeRomResponse(this.#lastOp === op ? 0 : this.#lastOp, 0, data));
@@ -454,7 +492,13 @@ export class RomEmulator {
       request.command === ROM_COMMANDS.ERASE_REGION ||
       request.command === ROM_COMMANDS.READ_FLASH ||
       request.command === ROM_COMMANDS.RUN_USER_CODE;
-    if (name === undefined || (stubOnly && this.#stage === 'rom')) {
+    // The slow read is the ROM's alone (esptool: "ROM only"); the stub has READ_FLASH instead.
+    const romOnly = request.command === ROM_COMMANDS.READ_FLASH_SLOW;
+    if (
+      name === undefined ||
+      (stubOnly && this.#stage === 'rom') ||
+      (romOnly && this.#stage === 'stub')
+    ) {
       this.#invalid(request.command);
       return;
     }
@@ -500,6 +544,9 @@ export class RomEmulator {
         return;
       case 'READ_FLASH':
         this.#readFlash(request);
+        return;
+      case 'READ_FLASH_SLOW':
+        this.#readFlashSlow(request);
         return;
       case 'ERASE_FLASH':
         this.#erase(request.command, 0, this.#options.flash?.size ?? 0);
@@ -575,12 +622,38 @@ export class RomEmulator {
     this.#registers.set(address >>> 0, value);
     if (address === spi.base && (value & SPI_CMD_USR) !== 0) {
       // The SPI controller runs the user command at once and clears the busy bit.
-      const command = this.#register(spi.base + spi.usr2) & 0xff;
-      const flash = this.#options.flash;
-      const result = command === SPIFLASH_RDID ? (flash ? spiFlashId(flash.size) : 0xffffff) : 0x00;
-      this.#registers.set(spi.base + spi.w0, result);
+      this.#runSpiUserCommand();
       this.#registers.set(spi.base, value & ~SPI_CMD_USR);
     }
+  }
+
+  /**
+   * The user command the SPI registers describe: the command byte in SPI_USR2's low byte, the
+   * MOSI data from W0 onward (little-endian words), the MISO data back into W0, first byte in
+   * the low byte; W0 is left alone without a MISO phase.
+   */
+  #runSpiUserCommand(): void {
+    const spi = this.chip.spi;
+    const usr = this.#register(spi.base + spi.usr);
+    const command = this.#register(spi.base + spi.usr2) & 0xff;
+    let mosi: Uint8Array = new Uint8Array(0);
+    if ((usr & SPI_USR_MOSI) !== 0) {
+      const bytes = Math.min(
+        64,
+        Math.ceil(((this.#register(spi.base + spi.mosiDlen) & 0xffff) + 1) / 8),
+      );
+      const words = Array.from({ length: Math.ceil(bytes / 4) }, (_, i) =>
+        this.#register(spi.base + spi.w0 + 4 * i),
+      );
+      mosi = encodeWords(...words).subarray(0, bytes);
+    }
+    const result = runSpiFlashCommand(this.#options.flash, command, mosi);
+    if ((usr & SPI_USR_MISO) === 0) return;
+    const bits = Math.min(32, (this.#register(spi.base + spi.misoDlen) & 0xffff) + 1);
+    this.#registers.set(
+      spi.base + spi.w0,
+      bits === 32 ? result >>> 0 : (result & (2 ** bits - 1)) >>> 0,
+    );
   }
 
   #securityInfo(request: RomRequest): void {
@@ -768,24 +841,33 @@ export class RomEmulator {
     this.#reply(request.command, { payload });
   }
 
+  /**
+   * The stub's READ_FLASH (`handle_flash_read` in esptool's legacy flasher stub,
+   * `stub_commands.c`): after the reply, packets of `packetSize` bytes go out while fewer than
+   * `maxInFlight` bytes are unacknowledged (the stub compares the unacknowledged byte count, not
+   * packets, with the host's fourth parameter: with esptool's 0x1000-byte packets and 64, or
+   * esptool-js's and 1024, one packet is in flight; esp-flasher-stub fixes the window at one
+   * packet for that reason). Each ack is a 4-byte total of the bytes received; a frame that is
+   * not, an ack past what was sent, or a failed flash read ends the transfer, and the MD5 of
+   * what was sent (16 raw bytes) closes it either way. A packet size over the stub's 4096-byte
+   * buffer gets the reply and nothing else.
+   */
   #readFlash(request: RomRequest): void {
-    const [address = 0, size = 0, packetSize = 0] = decodeWords(request.data, 4) ?? [];
-    const flash = this.#options.flash;
-    if (request.data.length !== 16 || packetSize === 0 || packetSize > 4096) {
+    const [address = 0, size = 0, packetSize = 0, maxInFlight = 0] =
+      decodeWords(request.data, 4) ?? [];
+    if (request.data.length !== 16) {
       this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
       return;
     }
-    if (flash === undefined || address + size > flash.size) {
-      this.#fail(request.command, ROM_ERRORS.FLASH_READ, STUB_ERRORS.FAILED_SPI_OP);
-      return;
-    }
     this.#reply(request.command);
+    // An empty packet size would spin the stub sending empty frames; neither sends data.
+    if (packetSize === 0 || packetSize > STUB_READ_BUFFER) return;
     this.#decoder.reset();
     this.#read = {
       next: address,
-      end: address + size,
       size,
       packetSize,
+      maxInFlight,
       sent: 0,
       acked: 0,
       md5: createHash('md5'),
@@ -793,36 +875,71 @@ export class RomEmulator {
     this.#pumpRead();
   }
 
-  /** Sends the next packet when the host has acknowledged the previous one (one in flight). */
+  /** One turn of the stub's loop: fill the window, or end with the MD5. */
   #pumpRead(): void {
     const read = this.#read;
-    const flash = this.#options.flash;
-    if (read === undefined || flash === undefined) return;
-    if (read.acked >= read.size) {
-      this.#read = undefined;
-      this.#options.send(slipEncode(new Uint8Array(read.md5.digest())));
+    if (read === undefined) return;
+    if (!(read.acked < read.size && read.acked <= read.sent)) {
+      this.#endRead(read);
       return;
     }
-    if (read.sent > read.acked || read.next >= read.end) return;
-    const length = Math.min(read.packetSize, read.end - read.next);
-    const chunk = flash.read(read.next, length);
-    read.md5.update(chunk);
-    read.next += length;
-    read.sent += length;
-    this.#options.send(slipEncode(chunk));
+    const flash = this.#options.flash;
+    while (read.sent < read.size && read.sent - read.acked < read.maxInFlight) {
+      const length = Math.min(read.packetSize, read.size - read.sent);
+      if (flash === undefined || read.next + length > flash.size) {
+        this.#endRead(read); // SPIRead failed: the stub stops and sends the MD5.
+        return;
+      }
+      const chunk = flash.read(read.next, length);
+      read.md5.update(chunk);
+      read.next += length;
+      read.sent += length;
+      this.#options.send(slipEncode(chunk));
+    }
+  }
+
+  #endRead(read: ReadSession): void {
+    this.#read = undefined;
+    this.#options.send(slipEncode(new Uint8Array(read.md5.digest())));
   }
 
   #onReadAck(frame: Uint8Array): void {
     const read = this.#read;
-    const [acked] = frame.length === 4 ? (decodeWords(frame, 1) ?? []) : [];
     if (read === undefined) return;
+    const [acked] = frame.length === 4 ? (decodeWords(frame, 1) ?? []) : [];
     if (acked === undefined) {
-      // Anything but an ack ends the transfer, as in the stub.
-      this.#read = undefined;
+      this.#endRead(read); // `if (r != 4) break;`
       return;
     }
     read.acked = acked;
     this.#pumpRead();
+  }
+
+  /**
+   * The ROM's READ_FLASH_SLOW, as esptool's `read_flash_slow` (`esptool/targets/esp32.py`) uses
+   * it: the request is offset and length (`<II`), at most 64 bytes; the reply's payload is
+   * always a 64-byte buffer ("regardless of how many bytes were actually read from flash"), the
+   * bytes past `length` being the emulator's zeros.
+   */
+  #readFlashSlow(request: RomRequest): void {
+    const words = decodeWords(request.data, 2);
+    const flash = this.#options.flash;
+    if (words === undefined || request.data.length !== 8) {
+      this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    const [address = 0, length = 0] = words;
+    if (length > ROM_READ_BLOCK) {
+      this.#fail(request.command, ROM_ERRORS.READ_LENGTH, STUB_ERRORS.BAD_DATA_LEN);
+      return;
+    }
+    if (flash === undefined || address + length > flash.size) {
+      this.#fail(request.command, ROM_ERRORS.FLASH_READ, STUB_ERRORS.FAILED_SPI_OP);
+      return;
+    }
+    const payload = new Uint8Array(ROM_READ_BLOCK);
+    payload.set(flash.read(address, length));
+    this.#reply(request.command, { payload });
   }
 
   #erase(op: number, address: number, size: number): void {

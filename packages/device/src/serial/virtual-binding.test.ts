@@ -1,6 +1,13 @@
 import { once } from 'node:events';
 import { SerialPortStream } from '@serialport/stream';
 import {
+  ROM_COMMANDS as C,
+  encodeDataBlock,
+  encodeRomRequest,
+  encodeWords,
+  slipEncode,
+} from '@xiaozhi-mcp/firmware';
+import {
   BOOT_CLICK,
   type LineStep,
   lineSetterFor,
@@ -10,7 +17,7 @@ import {
   SerialError,
 } from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { FlashStorage } from '../flash-storage.js';
+import { FlashStorage } from '../flash-storage.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
 import {
   VirtualSerialBinding,
@@ -228,6 +235,42 @@ describe('virtual serial binding', () => {
     await runLineSteps(lines, RESET_SEQUENCES.tight);
     expect(board.state).toBe('download');
     expect(click).toHaveBeenCalledTimes(1);
+  });
+
+  it("delivers the stub's FLASH_END reply before its reboot, which keeps the chip in download mode", async () => {
+    const { board, binding, device } = setup({}, new FlashStorage({ size: 4 * 1024 * 1024 }));
+    board.powerOn();
+    board.reset('EXT_SYS_RST', { download: true });
+    await board.waitForState('download', 1000);
+    const port = await open(binding, device.path);
+    const rx = collect(port);
+    const send = (op: number, data: Uint8Array, checksum = 0) =>
+      port.write(Buffer.from(slipEncode(encodeRomRequest(op, data, checksum))));
+    // The stub's upload: MEM_BEGIN, a block, MEM_END with an entry point; it says OHAI.
+    send(C.MEM_BEGIN, encodeWords(64, 1, 0x1800, 0x40380000));
+    const block = encodeDataBlock(0, new Uint8Array(64).fill(0x13));
+    send(C.MEM_DATA, block.data, block.checksum);
+    send(C.MEM_END, encodeWords(0, 0x40380004));
+    await rx.until(/OHAI/);
+    const before = rx.bytes().length;
+    // esptool's soft reset from the stub (`flash_begin(0, 0)`, `flash_finish(True)`): reboot.
+    send(C.FLASH_END, encodeWords(0));
+    await rx.until(
+      /rst:0x3 \(RTC_SW_SYS_RST\),boot:0x0 \(DOWNLOAD\(USB\/UART0\)\)\r\nwaiting for download\r\n/,
+    );
+    const after = rx.bytes().subarray(before);
+    // The stub's reply: 01 04, 2 data bytes, value 0, status 00 00.
+    const reply = after.indexOf(Buffer.from('c001040200000000000000c0', 'hex'));
+    expect(reply).toBeGreaterThanOrEqual(0);
+    expect(reply).toBeLessThan(after.indexOf('ESP-ROM:'));
+    // The ROM, not the stub, answers now: SYNC's value 0x20120707, 4 status bytes.
+    expect(device.emulator?.stage).toBe('rom');
+    send(C.SYNC, Uint8Array.of(0x07, 0x07, 0x12, 0x20, ...new Array<number>(32).fill(0x55)));
+    const end = performance.now() + 5000;
+    while (!rx.bytes().toString('hex').includes('010804000707122000000000')) {
+      if (performance.now() > end) throw new Error('no ROM SYNC reply');
+      await new Promise((r) => setTimeout(r, 5));
+    }
   });
 
   it('resets a USB-Serial-JTAG board into download mode with the usbJtag sequence', async () => {

@@ -20,6 +20,7 @@ import type { SerialPortStream } from '@serialport/stream';
 import type { ConsoleLine } from '../console.js';
 import type { DeviceState, VirtualBoard } from '../virtual-board.js';
 import { AutoResetCircuit, type AutoResetEvent } from './auto-reset.js';
+import { efuseRegisters } from './efuse.js';
 import { RomEmulator, type RomFaults } from './rom-emulator.js';
 
 // `@serialport/bindings-interface` types cannot be imported from ESM (its exports map has no
@@ -281,6 +282,11 @@ export class VirtualSerialDevice {
     this.openFaults = options.openFaults;
     this.watchdogMs = options.watchdogMs;
     this.#throttle = options.throttle ?? true;
+    // What the preset says its package holds must be something the chip's eFuse can record:
+    // refused here, loudly, rather than when download mode starts.
+    efuseRegisters(board.preset.chip, {
+      ...(board.preset.inPackage === undefined ? {} : { inPackage: board.preset.inPackage }),
+    });
     const hex = board.mac.replace(/:/g, '').toUpperCase();
     // Espressif's USB-Serial-JTAG reports the MAC as its serial number.
     this.serialNumber = options.serialNumber ?? (this.usbJtag ? board.mac.toUpperCase() : hex);
@@ -479,10 +485,12 @@ export class VirtualSerialDevice {
     const board = this.board;
     this.#autobaud = true;
     const watchdogMs = this.usbJtag ? (this.watchdogMs ?? DEFAULT_USB_JTAG_WATCHDOG_MS) : false;
-    this.#emulator = new RomEmulator({
+    const inPackage = board.preset.inPackage;
+    const emulator = new RomEmulator({
       chip: board.preset.chip,
       mac: board.mac,
       flash: board.flash,
+      ...(inPackage === undefined ? {} : { silicon: { inPackage } }),
       ...(this.usbJtag ? { console: 'usb-jtag-serial' as const } : {}),
       ...(watchdogMs === false ? {} : { watchdogs: { timeoutMs: watchdogMs } }),
       send: (bytes) => this.#boardSend(bytes),
@@ -491,14 +499,39 @@ export class VirtualSerialDevice {
         this.#autobaud = false;
         this.#uartBaud = baudRate;
       },
-      reboot: (how) => {
-        this.#resetUart();
-        const download = how === 'reset' && this.circuit.pins.gpio0Low;
-        board.reset('RTC_SW_CPU_RST', { download });
-      },
+      reboot: (how) => this.#reboot(emulator, how),
       faults: {
         flashBlock: (block) => this.faults.flashBlock?.(block),
       },
+    });
+    this.#emulator = emulator;
+  }
+
+  /**
+   * The ROM or the stub leaves download mode. A watchdog bites at once: what is in the UART's
+   * FIFO is lost. A reboot or a jump the loader asked for comes after its reply is out: the
+   * stub flushes it first (`stub_tx_flush()` before `software_reset()` after FLASH_END, and
+   * before jumping to MEM_END's entry point, in esptool's flasher stub `stub_flasher.c`).
+   *
+   * The stub's reboot is a system software reset: the ROM prints `RTC_SW_SYS_RST`, and the boot
+   * mode stays what the strapping pins latched at the last chip reset (they are sampled only at
+   * power-on, RTC watchdog, brown-out, analog super watchdog and crystal clock glitch resets, as
+   * Espressif's datasheets state), so a chip rebooted from download mode is back in its serial
+   * bootloader, with the ROM, not the stub, answering. "Run user code" boots from flash.
+   */
+  #reboot(emulator: RomEmulator, how: 'reset' | 'run' | 'watchdog'): void {
+    const board = this.board;
+    if (how === 'watchdog') {
+      this.#resetUart();
+      board.reset('RTC_SW_CPU_RST', { download: false });
+      return;
+    }
+    void this.#toHost.idle().then(() => {
+      // Something else reset the chip meanwhile (the lines, a power cycle, a detach).
+      if (this.#emulator !== emulator || board.state !== 'download') return;
+      this.#resetUart();
+      if (how === 'reset') board.reset('RTC_SW_SYS_RST', { download: true });
+      else board.reset('RTC_SW_CPU_RST', { download: false });
     });
   }
 

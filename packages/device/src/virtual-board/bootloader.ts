@@ -34,6 +34,10 @@ const IMAGE_MAGIC = 0xe9;
 export const RESET_CODES: Readonly<Record<ResetReason, string>> = {
   POWERON: '0x1 (POWERON)',
   RTC_SW_CPU_RST: '0xc (RTC_SW_CPU_RST)',
+  // A system software reset (the ROM's `software_reset`, which esptool's flasher stub calls
+  // after FLASH_END asking to reboot; ESP-IDF's `esp_rom_software_reset_system`): the ESP32-S3
+  // ROM (ESP-ROM:esp32s3-20210327) prints `rst:0x3 (RTC_SW_SYS_RST)`.
+  RTC_SW_SYS_RST: '0x3 (RTC_SW_SYS_RST)',
   RTC_WDT_RTC_RST: '0x10 (RTC_WDT_RTC_RST)',
   EXT_SYS_RST: '0x15 (USB_UART_HPSYS)',
 };

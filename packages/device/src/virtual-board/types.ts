@@ -155,7 +155,12 @@ export interface VirtualBoardEvents {
   'tool-call': [name: string];
 }
 
-export type ResetReason = 'POWERON' | 'RTC_SW_CPU_RST' | 'RTC_WDT_RTC_RST' | 'EXT_SYS_RST';
+export type ResetReason =
+  | 'POWERON'
+  | 'RTC_SW_CPU_RST'
+  | 'RTC_SW_SYS_RST'
+  | 'RTC_WDT_RTC_RST'
+  | 'EXT_SYS_RST';
 
 /** Thrown inside the boot sequence when a reset aborted it: not a failure, nothing to report. */
 export class Reset extends Error {}
