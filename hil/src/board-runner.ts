@@ -432,6 +432,8 @@ export class BoardRunner {
     }
     const flasher = flasherFor(port, {
       log: (line) => this.#log.append(`[esptool] ${line}\n`),
+      // An RFC 2217 port writes RTS, then DTR (resolve.ts `linePlatform`): esptool's classic reset.
+      ...(port.linePlatform === undefined ? {} : { platform: port.linePlatform }),
       // The inventory's reset strategy; unset, the port's own (flasher.ts `resetPlan`).
       ...(config.reset === undefined ? {} : { reset: config.reset }),
     });
@@ -572,7 +574,9 @@ export class BoardRunner {
   async #lines(): Promise<ReturnType<typeof lineSetterFor>> {
     await this.#refinding;
     if (this.#stream === undefined) throw new Error('the console port is not open');
-    return lineSetterFor(this.#stream);
+    const platform = this.#port?.linePlatform;
+    // An RFC 2217 port waits for the server's acknowledgement of each line (up to 3 s).
+    return lineSetterFor(this.#stream, platform === undefined ? {} : { platform, timeoutMs: 5000 });
   }
 
   #requireConsole(): ConsoleExpect {

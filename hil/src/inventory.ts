@@ -37,7 +37,8 @@ export interface LatencyConfig {
 export interface BoardConfig {
   readonly name: string;
   /**
-   * A path, `serial:<sn>`, `usb:<vid>:<pid>`, `by-id:<name>`, or `virtual:<name>`. None: a board
+   * A path, `serial:<sn>`, `usb:<vid>:<pid>`, `by-id:<name>`, `rfc2217://<host>:<port>` (a board
+   * on another host), or `virtual:<name>`. None: a board
    * without a serial cable, reached over the network only (network-board.ts).
    */
   readonly port?: string;
@@ -76,6 +77,12 @@ export interface BoardConfig {
      * USB-Serial-JTAG (303a:1001), re-enumerating under a new path on every reset.
      */
     readonly usb?: 'uart' | 'native';
+    /**
+     * `direct` (default): hil opens the board's port itself. `rfc2217`: a local RFC 2217 server
+     * shares it and hil reaches it through `rfc2217://127.0.0.1:<port>`, the path of a board on
+     * another host.
+     */
+    readonly via?: 'direct' | 'rfc2217';
     readonly faults?: {
       readonly replyLatencyMs?: number;
       readonly disconnectOnCall?: string;
@@ -256,7 +263,8 @@ export const DEFAULT_VIRTUAL_RIG: RigConfig = {
       variant: 'otto-robot',
       session: 'boot-click',
       expectedTools: ['self.get_device_status', 'self.otto.walk', 'self.otto.home', 'self.reboot'],
-      virtual: { preset: 'otto-robot', flashSizeMb: 16 },
+      // Behind a local RFC 2217 server, so every run qualifies the path of a board on another host.
+      virtual: { preset: 'otto-robot', flashSizeMb: 16, via: 'rfc2217' },
     },
   ],
 };

@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { type BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
-import { placeImage, resolvePort } from '@xiaozhi-mcp/serial';
+import { placeImage, Rfc2217Server, resolvePort } from '@xiaozhi-mcp/serial';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
 import { BoardRunner, type FirmwareUnderTest, type RigPort } from './board-runner.js';
@@ -89,6 +89,38 @@ function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
     `virtual:${config.name}`,
   );
   return { ...port, pressBoot: () => port.board.click() };
+}
+
+/**
+ * A virtual board behind a local RFC 2217 server (what `xiaozhi-mcp port serve` runs), reached
+ * through `rfc2217://127.0.0.1:<port>` like a board on another host: the rig's steps (identify,
+ * flash, provision, reset, console, BOOT click) all cross the RFC 2217 client and server. No hand
+ * on its BOOT button: a click goes through the lines, as it would on a remote bridge board.
+ */
+async function serveVirtual(
+  bus: VirtualBus,
+  config: BoardConfig,
+  signal: AbortSignal,
+  notify: (stream: 'stdout' | 'stderr', text: string) => void,
+): Promise<RigPort> {
+  const { pressBoot: _local, ...local } = plugVirtual(bus, config);
+  let server: Rfc2217Server | undefined;
+  try {
+    server = await Rfc2217Server.start({ port: local, host: '127.0.0.1', listenPort: 0 });
+    const remote = await resolvePort(server.url, { signal, request: { notify } });
+    const shared = server;
+    return {
+      ...remote,
+      dispose: () => {
+        remote.dispose();
+        void shared.close().finally(() => local.dispose());
+      },
+    };
+  } catch (error) {
+    await server?.close();
+    local.dispose();
+    throw error;
+  }
 }
 
 /**
@@ -198,15 +230,21 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
                 board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
               }).app
             : undefined);
+        // A remote port's notes (connection lost, reconnected) go to the board's lines.
+        const notify = (_stream: 'stdout' | 'stderr', text: string) =>
+          reporter.log(config.name, text.trim());
         const runner = new BoardRunner({
           config,
           port: async () =>
             selector === undefined
               ? Promise.reject(new Error(`board ${config.name} has no port`))
               : isVirtual
-                ? plugVirtual(bus, config)
+                ? config.virtual?.via === 'rfc2217'
+                  ? serveVirtual(bus, config, signal, notify)
+                  : plugVirtual(bus, config)
                 : // Locked by the board's identity, not by the selector's text, until disposed.
                   resolvePort(selector, {
+                    request: { notify },
                     findTimeoutMs: 10_000,
                     lockWaitMs: options.lockWaitMs ?? 0,
                     signal,
