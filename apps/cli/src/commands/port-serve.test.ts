@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../test-io.js';
 
@@ -152,6 +153,47 @@ describe('xiaozhi-mcp port serve from a shell', () => {
     const again = await serving(['port', 'serve', 'virtual:shared', '--listen', ':0']);
     again.child.kill('SIGTERM');
     expect((await again.done).code).toBe(0);
+  });
+
+  it('flashes and monitors a board through rfc2217://: the board boots the new image', {
+    timeout: 180_000,
+  }, async () => {
+    // The issue's "done when": port serve, then flash and monitor naming rfc2217://.
+    const image = join(dir, 'remote-2.8.1.bin');
+    writeFileSync(
+      image,
+      buildVirtualFirmware({ chip: 'esp32s3', version: '2.8.1', board: 'bread-compact-wifi' })
+        .merged,
+    );
+    const server = await serving(['port', 'serve', 'virtual:remote', '--create', '--listen', ':0']);
+    const url = `rfc2217://127.0.0.1:${server.port}`;
+    try {
+      const flash = await start(['flash', image, '--port', url]).done;
+      expect(flash.stderr).toBe('');
+      expect(flash.code).toBe(0);
+      expect(flash.stdout).toMatch(new RegExp(`^${url}: ESP32-S3\\b`, 'm'));
+      expect(flash.stdout).toMatch(/; MD5 verified \(/);
+      expect(flash.stdout).toMatch(/the board runs its new firmware$/m);
+      const monitor = await start([
+        'monitor',
+        '--port',
+        url,
+        '--reset',
+        '--until',
+        'App version: +2\\.8\\.1',
+        '--timeout',
+        '60',
+      ]).done;
+      expect(monitor.code).toBe(0);
+      // The hard reset went through the server: the boot log comes from a normal boot.
+      expect(monitor.stdout).toMatch(/boot:0x8 \(SPI_FAST_FLASH_BOOT\)/);
+      expect(monitor.stdout).toMatch(/App version: +2\.8\.1/);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.done;
+    }
+    // The server saw the download reset esptool sent and played it locally.
+    expect(server.run.stderr).toMatch(/reset into download mode recognised/);
   });
 
   it('exits 2 for a virtual board that is not there, or a bad --listen', {
