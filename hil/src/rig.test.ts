@@ -85,6 +85,11 @@ describe('hil run', () => {
       ['bread-compact-wifi', 'passed'],
       ['otto-robot', 'passed'],
     ]);
+    // One board direct, one reached as a board on another host, through RFC 2217.
+    expect(run.boards.map((b) => b.port)).toEqual([
+      expect.stringMatching(/^virtual:bread-compact-wifi\b/),
+      expect.stringMatching(/^rfc2217:\/\/127\.0\.0\.1:\d+$/),
+    ]);
     for (const board of run.boards) {
       expect(board.steps.filter((s) => s.status === 'passed').map((s) => s.step)).toEqual([
         'open',
