@@ -591,6 +591,35 @@ describe('Rfc2217Server: DTR and RTS', () => {
     );
   });
 
+  it('answers the line command that started a download reset once the reset has played', async () => {
+    // A client that waits for each answer (ours, pyserial's) must not send its next line change
+    // or its SYNC while the chip is still being reset here: its SYNC would time out behind the
+    // play and the ROM's banner would reach it mid-sync (esptool-js then failed its first
+    // connect attempt through RFC 2217).
+    const device = new FakeDevice();
+    const { server } = await serve(device);
+    const c = await client(server);
+    await c.negotiate();
+    const base = device.sets.length;
+    for (const value of [DTR_OFF, RTS_ON, DTR_ON]) {
+      const from = c.received.length;
+      c.send(sb(5, value));
+      await c.waitFor(sb(105, value), from);
+    }
+    // The moment D1 is answered, the whole local reset (its two waits included) is done.
+    const tight = ['0,0', '1,1', '0,1', '1,0', '0,0'];
+    const classic = ['0,0', '0,1', '1,1', '1,0', '0,0'];
+    const played = process.platform === 'win32' ? classic : tight;
+    expect(device.sets.slice(base)).toEqual(['0,0', '0,1', ...played]);
+    // The rest of the client's sequence is absorbed and answered at once.
+    for (const value of [RTS_OFF, DTR_OFF]) {
+      const from = c.received.length;
+      c.send(sb(5, value));
+      await c.waitFor(sb(105, value), from);
+    }
+    expect(device.sets.slice(base)).toEqual(['0,0', '0,1', ...played]);
+  });
+
   it('plays the USB-Serial-JTAG reset for a USB-Serial-JTAG port', async () => {
     const device = new FakeDevice();
     const { server } = await serve(device, { kind: 'usb-serial-jtag' });

@@ -9,10 +9,12 @@
  * - esptool's resets into download mode are recognised from the client's line commands
  *   ({@link ./reset-recognizer.ts}) and played locally with the local port's own sequence and
  *   timing; other line changes (a hard reset, a BOOT click) pass as they come.
- * - Every COM-PORT command is answered with the value in effect, line commands at once, even
+ * - Every COM-PORT command is answered with the value in effect, line commands too, even
  *   those a recognised reset absorbs, so clients that wait for answers (pyserial without
  *   `?ign_set_control`) and clients that do not both work. `esp_rfc2217_server` answers none of
  *   the line commands it handles itself, which is why ESP-IDF documents `?ign_set_control`.
+ *   Line commands are answered at once, except while a download reset plays locally: then once
+ *   it has played, so that a client which waits for answers syncs with a chip in download mode.
  * - The client's bytes go to the port in order with its commands: bytes sent after a reset
  *   reach the chip after it, when the reset plays for longer than the network took.
  * - Bounded: the client's bytes the port has not taken yet stop the socket (backpressure), a
@@ -360,6 +362,8 @@ class ClientSession {
   readonly #negotiationTimeoutMs: number;
   readonly #decoder = new TelnetDecoder();
   readonly #recognizer = new ResetRecognizer();
+  /** A download reset playing locally: line commands are answered once it has played. */
+  #playing: Promise<void> | undefined;
   readonly #us = new Set<number>();
   readonly #them = new Set<number>();
   #negotiated = false;
@@ -685,10 +689,21 @@ class ClientSession {
       case CONTROL.RTS_OFF: {
         const line = value === CONTROL.DTR_ON || value === CONTROL.DTR_OFF ? 'dtr' : 'rts';
         const on = value === CONTROL.DTR_ON || value === CONTROL.RTS_ON;
-        // Answered at once, absorbed or not: what the client asked is what it will have, once
-        // its sequence (played locally) is over.
-        answer(value);
         this.#act(this.#recognizer.command({ line, on }));
+        // Answered with what the client asked, absorbed or not (it is what it will have once its
+        // sequence is over); at once, but while a download reset plays locally only once it
+        // has played. A client that waits for answers (ours, pyserial's) then sends its next
+        // line change, and its SYNC, to a chip already in download mode, its boot banner
+        // already sent: its sequence's own wait after this command is the one esptool
+        // measured (`reset.py`: the ROM prints its banner as it starts, esptool's
+        // `_connect_attempt` reads it, then each SYNC flushes input and waits 100 ms). Answered
+        // at once, the client's SYNCs sat behind the play, timed out there, and the banner
+        // reached it mid-sync: each garbled attempt sent one more SYNC, and the ROM's answers
+        // to the extra SYNCs then broke the next command (esptool-js: `Autodetection failed`,
+        // a second connect at the 550 ms delay).
+        const playing = this.#playing;
+        if (playing === undefined) answer(value);
+        else void playing.then(() => answer(value));
         return;
       }
       default:
@@ -706,14 +721,17 @@ class ClientSession {
         else if (action.recognised === 'boot-click')
           this.#log(`client ${this.peer}: BOOT click (a DTR pulse) passed through`);
         return;
-      case 'play':
-        void served.playDownload().then((played) => {
+      case 'play': {
+        const playing = served.playDownload().then((played) => {
           this.#recognizer.played();
+          if (this.#playing === playing) this.#playing = undefined;
           this.#log(
             `client ${this.peer}: reset into download mode recognised (${action.because === 'classic' ? 'ClassicReset' : 'USBJTAGSerialReset'} order); played ${played} locally`,
           );
         });
+        this.#playing = playing;
         return;
+      }
       case 'absorb':
         return;
     }
