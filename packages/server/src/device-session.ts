@@ -21,6 +21,7 @@ import {
   walkToolsPages,
 } from '@xiaozhi-mcp/protocol';
 import type { WebSocket } from 'ws';
+import { type DeviceLink, type DeviceTransport, toDeviceLink } from './device-link.js';
 import { ServerError } from './errors.js';
 
 export interface RequestOptions {
@@ -56,6 +57,8 @@ export interface DeviceSessionInfo {
   /** The hello as the device sent it. */
   readonly helloText: string;
   readonly remoteAddress: string | undefined;
+  /** How the board is connected; default: the link's. */
+  readonly transport?: DeviceTransport;
 }
 
 export interface DeviceSessionEvents {
@@ -111,7 +114,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     audioFrames: 0,
     audioBytes: 0,
   };
-  readonly #socket: WebSocket;
+  readonly #link: DeviceLink;
   readonly #pending = new Map<number, Pending>();
   readonly #callTimeoutMs: number;
   readonly #onError: (error: unknown, where: string) => void;
@@ -120,30 +123,42 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   /** Replies that matched no pending request, lately: a timeout names them. */
   readonly #strayReplies: { readonly id: string; readonly at: number }[] = [];
 
-  constructor(socket: WebSocket, info: DeviceSessionInfo, options: DeviceSessionOptions = {}) {
+  /**
+   * `connection`: a WebSocket, or any {@link DeviceLink} (an MQTT connection): the session is
+   * the same whatever carries it.
+   */
+  constructor(
+    connection: WebSocket | DeviceLink,
+    info: DeviceSessionInfo,
+    options: DeviceSessionOptions = {},
+  ) {
     super();
-    this.#socket = socket;
-    this.info = info;
+    const link = toDeviceLink(connection);
+    this.#link = link;
+    this.info = info.transport === undefined ? { ...info, transport: link.transport } : info;
     this.#callTimeoutMs = options.callTimeoutMs ?? 30_000;
     this.#onError = options.onError ?? STDERR_ON_ERROR;
-    socket.on('message', (data, isBinary) => {
+    link.listen({
       // One frame's trouble stays in this handler: never the process, never another session.
-      try {
-        if (isBinary) {
-          // Audio is accepted, counted and dropped: this backend speaks MCP, not speech.
-          this.stats.audioFrames++;
-          this.stats.audioBytes += (data as Buffer).length;
-          return;
+      text: (text) => {
+        try {
+          this.#onText(text);
+        } catch (error) {
+          this.#report(error, 'reading a device frame');
         }
-        this.#onText(data.toString());
-      } catch (error) {
-        this.#report(error, 'reading a device frame');
-      }
+      },
+      binary: (bytes) => {
+        // Audio is accepted, counted and dropped: this backend speaks MCP, not speech.
+        this.stats.audioFrames++;
+        this.stats.audioBytes += bytes.length;
+      },
+      closed: (reason) => this.#onClose(reason),
     });
-    socket.on('close', (code) =>
-      this.#onClose(code === 1006 ? 'connection dropped' : `closed with code ${code}`),
-    );
-    socket.on('error', (error) => this.#onClose(`socket error: ${error.message}`));
+  }
+
+  /** How the board is connected. */
+  get transport(): DeviceTransport {
+    return this.#link.transport;
   }
 
   get closed(): boolean {
@@ -229,7 +244,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       });
       this.stats.requests++;
       this.#emit('frame', 'out', text);
-      this.#socket.send(text, (error) => {
+      this.#link.send(text, (error) => {
         if (error)
           this.#settle(id)?.reject(
             new ServerError(
@@ -290,40 +305,42 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   sendMessage(message: Record<string, unknown>): void {
     const text = JSON.stringify({ session_id: this.info.sessionId, ...message });
     this.#emit('frame', 'out', text);
-    this.#socket.send(text);
+    this.#link.send(text);
   }
 
   /** Sends a raw text frame as is (robustness checks send malformed requests on purpose). */
   sendRaw(text: string): void {
     this.#emit('frame', 'out', text);
-    this.#socket.send(text);
+    this.#link.send(text);
+  }
+
+  /** Whether {@link ping} can measure anything: WebSocket can, MQTT (only clients ping) cannot. */
+  get canPing(): boolean {
+    return this.#link.ping !== undefined;
   }
 
   /** Round trip of a WebSocket ping, in milliseconds (the device answers pings). */
   ping(timeoutMs = 5000): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const started = performance.now();
-      const timer = setTimeout(() => {
-        this.#socket.off('pong', onPong);
-        reject(
-          new ServerError(
-            'REQUEST_TIMEOUT',
-            `no pong from ${this.info.deviceId} within ${timeoutMs} ms`,
-          ),
-        );
-      }, timeoutMs);
-      const onPong = () => {
-        clearTimeout(timer);
-        resolve(performance.now() - started);
-      };
-      this.#socket.once('pong', onPong);
-      this.#socket.ping();
+    const ping = this.#link.ping;
+    if (ping === undefined)
+      return Promise.reject(
+        new ServerError(
+          'REQUEST_TIMEOUT',
+          `${this.info.deviceId} is on ${this.#link.transport}, which has no server ping`,
+        ),
+      );
+    return ping(timeoutMs).catch((error: unknown) => {
+      throw new ServerError(
+        'REQUEST_TIMEOUT',
+        `no pong from ${this.info.deviceId} within ${timeoutMs} ms`,
+        { cause: error },
+      );
     });
   }
 
   /** Closes the connection; pending requests are rejected with `DEVICE_DISCONNECTED`. */
   close(reason = 'closed by the server'): void {
-    this.#socket.terminate();
+    this.#link.terminate();
     this.#onClose(reason);
   }
 

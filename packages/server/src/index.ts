@@ -11,6 +11,13 @@ export {
   type ServerConfig,
 } from './config.js';
 export {
+  type DeviceLink,
+  type DeviceLinkHandlers,
+  type DeviceTransport,
+  toDeviceLink,
+  webSocketLink,
+} from './device-link.js';
+export {
   DeviceSession,
   type DeviceSessionEvents,
   type DeviceSessionInfo,
