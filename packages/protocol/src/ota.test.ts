@@ -20,6 +20,8 @@ import {
 
 const WS_URL = 'ws://192.168.1.10:8000/xiaozhi/v1/';
 const FW_URL = 'http://192.168.1.10:8003/xiaozhi.bin';
+/** What takes a board off MQTT next to a websocket section (NVS keys are never erased). */
+const BLANK_MQTT = { mqtt: { endpoint: '' } };
 
 function hazards(findings: OtaFinding[]): OtaFinding[] {
   return findings.filter((f) => f.severity === 'hazard');
@@ -234,7 +236,7 @@ describe('hazard: websocket.version as a string', () => {
   });
 
   it('reports a number outside 1..3 as an error, not a hazard', () => {
-    const findings = validateOtaReply({ websocket: { url: WS_URL, version: 4 } });
+    const findings = validateOtaReply({ websocket: { url: WS_URL, version: 4 }, ...BLANK_MQTT });
     expect(findings.map((f) => [f.field, f.severity])).toEqual([['websocket.version', 'error']]);
   });
 });
@@ -252,7 +254,7 @@ describe('non-hazard findings', () => {
 
   it('reports a websocket url that is not ws:// or wss://', () => {
     for (const url of ['http://host/ws', 'WSS://host/', 'ws://', 42]) {
-      const findings = validateOtaReply({ websocket: { url } });
+      const findings = validateOtaReply({ websocket: { url }, ...BLANK_MQTT });
       expect(findings.map((f) => [f.field, f.severity])).toEqual([['websocket.url', 'error']]);
     }
     const error = catchProtocolError(() => assertSafeOtaReply({ websocket: { url: 'http://h/' } }));
@@ -261,7 +263,7 @@ describe('non-hazard findings', () => {
   });
 
   it('reports a websocket section without url as a warning', () => {
-    expect(validateOtaReply({ websocket: { token: 't' } })).toEqual([
+    expect(validateOtaReply({ websocket: { token: 't' }, ...BLANK_MQTT })).toEqual([
       expect.objectContaining({ field: 'websocket', severity: 'warning' }),
     ]);
   });
@@ -345,6 +347,7 @@ describe('non-hazard findings', () => {
   it('warns about members the firmware ignores or never reads', () => {
     const findings = validateOtaReply({
       websocket: { url: WS_URL, URL: 'ws://other/', enabled: true },
+      ...BLANK_MQTT,
     });
     expect(findings.map((f) => [f.field, f.severity])).toEqual([
       ['websocket.URL', 'warning'],
@@ -373,6 +376,7 @@ describe('non-hazard findings', () => {
     const findings = validateOtaReply({
       websocket: { url: WS_URL },
       WebSocket: { url: 'ws://other/' },
+      ...BLANK_MQTT,
     });
     expect(findings).toEqual([
       expect.objectContaining({
@@ -389,10 +393,78 @@ describe('non-hazard findings', () => {
   });
 });
 
+describe('mqtt and websocket: the transport a board ends up on', () => {
+  // xiaozhi-esp32 main/protocols/mqtt_protocol.cc StartMqttClient: host before the first ':',
+  // std::stoi of the rest as the port, 8883 (TLS) without one; a stored non-empty endpoint wins.
+  const fields = (reply: unknown) =>
+    validateOtaReply(reply).map((f) => [f.field, f.severity] as const);
+
+  it('warns when websocket is offered without blanking mqtt.endpoint, and says how', () => {
+    const reply = { websocket: { url: WS_URL, token: 't', version: 1 } };
+    const findings = validateOtaReply(reply);
+    expect(findings).toEqual([
+      expect.objectContaining({ field: 'websocket', severity: 'warning' }),
+    ]);
+    expect(findings[0]?.message).toContain('"mqtt": {"endpoint": ""}');
+    expect(findings[0]?.message).toContain('MQTT');
+    // A warning, not an error: the reply is still sent.
+    expect(() => assertSafeOtaReply(reply)).not.toThrow();
+  });
+
+  it('has nothing to say about websocket next to a blank mqtt endpoint', () => {
+    expect(validateOtaReply({ websocket: { url: WS_URL }, mqtt: { endpoint: '' } })).toEqual([]);
+  });
+
+  it('warns about a blank that is not exactly the endpoint key (NVS keys are exact)', () => {
+    expect(fields({ websocket: { url: WS_URL }, mqtt: { Endpoint: '' } })).toEqual([
+      ['mqtt.Endpoint', 'warning'],
+      ['mqtt', 'warning'],
+      ['websocket', 'warning'],
+    ]);
+  });
+
+  it('warns about a blank endpoint without websocket (the board keeps its old url)', () => {
+    expect(fields({ mqtt: { endpoint: '' } })).toEqual([['mqtt.endpoint', 'warning']]);
+  });
+
+  it('warns about an endpoint without a port or on 8883: the board speaks TLS there', () => {
+    for (const endpoint of ['broker.local', '192.168.1.10:8883']) {
+      const findings = validateOtaReply({ mqtt: { endpoint } });
+      expect(findings.map((f) => [f.field, f.severity])).toEqual([['mqtt.endpoint', 'warning']]);
+      expect(findings[0]?.message).toContain('TLS');
+    }
+    expect(validateOtaReply({ mqtt: { endpoint: '192.168.1.10:1883' } })).toEqual([]);
+  });
+
+  it.each([
+    'broker.local:',
+    'broker.local:mqtt',
+    '[::1]:1883',
+    'fe80::1',
+    'broker.local:99999999999',
+  ])('refuses %j: std::stoi throws on its port and the board aborts at every boot', (endpoint) => {
+    expectHazard({ mqtt: { endpoint } }, 'mqtt.endpoint');
+  });
+
+  it.each(['broker.local:0', 'broker.local:70000', 'broker.local:1883x', 'broker.local:-1'])(
+    'reports %j as an error: no TCP port',
+    (endpoint) => {
+      expect(fields({ mqtt: { endpoint } })).toEqual([['mqtt.endpoint', 'error']]);
+    },
+  );
+
+  it('builds the blanking reply', () => {
+    expect(
+      buildOtaReply({ websocket: { url: WS_URL, token: 't', version: 1 }, mqtt: { endpoint: '' } }),
+    ).toEqual({ mqtt: { endpoint: '' }, websocket: { url: WS_URL, token: 't', version: 1 } });
+  });
+});
+
 describe('a safe full reply', () => {
   const reply = {
     activation: { message: 'xiaozhi.me', code: '123456', challenge: 'c0ffee', timeout_ms: 30_000 },
     websocket: { url: 'wss://api.example.com/xiaozhi/v1/', token: 'test-token', version: 3 },
+    mqtt: { endpoint: '' },
     server_time: { timestamp: 1_760_000_000_000, timezone_offset: 480 },
     firmware: { version: '2.5.0', url: 'https://example.com/xiaozhi.bin' },
   };

@@ -490,9 +490,15 @@ export interface OtaReplyWebSocket {
   version?: 1 | 2 | 3;
 }
 
-/** `mqtt`: stored in NVS namespace `mqtt`; wins over `websocket` when both are present. */
+/**
+ * `mqtt`: stored in NVS namespace `mqtt`. At boot a stored, non-empty `endpoint` wins over a
+ * stored websocket url, so `{"endpoint": ""}` next to `websocket` moves a board back to WebSocket.
+ */
 export interface OtaReplyMqtt {
-  /** `host[:port]`; TLS only on port 8883. */
+  /**
+   * `host[:port]` (the port is `std::stoi` of what follows the first `:`, so no IPv6 address);
+   * without a port, 8883; TLS only on 8883. `""` blanks a stored endpoint.
+   */
   endpoint: string;
   client_id?: string;
   username?: string;
@@ -703,13 +709,70 @@ function checkWebSocket(path: string, values: Record<string, unknown>, report: R
   }
 }
 
-function checkMqtt(path: string, values: Record<string, unknown>, report: Report): void {
+/**
+ * How `MqttProtocol::StartMqttClient` (xiaozhi-esp32 `main/protocols/mqtt_protocol.cc`) reads a
+ * stored endpoint at every boot: the host is everything before the first `:`, the port is
+ * `std::stoi` of everything after it, and without a `:` the port is 8883, where the board
+ * speaks TLS.
+ */
+const MQTT_DEFAULT_PORT = 8883;
+const MQTT_TLS_PORT = 8883;
+
+function checkMqttEndpoint(field: string, endpoint: string, report: Report): void {
+  const colon = endpoint.indexOf(':');
+  if (colon === -1) {
+    report(
+      'warning',
+      field,
+      `"${endpoint}" has no port: the device connects to port ${MQTT_DEFAULT_PORT} with TLS; a plain broker needs host:1883`,
+    );
+    return;
+  }
+  const portText = endpoint.slice(colon + 1);
+  const read = readSegment(portText, true);
+  if (!read.ok) {
+    report(
+      'hazard',
+      field,
+      `"${endpoint}": the port after the first ":" ("${portText}") is not a number std::stoi reads (an IPv6 address cannot be given): the firmware throws and the board aborts at every boot`,
+    );
+    return;
+  }
+  if (!read.exact || read.value < 1 || read.value > 65535) {
+    report(
+      'error',
+      field,
+      `"${endpoint}" has no TCP port after the first ":" (read as ${read.value})`,
+    );
+  } else if (read.value === MQTT_TLS_PORT) {
+    report(
+      'warning',
+      field,
+      `"${endpoint}" is port ${MQTT_TLS_PORT}, where the device speaks TLS; a plain broker needs another port (1883)`,
+    );
+  }
+}
+
+function checkMqtt(
+  path: string,
+  values: Record<string, unknown>,
+  hasWebsocket: boolean,
+  report: Report,
+): void {
   checkNvsSection(path, values, MQTT_MEMBERS, report);
   const { endpoint, keepalive } = values;
   if (endpoint === undefined) {
     report('warning', path, 'has no endpoint; the device keeps any endpoint it stored before');
   } else if (endpoint === '') {
-    report('error', `${path}.endpoint`, 'is empty; the device will not connect');
+    // The way to take a board off MQTT: NVS keys are only ever overwritten.
+    if (!hasWebsocket)
+      report(
+        'warning',
+        `${path}.endpoint`,
+        'is empty: the device stops using MQTT and uses the websocket url it stored before, if any',
+      );
+  } else if (typeof endpoint === 'string') {
+    checkMqttEndpoint(`${path}.endpoint`, endpoint, report);
   }
   if (typeof keepalive === 'number' && !(Number.isInteger(keepalive) && keepalive > 0)) {
     report(
@@ -895,7 +958,9 @@ function checkActivation(path: string, values: Record<string, unknown>, report: 
  * §7) are: a `websocket`/`mqtt` key over {@link OTA_NVS_KEY_MAX} bytes; a string value there over
  * {@link OTA_NVS_STRING_MAX_BYTES} UTF-8 bytes; a `firmware.version` segment `std::stoi` rejects
  * or overflows; `force: 1` to the version the device already runs; `websocket.version` as a
- * string. Sections are looked up case-insensitively, as the firmware does.
+ * string; an `mqtt.endpoint` whose port `std::stoi` rejects. Sections are looked up
+ * case-insensitively, as the firmware does. A `websocket` section without `"mqtt":
+ * {"endpoint": ""}` is a warning: it leaves a board that was given MQTT on MQTT.
  */
 export function validateOtaReply(reply: unknown, context: OtaReplyContext = {}): OtaFinding[] {
   const findings: OtaFinding[] = [];
@@ -909,15 +974,25 @@ export function validateOtaReply(reply: unknown, context: OtaReplyContext = {}):
   const activation = section(reply, 'activation', report);
   if (activation) checkActivation(activation.field, activation.value, report);
   const mqtt = section(reply, 'mqtt', report);
-  if (mqtt) checkMqtt(mqtt.field, mqtt.value, report);
   const websocket = section(reply, 'websocket', report);
-  if (websocket) checkWebSocket(websocket.field, websocket.value, report);
-  if (mqtt && websocket) {
-    report(
-      'warning',
-      websocket.field,
-      'is unused: with both websocket and mqtt the device uses MQTT',
-    );
+  if (mqtt) checkMqtt(mqtt.field, mqtt.value, websocket !== undefined, report);
+  if (websocket) {
+    checkWebSocket(websocket.field, websocket.value, report);
+    // NVS keys are exact: only `endpoint` blanks what the board stored under `endpoint`.
+    const endpoint = mqtt?.value.endpoint;
+    if (typeof endpoint === 'string' && endpoint !== '') {
+      report(
+        'warning',
+        websocket.field,
+        'is unused: with a non-empty mqtt.endpoint the device uses MQTT',
+      );
+    } else if (endpoint !== '') {
+      report(
+        'warning',
+        websocket.field,
+        'leaves a board that was given MQTT on MQTT: a stored, non-empty mqtt endpoint wins over the websocket url, and stored keys are never erased; add "mqtt": {"endpoint": ""}',
+      );
+    }
   }
   const serverTime = section(reply, 'server_time', report);
   if (serverTime) checkServerTime(serverTime.field, serverTime.value, report);
