@@ -798,6 +798,27 @@ describe('Rfc2217Server: the local port going away', () => {
     expect(device.opens).toBe(2);
   });
 
+  it('answers a download reset that waits for its port within the time clients wait for answers', {
+    timeout: 60_000,
+  }, async () => {
+    const device = new FakeDevice();
+    const { server, log } = await serve(device, { refindMs: 60_000 });
+    const c = await client(server);
+    await c.negotiate();
+    device.vanish();
+    await until(() => log.some((l) => /waiting up to 60 s/.test(l)), 'the loss');
+    // ClassicReset's D1 starts a play that waits for the port: answered all the same while the
+    // port is still away (after a bound within the 3 s pyserial's client and ours wait).
+    for (const value of [DTR_OFF, RTS_ON, DTR_ON]) {
+      const from = c.received.length;
+      c.send(sb(5, value));
+      await c.waitFor(sb(105, value), from, 20_000);
+    }
+    expect(log.some((l) => /download mode recognised/.test(l))).toBe(false);
+    device.present = true;
+    await until(() => log.some((l) => /download mode recognised/.test(l)), 'the play');
+  });
+
   it('lets the client go when the port does not come back, and refuses new ones while it is away', async () => {
     const device = new FakeDevice();
     const { server } = await serve(device, { refindMs: 100 });

@@ -66,6 +66,11 @@ const REFUSAL_LINGER_MS = 1000;
 const TEARDOWN_WAIT_MS = 5000;
 /** Connections at once, the one client and those being refused included. */
 const MAX_CONNECTIONS = 16;
+/**
+ * The longest a line command waits for its answer while a download reset plays locally (its
+ * plays take at most 650 ms, ClassicReset's at 550 ms), well inside the 3 s clients wait.
+ */
+const PLAY_ANSWER_MAX_MS = 1500;
 
 export interface Rfc2217ServerOptions {
   /**
@@ -701,9 +706,11 @@ class ClientSession {
         // reached it mid-sync: each garbled attempt sent one more SYNC, and the ROM's answers
         // to the extra SYNCs then broke the next command (esptool-js: `Autodetection failed`,
         // a second connect at the 550 ms delay).
+        // Bounded: a play waiting for its port (a USB-Serial-JTAG re-enumerating) must not
+        // outlast the client's wait for the answer (pyserial's and ours: 3 s).
         const playing = this.#playing;
         if (playing === undefined) answer(value);
-        else void playing.then(() => answer(value));
+        else void withBound(playing, PLAY_ANSWER_MAX_MS).then(() => answer(value));
         return;
       }
       default:
