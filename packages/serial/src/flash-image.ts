@@ -154,13 +154,15 @@ export function formatBytes(bytes: number): string {
 /**
  * A Flasher on a resolved port: the same for a real and a provided (virtual) board. `reset`
  * (default `auto`) is how it gets the board into download mode; `auto` goes by the port's USB
- * ids, so a native-USB board named by a bare path needs `reset: 'usb-jtag'`.
+ * ids, or its kind where it has none (an rfc2217:// port: the server's signature), so only a
+ * native-USB board named by a bare path needs `reset: 'usb-jtag'`.
  */
 export function flasherFor(
   port: ResolvedPort,
   options: Omit<FlasherOptions, 'port'> = {},
 ): Flasher {
   return new Flasher({
+    portKind: port.info.kind,
     ...options,
     port: NodeWebSerialPort.fromPortInfo(port.binding, { ...port.info, path: port.path }),
   });

@@ -40,6 +40,22 @@ describe('resetPlan: the resets of successive connect attempts', () => {
     expect(resetPlan('auto', {}, 'linux')[0]).toEqual({ sequence: 'tight', delayMs: 50 });
   });
 
+  it('goes by the kind of a port without USB ids (an rfc2217:// port, as its server says)', () => {
+    expect(resetPlan('auto', { kind: 'usb-serial-jtag' }, 'win32')).toEqual([
+      { sequence: 'usbJtag' },
+    ]);
+    expect(resetPlan('auto', { kind: 'usb-uart' }, 'win32')).toEqual([
+      { sequence: 'classic', delayMs: 50 },
+      { sequence: 'classic', delayMs: 550 },
+    ]);
+    expect(resetPlan('auto', { kind: 'unknown' }, 'win32')[0]).toEqual({
+      sequence: 'classic',
+      delayMs: 50,
+    });
+    // An explicit strategy still wins.
+    expect(resetPlan('classic', { kind: 'usb-serial-jtag' }, 'win32')[0]?.sequence).toBe('classic');
+  });
+
   it('follows an explicit strategy whatever the port, keeping the delay alternation', () => {
     expect(resetPlan('usb-jtag', {}, 'linux')).toEqual([{ sequence: 'usbJtag' }]);
     expect(resetPlan('classic', USB_JTAG, 'linux')).toEqual([

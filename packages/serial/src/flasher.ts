@@ -39,6 +39,7 @@ import {
 } from 'esptool-js';
 import { SerialError } from './errors.js';
 import { type LineStep, RESET_SEQUENCES, runLineSteps } from './lines.js';
+import type { PortKind } from './ports.js';
 import { abortableWait } from './wait.js';
 import type { NodeWebSerialPort, WebSerialOpenOptions, WebSerialSignals } from './web-serial.js';
 
@@ -107,12 +108,17 @@ export function isUsbJtagSerialPort(info: {
  * `_construct_reset_strategy_sequence` and `connect`): USBJTAGSerialReset alone on a
  * USB-Serial-JTAG; on a USB-UART bridge UnixTightReset then ClassicReset on every host but
  * Windows (`os.name != "nt"`), ClassicReset alone on Windows, each with the reset delay 50 ms
- * and then 550 ms. `auto` picks by the port's USB ids and the platform; an explicit strategy
- * keeps esptool's delay alternation; `none` resets nothing.
+ * and then 550 ms. `auto` picks by the port's USB ids, or its `kind` where it has none (an
+ * rfc2217:// port: the server's signature says what it shares), and the platform; an explicit
+ * strategy keeps esptool's delay alternation; `none` resets nothing.
  */
 export function resetPlan(
   strategy: ResetStrategy | 'auto',
-  port: { readonly usbVendorId?: number | undefined; readonly usbProductId?: number | undefined },
+  port: {
+    readonly usbVendorId?: number | undefined;
+    readonly usbProductId?: number | undefined;
+    readonly kind?: PortKind | undefined;
+  },
   platform: NodeJS.Platform = process.platform,
 ): readonly ResetStep[] {
   const delayed = (sequence: 'classic' | 'tight'): ResetStep[] =>
@@ -126,7 +132,8 @@ export function resetPlan(
     case 'tight':
       return delayed(strategy);
     case 'auto':
-      if (isUsbJtagSerialPort(port)) return [{ sequence: 'usbJtag' }];
+      if (isUsbJtagSerialPort(port) || port.kind === 'usb-serial-jtag')
+        return [{ sequence: 'usbJtag' }];
       return platform === 'win32'
         ? delayed('classic')
         : [...delayed('tight'), ...delayed('classic')];
@@ -200,6 +207,13 @@ export interface FlasherOptions {
   readonly connectAttempts?: number;
   /** The host, for the `auto` reset (Windows gets classic). Default `process.platform`. */
   readonly platform?: NodeJS.Platform;
+  /**
+   * What the port is, for the `auto` reset where its USB ids cannot say: an rfc2217:// port
+   * has none, and its server's signature gives the kind (`ResolvedPort.info.kind`). Without
+   * it, a native-USB board behind a server got ClassicReset, whose lone RTS holds a
+   * USB-Serial-JTAG chip in reset until a release boots its app.
+   */
+  readonly portKind?: PortKind;
 }
 
 export interface ConnectedChip {
@@ -539,6 +553,7 @@ export class Flasher {
   readonly #plan: readonly ResetStep[];
   readonly #connectAttempts: number;
   readonly #platform: NodeJS.Platform;
+  readonly #portKind: PortKind | undefined;
   #session: Session | undefined;
 
   constructor(options: FlasherOptions) {
@@ -548,7 +563,12 @@ export class Flasher {
     this.#logLine = options.log;
     this.#strategy = options.reset ?? 'auto';
     this.#platform = options.platform ?? process.platform;
-    this.#plan = resetPlan(this.#strategy, this.#port.getInfo(), this.#platform);
+    this.#portKind = options.portKind;
+    this.#plan = resetPlan(
+      this.#strategy,
+      { ...this.#port.getInfo(), kind: this.#portKind },
+      this.#platform,
+    );
     const attempts = options.connectAttempts ?? DEFAULT_CONNECT_ATTEMPTS;
     if (!Number.isInteger(attempts) || attempts < 1)
       throw new SerialError('OPTION_INVALID', `connectAttempts must be 1 or more, got ${attempts}`);
@@ -628,7 +648,7 @@ export class Flasher {
           `no answer from the ROM bootloader on ${path} after ${this.#connectAttempts} attempt${this.#connectAttempts === 1 ? '' : 's'} (${tried})`,
           { cause: error },
         ),
-        connectAdvice(printed.text, this.#strategy, isUsbJtagSerialPort(this.#port.getInfo())),
+        connectAdvice(printed.text, this.#strategy, this.#usbJtagSerialPort()),
       );
     } finally {
       stopListening();
@@ -694,7 +714,7 @@ export class Flasher {
    */
   async #tameWatchdogs(loader: ESPLoader, rom: ChipRomFacts): Promise<boolean> {
     const usb = rom.usbJtagSerial;
-    const byPort = isUsbJtagSerialPort(this.#port.getInfo());
+    const byPort = this.#usbJtagSerialPort();
     if (usb === undefined || loader.secureDownloadMode) return byPort;
     const byRom =
       byPort || ((await loader.readReg(usb.uartDevBufNo)) & 0xff) === usb.uartDevBufNoUsbJtagSerial;
@@ -821,6 +841,11 @@ export class Flasher {
     const session = this.#session;
     if (session === undefined) throw new SerialError('FLASH_FAILED', 'connect: no session');
     return session;
+  }
+
+  /** The port is a USB-Serial-JTAG, by its USB ids or the kind it was given. */
+  #usbJtagSerialPort(): boolean {
+    return isUsbJtagSerialPort(this.#port.getInfo()) || this.#portKind === 'usb-serial-jtag';
   }
 
   /** The port's lines as `runLineSteps` drives them: one set() per step, both lines named. */
