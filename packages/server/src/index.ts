@@ -41,3 +41,19 @@ export {
   type SessionStage,
 } from './registry.js';
 export { type ServerUrls, type StartOptions, XiaozhiServer } from './server.js';
+export {
+  type AudioSessionStats,
+  answerUdpHello,
+  DEFAULT_MAX_AUDIO_SESSIONS,
+  DEFAULT_MAX_CLOSED_AUDIO_SESSIONS,
+  DEFAULT_MAX_DATAGRAM_BYTES,
+  type UdpAudioChannel,
+  type UdpAudioCounters,
+  UdpAudioEndpoint,
+  type UdpAudioEndpointOptions,
+  type UdpAudioLogger,
+  type UdpAudioPacket,
+  type UdpAudioPacketListener,
+  type UdpAudioRejection,
+  type UdpHelloOptions,
+} from './udp-audio.js';
