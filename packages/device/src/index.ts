@@ -38,6 +38,20 @@ export {
   type ToolHandler,
 } from './mcp-server.js';
 export {
+  MQTT_DEFAULT_KEEPALIVE_S,
+  MQTT_TLS_PORT,
+  MqttChannel,
+  type MqttChannelEvents,
+  type MqttChannelOptions,
+  type MqttClientLike,
+  type MqttConnect,
+  type MqttConnectOptions,
+  type MqttEndpoint,
+  type MqttSettings,
+  parseMqttEndpoint,
+  readMqttSettings,
+} from './mqtt-channel.js';
+export {
   NVS_KEY_MAX_BYTES,
   NVS_STRING_MAX_BYTES,
   NvsStorage,
@@ -130,18 +144,36 @@ export {
   UPGRADE_FIRMWARE_URL_DEFAULT,
 } from './tools/common-tools.js';
 export {
+  decodeHexLax,
+  sealUdpAudioPacket,
+  UDP_NONCE_BYTES,
+  type UdpAudioFrame,
+  UdpAudioSender,
+  type UdpAudioTarget,
+  udpAudioHeader,
+} from './udp-audio-sender.js';
+export { chooseTransport } from './virtual-board/application.js';
+export {
   REGRESSION_NAMES,
   REGRESSIONS,
   type RegressionName,
   regressionPageBudget,
 } from './virtual-board/regressions.js';
 export {
+  UPLINK_FRAME_BYTES,
+  UPLINK_TIMESTAMP,
+  uplinkFrame,
+} from './virtual-board/uplink.js';
+export {
   type BoardTiming,
+  type BoardTransport,
   type DeviceState,
   type FaultKnobs,
   FIRMWARE_TIMING,
   type ResetReason,
   type RunningApp,
+  type UplinkSessionStats,
+  type UplinkStats,
   VirtualBoard,
   type VirtualBoardEvents,
   type VirtualBoardOptions,

@@ -1,7 +1,8 @@
 /**
  * A whole xiaozhi board in one object: identity, NVS storage that survives reboots, the boot
  * sequence with its console lines, the OTA check, a session opened by a BOOT click, MCP over
- * the WebSocket, reboots that lose the reply, OTA upgrades, and the firmware's crashes.
+ * the WebSocket (or over MQTT from boot on, with UDP audio), reboots that lose the reply, OTA
+ * upgrades, and the firmware's crashes.
  * It behaves like a real board at each interface, so tests, benchmarks and HIL runs can put
  * it in place of one. The serial side (DTR/RTS, ROM download mode, flash) attaches through
  * {@link VirtualBoard.reset}, {@link VirtualBoard.powerOff} and {@link VirtualBoard.installApp}.
@@ -31,23 +32,29 @@ import { clickAction, Session } from './virtual-board/session.js';
 import { boardIp, deviceStatus, flashLayout, systemInfo } from './virtual-board/system-info.js';
 import {
   type BoardTiming,
+  type BoardTransport,
   type DeviceState,
   type FaultKnobs,
   FIRMWARE_TIMING,
   Reset,
   type ResetReason,
   type RunningApp,
+  type UplinkSessionStats,
+  type UplinkStats,
   type VirtualBoardEvents,
   type VirtualBoardOptions,
 } from './virtual-board/types.js';
 
 export {
   type BoardTiming,
+  type BoardTransport,
   type DeviceState,
   type FaultKnobs,
   FIRMWARE_TIMING,
   type ResetReason,
   type RunningApp,
+  type UplinkSessionStats,
+  type UplinkStats,
   type VirtualBoardEvents,
   type VirtualBoardOptions,
 };
@@ -108,6 +115,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #reset = new AbortController();
   #mcp: McpServer;
   #lastOta: OtaCheck | undefined;
+  #transport: BoardTransport | undefined;
   #powered = false;
   readonly #activation: ActivationIdentity | undefined;
   readonly #options: VirtualBoardOptions;
@@ -199,6 +207,25 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     return this.#session.sessionId;
   }
 
+  /**
+   * The transport this boot runs, chosen after a successful OTA check from what NVS holds:
+   * `mqtt` (connected from boot on) or `websocket` (opened by a click); undefined before the
+   * check, without one, or with neither stored.
+   */
+  get transport(): BoardTransport | undefined {
+    return this.#transport;
+  }
+
+  /** True while the MQTT connection is up. */
+  get mqttConnected(): boolean {
+    return this.#session.mqttConnected;
+  }
+
+  /** What the board sent over UDP in MQTT audio sessions, since it was made. */
+  get uplink(): UplinkStats {
+    return this.#session.uplink;
+  }
+
   get bootCount(): number {
     return this.#bootCount;
   }
@@ -225,6 +252,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.#reset.abort();
     this.#mcp.loop.stop();
     this.#session.drop('power off');
+    this.#transport = undefined;
     this.#setState('off');
   }
 
@@ -352,7 +380,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       onToolCall: (tool) => {
         this.emit('tool-call', tool.name);
         if (tool.name === this.faults.disconnectOnCall)
-          this.#session.close('fault: disconnect mid-call');
+          this.#session.disconnect('fault: disconnect mid-call');
       },
       ...(budget === undefined ? {} : { pageBudgetBytes: budget }),
     });
@@ -376,6 +404,8 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       panic: (panic) => this.#panic(panic),
       opened: (sessionId) => this.emit('session', sessionId),
       reboot: () => this.reboot(),
+      mqtt: (connected) => this.emit('mqtt', connected),
+      uplinkEnded: (stats) => this.emit('uplink-end', stats),
     });
   }
 
@@ -401,6 +431,11 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       checked: (check) => {
         this.#lastOta = check;
         this.emit('ota', check);
+      },
+      otaChecked: () => this.#lastOta !== undefined,
+      startTransport: async (transport) => {
+        this.#transport = transport;
+        if (transport === 'mqtt') await this.#session.startMqtt();
       },
       closeSession: (reason) => this.#session.close(reason),
       installApp: (image) => this.installApp(image),
@@ -450,6 +485,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.#mcp.loop.stop();
     this.#session.drop('reset');
     this.#lastOta = undefined;
+    this.#transport = undefined;
     this.#state = 'off';
     this.hardware = { ...this.preset.hardware(), volume: this.hardware.volume };
     const signal = this.#reset.signal;

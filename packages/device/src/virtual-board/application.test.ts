@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { appStartLines, otaRetry, progressPercent } from './application.js';
+import { appStartLines, chooseTransport, otaRetry, progressPercent } from './application.js';
 import { FIRMWARE_TIMING } from './types.js';
 
 describe('otaRetry (CheckNewVersion)', () => {
@@ -45,5 +45,16 @@ describe('appStartLines', () => {
       'app_init: ELF file SHA256:  0123456789abcdef...',
       'app_init: ESP-IDF:          v5.5.2',
     ]);
+  });
+});
+
+describe('chooseTransport', () => {
+  it('takes MQTT whenever an endpoint is stored, WebSocket when only a URL is, else none', () => {
+    const ws = 'ws://127.0.0.1:8000/xiaozhi/v1/';
+    expect(chooseTransport({ mqttEndpoint: '127.0.0.1:1883', websocketUrl: ws })).toBe('mqtt');
+    expect(chooseTransport({ mqttEndpoint: '127.0.0.1:1883', websocketUrl: '' })).toBe('mqtt');
+    // A blanked endpoint (`"mqtt":{"endpoint":""}`) hands the board back to WebSocket.
+    expect(chooseTransport({ mqttEndpoint: '', websocketUrl: ws })).toBe('websocket');
+    expect(chooseTransport({ mqttEndpoint: '', websocketUrl: '' })).toBeUndefined();
   });
 });

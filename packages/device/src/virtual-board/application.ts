@@ -1,8 +1,9 @@
 /**
  * The firmware's `Application` from `app_main` on: the app's start lines, Wi-Fi (or the setup
  * portal), the OTA check with its retries (`CheckNewVersion`, docs/protocol.md §7), activation,
- * and upgrades (`UpgradeFirmware`). The retry schedule and the progress steps are decided as
- * data ({@link otaRetry}, {@link progressPercent}); the {@link Application} does the waiting
+ * upgrades (`UpgradeFirmware`), and the transport the stored settings select. The retry
+ * schedule, the progress steps and the transport are decided as data ({@link otaRetry},
+ * {@link progressPercent}, {@link chooseTransport}); the {@link Application} does the waiting
  * and the talking.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,6 +13,7 @@ import type { NvsStorage } from '../nvs-storage.js';
 import type { OtaCheck, OtaClient } from '../ota-client.js';
 import {
   type BoardTiming,
+  type BoardTransport,
   type ConsoleOutput,
   type DeviceState,
   type FaultKnobs,
@@ -58,6 +60,21 @@ export function progressPercent(received: number, total: number): number {
   return Math.floor((received * 10) / total) * 10;
 }
 
+/**
+ * The transport after a successful OTA check, from what NVS holds (keys are only ever
+ * overwritten): a non-empty `mqtt/endpoint` means MQTT, even when `websocket/url` is set too
+ * (docs/protocol.md §7: MQTT wins), so a board goes back to WebSocket only once a reply blanks
+ * the endpoint (`"mqtt":{"endpoint":""}`); else a stored `websocket/url` means WebSocket.
+ */
+export function chooseTransport(stored: {
+  readonly mqttEndpoint: string;
+  readonly websocketUrl: string;
+}): BoardTransport | undefined {
+  if (stored.mqttEndpoint !== '') return 'mqtt';
+  if (stored.websocketUrl !== '') return 'websocket';
+  return undefined;
+}
+
 /** What the application needs from the board. */
 export interface ApplicationHost {
   readonly console: BoardConsole;
@@ -79,6 +96,10 @@ export interface ApplicationHost {
   otaUrl(): string;
   /** A successful OTA check. */
   checked(check: OtaCheck): void;
+  /** An OTA check succeeded this boot. */
+  otaChecked(): boolean;
+  /** `InitializeProtocol` and `protocol_->Start()`: MQTT connects here, WebSocket waits for a click. */
+  startTransport(transport: BoardTransport): Promise<void>;
   closeSession(reason: string): void;
   installApp(image: Uint8Array): RunningApp;
   restart(reason: ResetReason): void;
@@ -118,6 +139,15 @@ export class Application {
     host.console.log('I', 'WifiBoard', `Connected to WiFi: ${ssid}`);
     host.console.log('I', 'Application', 'Network connected');
     await this.checkNewVersion(signal);
+    if (signal.aborted) throw new Reset();
+    if (host.otaChecked()) {
+      const transport = chooseTransport({
+        mqttEndpoint: host.storage.open('mqtt').getString('endpoint'),
+        websocketUrl: host.storage.open('websocket').getString('url'),
+      });
+      if (transport !== undefined) await host.startTransport(transport);
+      if (signal.aborted) throw new Reset();
+    }
     if (host.state() === 'activating') host.setState('idle');
   }
 
@@ -151,12 +181,6 @@ export class Application {
         if (await this.upgrade(check.firmware.url, signal)) return;
         host.setState('activating');
       }
-      if (check.hasMqtt)
-        host.console.log(
-          'W',
-          'Application',
-          'MQTT is not supported by the virtual board; using WebSocket',
-        );
       if (check.activation === undefined) return;
       if (check.activation.code !== undefined) {
         host.console.log(

@@ -1,6 +1,7 @@
 /**
  * The board's conversation with its backend: the WebSocket session a BOOT click opens
- * (docs/protocol.md §4), what the device does with each frame the backend sends
+ * (docs/protocol.md §4), or the MQTT connection kept from boot with its UDP audio sessions
+ * (docs/protocol.md §5); what the device does with each frame the backend sends
  * (`Application::OnIncomingJson`, docs/protocol.md §6), and the reply path with its fault
  * knobs. What to do is decided as data ({@link frameAction}, {@link clickAction}); the
  * {@link Session} carries it out.
@@ -19,10 +20,19 @@ import {
 import type { BoardConsole, LogLevel } from '../console.js';
 import { BoardPanic } from '../errors.js';
 import type { McpServer } from '../mcp-server.js';
+import { MqttChannel, readMqttSettings } from '../mqtt-channel.js';
 import type { NvsStorage } from '../nvs-storage.js';
+import type { UdpAudioSender } from '../udp-audio-sender.js';
 import { WebsocketChannel } from '../websocket-channel.js';
 import { RegressionPlant } from './regressions.js';
-import type { BoardTiming, DeviceState, FaultKnobs } from './types.js';
+import type {
+  BoardTiming,
+  DeviceState,
+  FaultKnobs,
+  UplinkSessionStats,
+  UplinkStats,
+} from './types.js';
+import { startUplink } from './uplink.js';
 
 /** What the device does with one frame from the backend. */
 export type FrameAction =
@@ -171,6 +181,23 @@ export interface SessionHost {
   /** The server hello was accepted. */
   opened(sessionId: string): void;
   reboot(): void;
+  /** The MQTT connection came up or dropped. */
+  mqtt(connected: boolean): void;
+  /** An MQTT + UDP audio session ended. */
+  uplinkEnded(stats: UplinkSessionStats): void;
+}
+
+/** Where replies go: the open WebSocket channel, or MQTT. */
+interface TextLink {
+  readonly sessionId: string;
+  sendText(text: string): boolean;
+}
+
+/** The MQTT audio session being streamed. */
+interface AudioSession {
+  readonly sessionId: string;
+  readonly sender: UdpAudioSender;
+  readonly cancel: () => void;
 }
 
 export class Session {
@@ -178,6 +205,10 @@ export class Session {
   /** The firmware regressions the board is built with (`faults.regressions`). */
   readonly #regressions: RegressionPlant;
   #channel: WebsocketChannel | undefined;
+  /** Set once the board runs MQTT (this boot); then every exchange goes through it. */
+  #mqtt: MqttChannel | undefined;
+  #audio: AudioSession | undefined;
+  #uplink: UplinkStats = { sessions: 0, packets: 0, bytes: 0, last: undefined };
   #sendChain: Promise<void> = Promise.resolve();
 
   constructor(host: SessionHost) {
@@ -188,14 +219,64 @@ export class Session {
     });
   }
 
-  /** The open channel's session id. */
+  /** The open channel's session id (over MQTT: the open audio session's). */
   get sessionId(): string | undefined {
+    if (this.#mqtt !== undefined) return this.#audio?.sessionId;
     return this.#channel?.isOpen ? this.#channel.sessionId : undefined;
   }
 
-  /** Opens the WebSocket session with the stored settings (`OpenAudioChannel`). */
+  /** True while the board's MQTT connection is up. */
+  get mqttConnected(): boolean {
+    return this.#mqtt?.connected ?? false;
+  }
+
+  /** What the board sent over UDP: sessions ended and the one open. */
+  get uplink(): UplinkStats {
+    const audio = this.#audio;
+    if (audio === undefined) return this.#uplink;
+    const last = this.#audioStats(audio);
+    return {
+      sessions: this.#uplink.sessions,
+      packets: this.#uplink.packets + last.packets,
+      bytes: this.#uplink.bytes + last.bytes,
+      last,
+    };
+  }
+
+  /**
+   * `MqttProtocol::Start`, after the OTA check when NVS holds an MQTT endpoint: connects with
+   * the stored settings and stays connected, reconnecting after a drop while idle.
+   */
+  async startMqtt(): Promise<void> {
+    const host = this.#host;
+    this.#mqtt?.stop();
+    const channel = new MqttChannel({
+      settings: () => readMqttSettings(host.storage),
+      console: host.console,
+      reconnectMs: host.timing.mqttReconnectMs,
+      connectTimeoutMs: host.timing.mqttConnectTimeoutMs,
+      helloTimeoutMs: host.timing.helloTimeoutMs,
+      mayReconnect: () => host.state() === 'idle',
+    });
+    this.#mqtt = channel;
+    channel.on('json', (frame) => this.#apply(frameAction(frame)));
+    channel.on('panic', (panic) => host.panic(panic));
+    channel.on('connected', () => host.mqtt(true));
+    channel.on('disconnected', () => {
+      host.mqtt(false);
+      this.#audioClosed(channel);
+    });
+    channel.on('goodbye', () =>
+      host.mcp().loop.schedule(() => this.#mqtt === channel && channel.closeAudioChannel()),
+    );
+    channel.on('audio-closed', () => this.#audioClosed(channel));
+    await channel.start();
+  }
+
+  /** Opens the WebSocket session with the stored settings (`OpenAudioChannel`), or over MQTT. */
   async open(): Promise<void> {
     const host = this.#host;
+    if (this.#mqtt !== undefined) return this.#openMqtt(this.#mqtt);
     const settings = host.storage.open('websocket');
     const url = settings.getString('url');
     if (!host.otaChecked() || url === '') {
@@ -264,19 +345,34 @@ export class Session {
 
   /** Closes the channel the firmware's way; the board goes idle once it is closed. */
   close(reason: string): void {
+    if (this.#mqtt !== undefined) {
+      // `CloseAudioChannel`: goodbye on MQTT; the MQTT connection stays.
+      if (this.#mqtt.audioOpen) this.#mqtt.closeAudioChannel();
+      return;
+    }
     this.#channel?.close(reason);
+  }
+
+  /** Drops the connection as a network failure would (the `disconnectOnCall` fault). */
+  disconnect(reason: string): void {
+    if (this.#mqtt !== undefined) this.#mqtt.dropConnection();
+    else this.close(reason);
   }
 
   /** Closes the channel and forgets it at once (power off, reset, reboot, panic). */
   drop(reason: string): void {
     this.#channel?.close(reason);
     this.#channel = undefined;
+    const mqtt = this.#mqtt;
+    this.#mqtt = undefined;
+    mqtt?.stop();
+    this.#endAudio();
   }
 
   /** Sends `abort` on the open channel (a click while speaking). */
   abortSpeaking(): void {
-    const channel = this.#channel;
-    channel?.sendText(encodeDeviceMessage({ type: 'abort', session_id: channel.sessionId }));
+    const link = this.#link();
+    link?.sendText(encodeDeviceMessage({ type: 'abort', session_id: link.sessionId }));
   }
 
   /** The reply path: the regressions, the fault knobs, then the envelope on the open channel. */
@@ -287,9 +383,10 @@ export class Session {
     if (regressed === undefined) return;
     const { payload } = regressed;
     if (faults.dropReply?.(payload) === true) return;
-    const channel = this.#channel;
+    const channel = this.#link();
     if (channel === undefined) return;
     const text = rewriteReply(payload, faults);
+    // Over MQTT the session id is the last audio session's, or "" (docs/protocol.md §5).
     const envelope = () => channel.sendText(encodeDeviceEnvelope(channel.sessionId, text));
     const latency = faults.replyLatencyMs + regressed.delayMs;
     if (latency <= 0) {
@@ -304,6 +401,102 @@ export class Session {
         },
         () => {},
       );
+  }
+
+  #link(): TextLink | undefined {
+    return this.#mqtt ?? this.#channel;
+  }
+
+  /**
+   * An audio session over MQTT + UDP: the hello with transport `udp`, the server's hello, then
+   * listening with the uplink streaming; once its frames are out the board stops listening
+   * and says goodbye.
+   */
+  async #openMqtt(channel: MqttChannel): Promise<void> {
+    const host = this.#host;
+    host.setState('connecting');
+    // The MQTT build's hello: transport before features, features without glyph_push.
+    const hello = withoutFields(
+      this.#regressions.hello(buildDeviceHello({ transport: 'udp', features: { mcp: true } })),
+      host.faults.helloWithout,
+    );
+    try {
+      await channel.openAudioChannel(hello);
+    } catch (error) {
+      if (this.#mqtt !== channel) return;
+      if (error instanceof BoardPanic) {
+        host.panic(error);
+        return;
+      }
+      host.console.log('E', 'Application', `Alert: ${(error as Error).message}`);
+      if (host.state() === 'connecting') host.setState('idle');
+      return;
+    }
+    const sender = channel.udp;
+    if (this.#mqtt !== channel || sender === undefined) return;
+    if (host.faults.crashOnHello) {
+      host.panic(
+        new BoardPanic(
+          'load-prohibited',
+          'MqttProtocol::ParseServerHello read a hello without a string transport (fault knob)',
+        ),
+      );
+      return;
+    }
+    const sessionId = channel.sessionId;
+    const cancel = startUplink({
+      frames: host.timing.uplinkFrames,
+      frameMs: host.timing.uplinkFrameMs,
+      open: () => this.#mqtt === channel && channel.udp === sender,
+      listening: () => host.state() === 'listening',
+      send: (frame, timestamp) => channel.sendAudio(frame, timestamp),
+      done: () =>
+        host.mcp().loop.schedule(() => {
+          if (this.#mqtt !== channel || channel.udp !== sender) return;
+          channel.sendText(
+            encodeDeviceMessage({ type: 'listen', session_id: sessionId, state: 'stop' }),
+          );
+          channel.closeAudioChannel();
+        }),
+    });
+    this.#audio = { sessionId, sender, cancel };
+    this.#uplink = { ...this.#uplink, sessions: this.#uplink.sessions + 1 };
+    host.opened(sessionId);
+    host.setState('listening');
+    channel.sendText(
+      encodeDeviceMessage({ type: 'listen', session_id: sessionId, state: 'start', mode: 'auto' }),
+    );
+  }
+
+  /** The MQTT audio channel closed (goodbye either way, or MQTT dropped): back to idle. */
+  #audioClosed(channel: MqttChannel): void {
+    if (this.#mqtt !== channel) return;
+    this.#endAudio();
+    const host = this.#host;
+    host.mcp().loop.schedule(() => {
+      const state = host.state();
+      if (state === 'listening' || state === 'speaking') host.setState('idle');
+    });
+  }
+
+  #audioStats(audio: AudioSession): UplinkSessionStats {
+    return { sessionId: audio.sessionId, packets: audio.sender.packets, bytes: audio.sender.bytes };
+  }
+
+  /** Ends the streamed audio session, if any: its counts join the totals. */
+  #endAudio(): void {
+    const audio = this.#audio;
+    if (audio === undefined) return;
+    this.#audio = undefined;
+    audio.cancel();
+    const last = this.#audioStats(audio);
+    this.#uplink = {
+      sessions: this.#uplink.sessions,
+      packets: this.#uplink.packets + last.packets,
+      bytes: this.#uplink.bytes + last.bytes,
+      last,
+    };
+    this.#host.uplinkEnded(last);
   }
 
   #apply(action: FrameAction): void {

@@ -49,6 +49,17 @@ export interface BoardTiming {
   upgradeRebootMs: number;
   /** Bound on each HTTP exchange of the OTA client. */
   httpTimeoutMs: number;
+  /** After an MQTT drop, the one reconnect (firmware: `MQTT_RECONNECT_INTERVAL_MS`, 60 s). */
+  mqttReconnectMs: number;
+  /** How long an MQTT connect may take before it counts as failed (our model: 10 s). */
+  mqttConnectTimeoutMs: number;
+  /**
+   * Over MQTT + UDP, how many Opus frames the board sends once an audio session opens, before
+   * it stops listening and says goodbye (a real board streams for as long as it listens).
+   */
+  uplinkFrames: number;
+  /** The pause between two uplink frames (the Opus frame duration, 60 ms). */
+  uplinkFrameMs: number;
 }
 
 export const FIRMWARE_TIMING: BoardTiming = {
@@ -64,7 +75,33 @@ export const FIRMWARE_TIMING: BoardTiming = {
   panicRebootMs: 500,
   upgradeRebootMs: 3000,
   httpTimeoutMs: 10_000,
+  mqttReconnectMs: 60_000,
+  mqttConnectTimeoutMs: 10_000,
+  // 3 s of speech: what a board sends for a short utterance.
+  uplinkFrames: 50,
+  uplinkFrameMs: 60,
 };
+
+/** The transport a board runs once its OTA check succeeded (docs/protocol.md §5, §7). */
+export type BoardTransport = 'websocket' | 'mqtt';
+
+/** One MQTT + UDP audio session's uplink, as the board sent it. */
+export interface UplinkSessionStats {
+  readonly sessionId: string;
+  /** Packets handed to the UDP socket; their sequence numbers were 1 to `packets`. */
+  readonly packets: number;
+  /** Opus payload bytes in them. */
+  readonly bytes: number;
+}
+
+/** What a board sent over UDP since it was made. */
+export interface UplinkStats {
+  readonly sessions: number;
+  readonly packets: number;
+  readonly bytes: number;
+  /** The last session that ended (or the one still open). */
+  readonly last: UplinkSessionStats | undefined;
+}
 
 /** Faults a test or benchmark can switch on. */
 export interface FaultKnobs {
@@ -153,6 +190,10 @@ export interface VirtualBoardEvents {
   boot: [reason: ResetReason, count: number, download: boolean];
   /** A valid `tools/call` is about to run this tool. */
   'tool-call': [name: string];
+  /** The MQTT connection came up (true) or dropped (false). */
+  mqtt: [connected: boolean];
+  /** An MQTT + UDP audio session ended: what its uplink sent. */
+  'uplink-end': [UplinkSessionStats];
 }
 
 export type ResetReason =
