@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -198,6 +199,73 @@ describe('xiaozhi-mcp sim', () => {
         .concat([0, 1].map((i) => simMac('otto-robot', i)))
         .sort(),
     );
+  });
+
+  it('leaves a board on MQTT alone with --session auto: it is reachable without a session', {
+    timeout: 30_000,
+  }, async () => {
+    // Just enough of an MQTT 3.1.1 broker: CONNACK for CONNECT, and every packet type noted.
+    const types: number[] = [];
+    const sockets = new Set<Socket>();
+    const broker: Server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      let buffer = Buffer.alloc(0);
+      socket.on('data', (chunk: Buffer) => {
+        buffer = Buffer.concat([buffer, chunk]);
+        for (;;) {
+          let length = 0;
+          let offset = 1;
+          let done = false;
+          for (let shift = 0; offset < buffer.length && shift < 28; shift += 7) {
+            const byte = buffer[offset++] as number;
+            length += (byte & 0x7f) << shift;
+            if ((byte & 0x80) === 0) {
+              done = true;
+              break;
+            }
+          }
+          if (!done || buffer.length < offset + length) return;
+          const type = (buffer[0] as number) >> 4;
+          buffer = buffer.subarray(offset + length);
+          types.push(type);
+          if (type === 1) socket.write(Buffer.from([0x20, 0x02, 0x00, 0x00]));
+          if (type === 12) socket.write(Buffer.from([0xd0, 0x00]));
+        }
+      });
+    });
+    await new Promise<void>((ready) => broker.listen(0, '127.0.0.1', ready));
+    const address = broker.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    try {
+      backend = await TestBackend.start({
+        otaReply: () => ({
+          body: {
+            mqtt: {
+              endpoint: `127.0.0.1:${port}`,
+              client_id: 'GID_xiaozhi@@@sim@@@uuid',
+              publish_topic: 'device-server',
+            },
+          },
+        }),
+      });
+      const sim = startSim('--ota-url', backend.otaUrl);
+      const deadline = Date.now() + 15_000;
+      while (!/State: activating -> idle$/m.test(sim.output.stdout)) {
+        if (sim.process.exitCode !== null || Date.now() > deadline)
+          throw new Error(`the board did not get idle: ${sim.output.stdout}${sim.output.stderr}`);
+        await sleep(20);
+      }
+      expect(sim.output.stdout).toMatch(/MQTT: Connected to endpoint$/m);
+      // --session auto clicks an idle WebSocket board within 250 ms; give it several times that.
+      await sleep(1500);
+      expect(sim.output.stdout).not.toMatch(/State: idle -> connecting/);
+      expect(types).toEqual([1]); // CONNECT only: no hello was published
+      expect(await stop([sim])).toEqual([130]);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((closed) => broker.close(closed));
+    }
   });
 
   it('derives MACs and uuids the same way every time, counting up from --first-mac', () => {

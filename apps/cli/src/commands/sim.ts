@@ -142,13 +142,15 @@ export async function simCommand(io: CliIo, options: SimOptions): Promise<number
     const label = options.count === 1 ? '' : `${board.mac} | `;
     board.console.on('line', (line) => io.stdout(`${label}${line.text}\n`));
     if (options.session === 'auto') {
-      // Like a person pressing BOOT whenever the board is idle; backing off while sessions fail.
+      // Like a person pressing BOOT whenever the board is idle (over WebSocket, the only way
+      // to reach it); backing off while sessions fail.
       let delay = 250;
       board.on('session', () => {
         delay = 250;
       });
       board.on('state', (state) => {
-        if (state !== 'idle') return;
+        // A board on MQTT is reachable without a session (docs/protocol.md §5): no clicks.
+        if (state !== 'idle' || board.transport === 'mqtt') return;
         const timer = setTimeout(() => {
           timers.delete(timer);
           if (board.state === 'idle') board.click();
@@ -186,7 +188,11 @@ export function registerSim(program: Command, io: CliIo, setExit: (code: number)
       'bread-compact-wifi',
     )
     .option('--count <n>', 'how many boards', positiveInt, 1)
-    .option('--session <mode>', 'auto: press BOOT whenever a board is idle; none: never', 'auto')
+    .option(
+      '--session <mode>',
+      'auto: press BOOT whenever a board on WebSocket is idle; none: never',
+      'auto',
+    )
     .option(
       '--profile <profile>',
       'MCP answers: firmware (exact) or strict (spec-compliant)',
