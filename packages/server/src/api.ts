@@ -3,8 +3,9 @@
  *
  * | method and path | answer |
  * |---|---|
- * | `GET /devices?limit=N&cursor=C` | `{devices, nextCursor?}`: devices by id (id, board, version, connected, ready, tool count, last OTA check), a page of N (default 100, at most 1000) after the cursor |
- * | `GET /devices/:id` | one device |
+ * | `GET /devices?limit=N&cursor=C` | `{devices, nextCursor?}`: devices by id (id, board, version, connected, ready, transport, tool count, last OTA check), a page of N (default 100, at most 1000) after the cursor |
+ * | `GET /devices/:id` | one device, with its latest audio session over MQTT (`audio`) |
+ * | `PUT /devices/:id/transport` | body `{transport: "websocket" \| "mqtt"}`: what its next OTA reply offers (the device need not be known yet) → `{deviceId, transport}`; 409 when the server runs no MQTT broker |
  * | `DELETE /devices/:id` | forgets it (closing its session): `{forgotten: id}`; its next check or connection is a new device |
  * | `GET /devices/:id/tools` | its tools (`userOnly` marks user-only tools) |
  * | `POST /devices/:id/call` | body `{name, arguments?, timeoutMs?}` → `{result}` (standard MCP content); `timeoutMs` 1..600000 |
@@ -16,6 +17,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WireError } from '@xiaozhi-mcp/protocol';
+import type { DeviceTransport } from './device-link.js';
 import { ServerError } from './errors.js';
 import { HttpError, readBody, sendJson } from './http.js';
 import {
@@ -24,6 +26,19 @@ import {
   MAX_DEVICE_JSON_DEPTH,
   nestsWithin,
 } from './registry.js';
+import type { AudioSessionStats } from './udp-audio.js';
+
+/** What the API reaches of the server beyond the registry. */
+export interface ApiControls {
+  /** The transport the device's OTA reply offers. */
+  transportFor(deviceId: string): DeviceTransport;
+  /** Offers the device another transport; throws `CONFIG_INVALID` (no broker for mqtt). */
+  setTransport(deviceId: string, transport: DeviceTransport): void;
+  /** The device's latest audio session over MQTT. */
+  audioStatsFor(deviceId: string): AudioSessionStats | undefined;
+}
+
+const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
 /** `GET /devices`: the default page, and the largest. */
 export const DEVICES_PAGE_DEFAULT = 100;
@@ -40,6 +55,8 @@ export function deviceSummary(record: DeviceRecord) {
     connected: record.session !== undefined && !record.session.closed,
     ready: record.ready,
     sessionId: record.session?.info.sessionId ?? null,
+    /** How it is connected, or was on its last session. */
+    transport: record.transport ?? null,
     toolCount: record.tools.length,
     sessions: record.sessions,
     connectedAt: record.connectedAt ?? null,
@@ -75,17 +92,26 @@ function sendError(res: ServerResponse, error: unknown): void {
       error: { code: error.code, message: error.message },
     });
   } else if (error instanceof HttpError) {
-    sendJson(res, error.status, { error: { code: 'BAD_REQUEST', message: error.message } });
+    sendJson(res, error.status, { error: { code: error.code, message: error.message } });
   } else {
     sendJson(res, 500, { error: { code: 'INTERNAL', message: (error as Error).message } });
   }
+}
+
+/** A device's summary with what the server knows of it beyond the registry. */
+function summaryWith(record: DeviceRecord, controls: ApiControls | undefined) {
+  return {
+    ...deviceSummary(record),
+    offeredTransport: controls?.transportFor(record.deviceId) ?? null,
+  };
 }
 
 /** A page of devices in id order, after `cursor` (the last id of the previous page). */
 function devicesPage(
   registry: DeviceRegistry,
   query: URLSearchParams,
-): { devices: ReturnType<typeof deviceSummary>[]; nextCursor?: string } {
+  controls: ApiControls | undefined,
+): { devices: ReturnType<typeof summaryWith>[]; nextCursor?: string } {
   const limitText = query.get('limit');
   const limit = limitText === null ? DEVICES_PAGE_DEFAULT : Number(limitText);
   if (
@@ -106,9 +132,38 @@ function devicesPage(
   const page = after.slice(0, limit);
   const last = page.at(-1);
   return {
-    devices: page.map(deviceSummary),
+    devices: page.map((record) => summaryWith(record, controls)),
     ...(after.length > limit && last !== undefined ? { nextCursor: last.deviceId } : {}),
   };
+}
+
+/** `PUT /devices/:id/transport`. */
+async function putTransport(
+  deviceInput: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  controls: ApiControls | undefined,
+): Promise<void> {
+  const deviceId = deviceInput.toLowerCase();
+  if (!MAC.test(deviceId))
+    throw new HttpError(
+      400,
+      `a device id is the board MAC, aa:bb:cc:dd:ee:ff, got ${JSON.stringify(deviceInput.slice(0, 64))}`,
+    );
+  const body = JSON.parse((await readBody(req, 1024)) || '{}') as { transport?: unknown };
+  const { transport } = body;
+  if (transport !== 'websocket' && transport !== 'mqtt')
+    throw new HttpError(400, 'body.transport must be "websocket" or "mqtt"');
+  if (controls === undefined)
+    throw new HttpError(409, 'this server cannot change transports', 'NO_MQTT_BROKER');
+  try {
+    controls.setTransport(deviceId, transport);
+  } catch (error) {
+    if (error instanceof ServerError && error.code === 'CONFIG_INVALID')
+      throw new HttpError(409, error.message, 'NO_MQTT_BROKER');
+    throw error;
+  }
+  sendJson(res, 200, { deviceId, transport });
 }
 
 export async function handleApi(
@@ -116,6 +171,7 @@ export async function handleApi(
   path: string,
   req: IncomingMessage,
   res: ServerResponse,
+  controls?: ApiControls,
 ): Promise<void> {
   try {
     // Joined, not resolved: a path starting `//` would be read as a host (`new URL('//x', base)`).
@@ -132,7 +188,7 @@ export async function handleApi(
       throw new HttpError(400, `malformed %-escape in ${url.pathname}`);
     }
     if (req.method === 'GET' && parts.length === 1 && parts[0] === 'devices') {
-      sendJson(res, 200, devicesPage(registry, url.searchParams));
+      sendJson(res, 200, devicesPage(registry, url.searchParams, controls));
       return;
     }
     if (req.method === 'GET' && parts.length === 1 && parts[0] === 'ota-checks') {
@@ -142,12 +198,24 @@ export async function handleApi(
       });
       return;
     }
+    if (
+      req.method === 'PUT' &&
+      parts.length === 3 &&
+      parts[0] === 'devices' &&
+      parts[2] === 'transport'
+    )
+      return await putTransport(parts[1] ?? '', req, res, controls);
     if (parts[0] === 'devices' && parts[1] !== undefined) {
       const record = registry.get(parts[1]);
       if (record === undefined)
         throw new ServerError('DEVICE_NOT_FOUND', `no device ${parts[1]} has been seen`);
       if (req.method === 'GET' && parts.length === 2) {
-        sendJson(res, 200, { device: deviceSummary(record) });
+        sendJson(res, 200, {
+          device: {
+            ...summaryWith(record, controls),
+            audio: controls?.audioStatsFor(record.deviceId) ?? null,
+          },
+        });
         return;
       }
       if (req.method === 'DELETE' && parts.length === 2) {

@@ -85,3 +85,47 @@ describe('assertConfigSafe', () => {
     );
   });
 });
+
+describe('MQTT and UDP', () => {
+  it('offers WebSocket and binds no broker by default; mqtt or an MQTT port turn it on', () => {
+    expect(resolveConfig()).toMatchObject({
+      transport: 'websocket',
+      mqttBroker: false,
+      mqttPort: 1883,
+      udpPort: 0,
+      mqttKeepaliveS: 240,
+    });
+    expect(resolveConfig({ transport: 'mqtt' }).mqttBroker).toBe(true);
+    expect(resolveConfig({ mqttPort: 0 }).mqttBroker).toBe(true);
+    expect(resolveConfig({ mqttPort: 0, mqttBroker: false }).mqttBroker).toBe(false);
+  });
+
+  it.each([
+    [{ transport: 'udp' as 'mqtt' }, /transport/],
+    [{ transport: 'mqtt' as const, mqttBroker: false }, /mqttBroker/],
+    [{ mqttPort: 70000 }, /mqttPort/],
+    [{ udpPort: -1 }, /udpPort/],
+    // xiaozhi-esp32 mqtt_protocol.cc: the board speaks TLS on 8883.
+    [{ mqttPort: 8883 }, /mqttPort: 8883 is where boards speak TLS/],
+    [{ port: 1883, mqttPort: 1883 }, /mqttPort: must differ from port/],
+    [{ mqttKeepaliveS: 0 }, /mqttKeepaliveS/],
+    [{ mqttKeepaliveS: 65536 }, /mqttKeepaliveS/],
+  ])('refuses %j naming the field', (partial, field) => {
+    expect(() => resolveConfig(partial)).toThrow(
+      expect.objectContaining({ code: 'CONFIG_INVALID', message: expect.stringMatching(field) }),
+    );
+  });
+
+  it('refuses an MQTT endpoint boards would abort on (an IPv6 host: std::stoi of its port throws)', () => {
+    const config = resolveConfig({ transport: 'mqtt' });
+    expect(() =>
+      assertConfigSafe(config, 'ws://127.0.0.1:8000/xiaozhi/v1/', '127.0.0.1:1883'),
+    ).not.toThrow();
+    expect(() => assertConfigSafe(config, 'ws://[::1]:8000/xiaozhi/v1/', '::1:1883')).toThrow(
+      expect.objectContaining({
+        code: 'CONFIG_HAZARD',
+        message: expect.stringContaining('mqtt.endpoint'),
+      }),
+    );
+  });
+});

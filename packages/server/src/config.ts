@@ -4,8 +4,10 @@
  */
 import { BlockList, isIP } from 'node:net';
 import { type OtaReply, validateOtaReply } from '@xiaozhi-mcp/protocol';
+import type { DeviceTransport } from './device-link.js';
 import { ServerError } from './errors.js';
 import { hostKey, originKey } from './http.js';
+import { mqttClientId, publishTopic } from './mqtt-link.js';
 
 export type AuthMode = 'token' | 'off';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -40,7 +42,10 @@ export interface ServerConfig {
   readonly callTimeoutMs: number;
   /** Bound on the wait for a device's hello after the upgrade. */
   readonly helloTimeoutMs: number;
-  /** Largest frame accepted from a device (the firmware sends at most 64 KiB). */
+  /**
+   * Largest WebSocket frame, and largest MQTT packet, accepted from any client (the firmware
+   * sends at most 64 KiB).
+   */
   readonly maxFrameBytes: number;
   /** Ping each device this often; a device that misses two pings in a row is dropped. 0: never. */
   readonly pingIntervalMs: number;
@@ -59,12 +64,37 @@ export interface ServerConfig {
    * proxy in front of it). Requests from any other origin are refused (DNS rebinding, cross-site POST).
    */
   readonly allowedOrigins: readonly string[];
-  /** Node's `headersTimeout`: a client gets this long to send its request headers. */
+  /**
+   * Node's `headersTimeout`: a client gets this long to send its request headers. An MQTT client
+   * gets as long to send its CONNECT.
+   */
   readonly headersTimeoutMs: number;
   /** Node's `requestTimeout`: a client gets this long to send its whole request. */
   readonly requestTimeoutMs: number;
-  /** Most open TCP connections (HTTP and WebSocket together); 0: no cap. */
+  /**
+   * Most open TCP connections (HTTP and WebSocket together), and as many again on the MQTT
+   * broker; 0: no cap.
+   */
   readonly maxConnections: number;
+
+  // --- MQTT + UDP (docs/protocol.md §5)
+  /**
+   * The transport the OTA reply offers a board: `websocket` (with `"mqtt": {"endpoint": ""}`,
+   * so a board given MQTT before comes back) or `mqtt` (the embedded broker). A device's own
+   * choice (`XiaozhiServer.setTransport`) overrides it.
+   */
+  readonly transport: DeviceTransport;
+  /**
+   * Run the embedded MQTT broker and the UDP audio endpoint. Default: on when `transport` is
+   * `mqtt` or `mqttPort` is given, so a WebSocket-only server binds no other port.
+   */
+  readonly mqttBroker: boolean;
+  /** The broker's TCP port, on `host`; 0 lets the OS choose. Not 8883: boards speak TLS there. */
+  readonly mqttPort: number;
+  /** The UDP audio endpoint's port, on `host`; 0 lets the OS choose (the server hello names it). */
+  readonly udpPort: number;
+  /** `mqtt.keepalive` in the OTA reply, in seconds (the firmware's default is 240). */
+  readonly mqttKeepaliveS: number;
 
   // --- bounded memory
   /** Largest OTA check body accepted (a board's system info is a few KB). */
@@ -105,6 +135,11 @@ export const DEFAULT_CONFIG: ServerConfig = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   maxConnections: 0,
+  transport: 'websocket',
+  mqttBroker: false,
+  mqttPort: 1883,
+  udpPort: 0,
+  mqttKeepaliveS: 240,
   maxOtaBodyBytes: 32 * 1024,
   maxDevices: 10_000,
   offlineDeviceTtlMs: 24 * 60 * 60 * 1000,
@@ -129,10 +164,12 @@ function invalid(field: string, message: string): never {
 
 /** Fills defaults and validates; throws `CONFIG_INVALID` or `CONFIG_HAZARD` naming the field. */
 export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig {
-  const config: ServerConfig = {
+  const config: { -readonly [K in keyof ServerConfig]: ServerConfig[K] } = {
     ...DEFAULT_CONFIG,
     ...Object.fromEntries(Object.entries(partial).filter(([, v]) => v !== undefined)),
   };
+  if (partial.mqttBroker === undefined)
+    config.mqttBroker = config.transport === 'mqtt' || partial.mqttPort !== undefined;
   if (typeof config.host !== 'string' || config.host === '')
     invalid('host', 'must be a host name or address');
   if (!Number.isInteger(config.port) || config.port < 0 || config.port > 65535)
@@ -177,6 +214,30 @@ export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig
       'headersTimeoutMs',
       `must not exceed requestTimeoutMs (${config.requestTimeoutMs}), got ${config.headersTimeoutMs}`,
     );
+  if (config.transport !== 'websocket' && config.transport !== 'mqtt')
+    invalid('transport', `must be websocket or mqtt, got ${JSON.stringify(config.transport)}`);
+  if (typeof config.mqttBroker !== 'boolean') invalid('mqttBroker', 'must be true or false');
+  if (config.transport === 'mqtt' && !config.mqttBroker)
+    invalid('mqttBroker', 'must be on to offer boards mqtt (transport)');
+  for (const [field, value] of [
+    ['mqttPort', config.mqttPort],
+    ['udpPort', config.udpPort],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 0 || value > 65535)
+      invalid(field, `must be 0..65535, got ${String(value)}`);
+  }
+  if (config.mqttBroker && config.mqttPort !== 0 && config.mqttPort === config.port)
+    invalid('mqttPort', `must differ from port (${config.port}): the broker has its own listener`);
+  // xiaozhi-esp32 mqtt_protocol.cc StartMqttClient: 8883 is where the board speaks TLS.
+  if (config.mqttBroker && config.mqttPort === 8883)
+    invalid('mqttPort', '8883 is where boards speak TLS; the embedded broker is plain MQTT (1883)');
+  // MQTT's Keep Alive is a 16-bit number of seconds; 0 would turn it off.
+  if (
+    !Number.isInteger(config.mqttKeepaliveS) ||
+    config.mqttKeepaliveS < 1 ||
+    config.mqttKeepaliveS > 65535
+  )
+    invalid('mqttKeepaliveS', `must be 1..65535 seconds, got ${String(config.mqttKeepaliveS)}`);
   if (!Number.isInteger(config.pingIntervalMs) || config.pingIntervalMs < 0)
     invalid('pingIntervalMs', 'must be 0 or a positive integer');
   if (config.publicUrl !== undefined && !/^https?:\/\/[^/\s]+$/.test(config.publicUrl)) {
@@ -230,28 +291,55 @@ export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig
   return config;
 }
 
+const ANY_MAC = 'aa:bb:cc:dd:ee:ff';
+
 /**
- * Refuses a configuration whose OTA reply would be a hazard, by validating the reply it
- * produces with the longest token it can issue or accept.
+ * Refuses a configuration whose OTA replies would be a hazard, by validating the replies it
+ * produces with the longest token and credentials it can issue or accept: the WebSocket one,
+ * and the MQTT one when `mqttEndpoint` (`host:port` as boards reach the broker) is given.
  */
-export function assertConfigSafe(config: ServerConfig, websocketUrl: string): void {
+export function assertConfigSafe(
+  config: ServerConfig,
+  websocketUrl: string,
+  mqttEndpoint?: string,
+): void {
   const longestToken = [...config.tokens, 'x'.repeat(32)].reduce((a, b) =>
     b.length > a.length ? b : a,
   );
-  const reply: OtaReply = {
-    websocket: {
-      url: websocketUrl,
-      token: longestToken,
-      version: config.websocketVersion,
-      ...config.websocketExtra,
+  const serverTime = { timestamp: Date.now(), timezone_offset: config.timezoneOffsetMinutes };
+  const replies: OtaReply[] = [
+    {
+      websocket: {
+        url: websocketUrl,
+        token: longestToken,
+        version: config.websocketVersion,
+        ...config.websocketExtra,
+      },
+      mqtt: { endpoint: '' },
+      server_time: serverTime,
     },
-    server_time: { timestamp: Date.now(), timezone_offset: config.timezoneOffsetMinutes },
-  };
-  const hazard = validateOtaReply(reply).find((finding) => finding.severity === 'hazard');
-  if (hazard !== undefined) {
-    throw new ServerError(
-      'CONFIG_HAZARD',
-      `config would send boards an OTA reply that crashes them: ${hazard.field}: ${hazard.message}`,
-    );
+  ];
+  if (mqttEndpoint !== undefined) {
+    replies.push({
+      mqtt: {
+        endpoint: mqttEndpoint,
+        // The longest a Client-Id can be (gateway.ts CLIENT_ID: 64 characters).
+        client_id: mqttClientId(ANY_MAC, 'x'.repeat(64)),
+        username: ANY_MAC,
+        password: longestToken,
+        keepalive: config.mqttKeepaliveS,
+        publish_topic: publishTopic(ANY_MAC),
+      },
+      server_time: serverTime,
+    });
+  }
+  for (const reply of replies) {
+    const hazard = validateOtaReply(reply).find((finding) => finding.severity === 'hazard');
+    if (hazard !== undefined) {
+      throw new ServerError(
+        'CONFIG_HAZARD',
+        `config would send boards an OTA reply that crashes them: ${hazard.field}: ${hazard.message}`,
+      );
+    }
   }
 }

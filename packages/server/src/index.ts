@@ -1,7 +1,7 @@
 // @xiaozhi-mcp/server: the backend xiaozhi boards connect to.
 // Named exports only; see README.md for the API routes and every error code.
 
-export { deviceSummary } from './api.js';
+export { type ApiControls, deviceSummary } from './api.js';
 export {
   type AuthMode,
   assertConfigSafe,
@@ -29,6 +29,25 @@ export {
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
 export { type FirmwareImage, FirmwareStore } from './firmware-store.js';
 export { tokenOf } from './gateway.js';
+export {
+  MqttBroker,
+  type MqttBrokerOptions,
+  type MqttDevice,
+  type MqttDeviceAuthority,
+} from './mqtt-broker.js';
+export { type AudioSessions, MQTT_SESSION_HELLO, MqttGateway } from './mqtt-gateway.js';
+export {
+  deliveryTopic,
+  isBoardClientId,
+  MQTT_CLIENT_GROUP,
+  MQTT_OPERATOR,
+  MqttLink,
+  macUnderscored,
+  mqttClientId,
+  parseMqttClientId,
+  publishTopic,
+} from './mqtt-link.js';
+export { MqttPacketBound, MqttWire } from './mqtt-wire.js';
 export {
   type DeviceRecord,
   DeviceRegistry,

@@ -1,7 +1,11 @@
 /**
- * `POST {prefix}/ota/`: validates the board's request, records it, and answers with our
- * WebSocket URL and a per-device token, the server time (offset in minutes) and, when the
- * store has a newer image, a firmware offer. Every reply passes the hazard validator.
+ * `POST {prefix}/ota/`: validates the board's request, records it, and answers with where to
+ * connect, the server time (offset in minutes) and, when the store has a newer image, a
+ * firmware offer. Where to connect is the transport offered to the device: our WebSocket URL
+ * and a per-device token, with `"mqtt": {"endpoint": ""}` so that a board given MQTT before
+ * comes back to WebSocket; or our broker's `mqtt{endpoint, client_id, username, password,
+ * keepalive, publish_topic}` with a per-device password (issued once, kept with the record)
+ * and no `websocket`. Every reply passes the hazard validator.
  *
  * Bounded: the body is at most `maxOtaBodyBytes` (413), and every field kept is short, as the
  * firmware's are (400 naming the field otherwise). A known device's token goes only to the
@@ -24,9 +28,11 @@ import {
 } from '@xiaozhi-mcp/protocol';
 import type { Logger } from 'pino';
 import type { ServerConfig } from './config.js';
+import type { DeviceTransport } from './device-link.js';
 import type { FirmwareStore } from './firmware-store.js';
 import { pinnedMessage } from './gateway.js';
 import { readBody, sendJson } from './http.js';
+import { mqttClientId, publishTopic } from './mqtt-link.js';
 import { clip, type DeviceRegistry } from './registry.js';
 import { sameSecret } from './secret.js';
 
@@ -151,12 +157,21 @@ export class OtaEndpoint {
   /** Pending activation challenges, oldest first. */
   readonly #challenges = new Map<string, Challenge>();
 
+  /**
+   * `urls.mqtt`: the broker's `host:port` as boards reach it, when it runs. `transportFor`: the
+   * transport offered to a device (the configured one unless the device has its own).
+   */
   constructor(
     readonly config: ServerConfig,
     readonly registry: DeviceRegistry,
     readonly firmware: FirmwareStore,
-    readonly urls: { websocket: string; firmware: (name: string) => string },
+    readonly urls: {
+      websocket: string;
+      mqtt?: string | undefined;
+      firmware: (name: string) => string;
+    },
     readonly logger: Logger,
+    readonly transportFor: (deviceId: string) => DeviceTransport = () => config.transport,
   ) {}
 
   /** The token issued to a device by its OTA check (kept, and evicted, with its record). */
@@ -215,6 +230,12 @@ export class OtaEndpoint {
     const token = activating
       ? undefined
       : (this.registry.tokenFor(deviceId) ?? randomBytes(16).toString('hex'));
+    const mqttEndpoint = this.transportFor(deviceId) === 'mqtt' ? this.urls.mqtt : undefined;
+    // Issued once per device, and kept while the device is offered WebSocket.
+    const mqttPassword =
+      activating || mqttEndpoint === undefined
+        ? undefined
+        : (this.registry.mqttPasswordFor(deviceId) ?? randomBytes(16).toString('hex'));
     let reply: OtaReply;
     try {
       reply = buildOtaReply(
@@ -232,13 +253,29 @@ export class OtaEndpoint {
               }),
           ...(token === undefined
             ? {}
-            : {
-                websocket: {
-                  url: this.urls.websocket,
-                  token,
-                  version: this.config.websocketVersion,
-                },
-              }),
+            : mqttEndpoint !== undefined && mqttPassword !== undefined
+              ? {
+                  // Only mqtt: with both, a board uses MQTT anyway (docs/protocol.md §7).
+                  mqtt: {
+                    endpoint: mqttEndpoint,
+                    clientId: mqttClientId(deviceId, clientId),
+                    username: deviceId,
+                    password: mqttPassword,
+                    keepalive: this.config.mqttKeepaliveS,
+                    publishTopic: publishTopic(deviceId),
+                  },
+                }
+              : {
+                  websocket: {
+                    url: this.urls.websocket,
+                    token,
+                    version: this.config.websocketVersion,
+                  },
+                  // A stored, non-empty MQTT endpoint wins over the websocket url at boot and
+                  // stored keys are never erased: blank it, for a board given MQTT before (by
+                  // us, or by another backend).
+                  mqtt: { endpoint: '' },
+                }),
           serverTime: { now: Date.now(), timezoneOffsetMinutes: this.config.timezoneOffsetMinutes },
           ...(offer === undefined
             ? {}
@@ -278,6 +315,8 @@ export class OtaEndpoint {
     }
     // A board that must (re-)activate loses any token it had: the gateway refuses it meanwhile.
     this.registry.setToken(deviceId, token);
+    if (activating) this.registry.setMqttPassword(deviceId, undefined);
+    else if (mqttPassword !== undefined) this.registry.setMqttPassword(deviceId, mqttPassword);
     if (challenge !== undefined && serial !== undefined)
       this.#addChallenge(challenge, { deviceId, clientId, serial });
     this.logger.info(
@@ -286,6 +325,8 @@ export class OtaEndpoint {
         board: request.board,
         version: request.version,
         offered: offer?.version,
+        transport:
+          token === undefined ? undefined : mqttEndpoint === undefined ? 'websocket' : 'mqtt',
         ...(challenge === undefined ? {} : { activation: serial }),
       },
       'OTA check',

@@ -6,12 +6,13 @@
  * Identity: a device is pinned to the first `Client-Id` it came with (the uuid the board keeps
  * in NVS, docs/protocol.md §8); nothing with another Client-Id can act as it until the
  * operator forgets it. Memory is bounded: offline devices are evicted by age and by count (a
- * connected one never), with their tokens and pins, and identical tool lists are shared and
+ * connected one never), with their tokens, MQTT passwords and pins, and identical tool lists are shared and
  * released with the last record that holds them.
  */
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { PageReport, ToolResult } from '@xiaozhi-mcp/protocol';
+import type { DeviceTransport } from './device-link.js';
 import type { DeviceSession, InitializeResult, RequestOptions } from './device-session.js';
 import { ServerError } from './errors.js';
 import { sameSecret } from './secret.js';
@@ -48,6 +49,8 @@ export interface DeviceRecord {
   board: string | undefined;
   version: string | undefined;
   session: DeviceSession | undefined;
+  /** How the board is connected, or was on its last session; undefined before any session. */
+  transport: DeviceTransport | undefined;
   /** Initialised and tools listed on the current session. */
   ready: boolean;
   initialize: InitializeResult | undefined;
@@ -159,6 +162,8 @@ interface Entry {
   readonly record: DeviceRecord;
   /** The WebSocket token the OTA endpoint issued to it. */
   token: string | undefined;
+  /** The MQTT password the OTA endpoint issued to it. */
+  mqttPassword: string | undefined;
   /** Last activity (OTA check, connection, disconnection), `Date.now()`. */
   seenAt: number;
   /** Key of its shared tool list in `#toolLists`. */
@@ -254,6 +259,19 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     entry.token = token;
   }
 
+  /** The MQTT password issued to a device (by the OTA endpoint), if any. */
+  mqttPasswordFor(deviceId: string): string | undefined {
+    return this.#devices.get(deviceId.toLowerCase())?.mqttPassword;
+  }
+
+  /** Keeps the MQTT password issued to a known device (undefined revokes it); it goes with the record. */
+  setMqttPassword(deviceId: string, password: string | undefined): void {
+    const entry = this.#devices.get(deviceId.toLowerCase());
+    if (entry === undefined)
+      throw new ServerError('DEVICE_NOT_FOUND', `no device ${deviceId} has been seen`);
+    entry.mqttPassword = password;
+  }
+
   /** Marks a known device as having proved it holds `serial`'s key (opt-in activation). */
   markActivated(deviceId: string, serial: string): void {
     const entry = this.#devices.get(deviceId.toLowerCase());
@@ -298,6 +316,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     const { record } = entry;
     const previous = record.session;
     record.session = session;
+    record.transport = session.transport;
     record.ready = false;
     record.sessions++;
     record.connectedAt = new Date().toISOString();
@@ -458,6 +477,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
           board: undefined,
           version: undefined,
           session: undefined,
+          transport: undefined,
           ready: false,
           initialize: undefined,
           tools: [],
@@ -471,6 +491,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
           activatedSerial: undefined,
         },
         token: undefined,
+        mqttPassword: undefined,
         seenAt: Date.now(),
         toolsKey: undefined,
       };
@@ -515,6 +536,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     if (this.#devices.get(record.deviceId) !== entry) return;
     this.#devices.delete(record.deviceId);
     entry.token = undefined;
+    entry.mqttPassword = undefined;
     this.#releaseTools(entry);
     record.session?.close(reason);
     this.#emit('forgotten', record.deviceId, reason);
