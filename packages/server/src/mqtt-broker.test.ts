@@ -10,7 +10,7 @@ import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { type Socket, connect as tcpConnect } from 'node:net';
 import { promisify } from 'node:util';
-import { McpServer } from '@xiaozhi-mcp/device';
+import { type BoardTiming, McpServer, VirtualBoard } from '@xiaozhi-mcp/device';
 import { validateOtaReply } from '@xiaozhi-mcp/protocol';
 import mqtt, { type MqttClient } from 'mqtt';
 import { pino } from 'pino';
@@ -18,14 +18,26 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type StartOptions, XiaozhiServer } from './server.js';
 
 const API_TOKEN = 'operator-token-1';
+/** A hang guard for what the test waits on, generous for a loaded CI machine. */
+const WAIT_MS = 20_000;
+const STEP_MS = 20;
+const STEPS = WAIT_MS / STEP_MS;
+
+/** Polls until `done()` holds, or the guard runs out (the caller's expectation then fails). */
+async function settle(done: () => boolean): Promise<void> {
+  for (let i = 0; i < STEPS && !done(); i++)
+    await new Promise((resolve) => setTimeout(resolve, STEP_MS));
+}
 
 let server: XiaozhiServer | undefined;
 const clients: MqttClient[] = [];
+const virtualBoards: VirtualBoard[] = [];
 const sockets: Socket[] = [];
 let logs: Record<string, unknown>[] = [];
 
 afterEach(async () => {
   for (const client of clients.splice(0)) client.end(true);
+  for (const virtual of virtualBoards.splice(0)) virtual.powerOff();
   for (const socket of sockets.splice(0)) socket.destroy();
   await server?.stop();
   server = undefined;
@@ -170,7 +182,7 @@ class FakeBoard {
   }
 
   async waitFor(match: (frame: Received) => boolean, what: string): Promise<Received> {
-    for (let i = 0; i < 500; i++) {
+    for (let i = 0; i < STEPS; i++) {
       const found = this.received.find(match);
       if (found !== undefined) return found;
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -197,7 +209,7 @@ async function board(
 ): Promise<{ board: FakeBoard; reply: Record<string, Record<string, unknown>> }> {
   const reply = await otaCheck(target, mac, uuid);
   const connected = await FakeBoard.connect(reply.mqtt ?? {});
-  await target.registry.waitForReady(mac, 10_000);
+  await target.registry.waitForReady(mac, WAIT_MS);
   return { board: connected, reply };
 }
 
@@ -218,7 +230,7 @@ async function connackCode(target: XiaozhiServer, options: mqtt.IClientOptions):
   });
 }
 
-describe('the OTA reply offers MQTT', () => {
+describe('the OTA reply offers MQTT', { timeout: 60_000 }, () => {
   it('carries mqtt{endpoint, client_id, username, password, keepalive, publish_topic} and no websocket', async () => {
     const target = await startServer();
     const reply = await otaCheck(target, MAC, UUID);
@@ -303,7 +315,7 @@ describe('the OTA reply offers MQTT', () => {
   });
 });
 
-describe('a board on MQTT', () => {
+describe('a board on MQTT', { timeout: 60_000 }, () => {
   it('gets a session without a hello: initialize, tools/list and calls through the API', async () => {
     const target = await startServer();
     const { board: fake } = await board(target);
@@ -462,9 +474,8 @@ describe('a board on MQTT', () => {
     const { board: first, reply } = await board(target);
     const second = await FakeBoard.connect(reply.mqtt ?? {});
     await first.closed();
-    await target.registry.waitForReady(MAC, 10_000);
-    for (let i = 0; target.registry.get(MAC)?.sessions !== 2 && i < 100; i++)
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    await target.registry.waitForReady(MAC, WAIT_MS);
+    await settle(() => target.registry.get(MAC)?.sessions === 2);
     expect(target.registry.get(MAC)).toMatchObject({ sessions: 2, ready: true });
     const call = await api(target, 'POST', `/devices/${MAC}/call`, {
       name: 'self.light.set_brightness',
@@ -527,7 +538,7 @@ describe('a board on MQTT', () => {
     );
     socket.close();
     let audio: Record<string, unknown> | null = null;
-    for (let i = 0; i < 250 && (audio?.packets ?? 0) !== 1; i++) {
+    for (let i = 0; i < STEPS && (audio?.packets ?? 0) !== 1; i++) {
       audio = (await api(target, 'GET', `/devices/${MAC}`)).body.device as Record<string, unknown>;
       audio = audio.audio as Record<string, unknown> | null;
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -536,8 +547,7 @@ describe('a board on MQTT', () => {
 
     // The board's goodbye ends it; MCP goes back to "".
     fake.publish(`{"session_id":"${sessionId}","type":"goodbye"}`);
-    for (let i = 0; i < 250 && target.registry.get(MAC)?.session?.info.sessionId !== ''; i++)
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    await settle(() => target.registry.get(MAC)?.session?.info.sessionId === '');
     expect(target.registry.get(MAC)?.session?.info.sessionId).toBe('');
     expect(target.audioStatsFor(MAC)).toMatchObject({ sessionId, open: false });
   });
@@ -559,7 +569,7 @@ describe('a board on MQTT', () => {
   });
 });
 
-describe('operators', () => {
+describe('operators', { timeout: 60_000 }, () => {
   it('subscribe to anything and see both directions; their publishes to devices/p2p reach the board', async () => {
     const target = await startServer();
     const { board: fake } = await board(target);
@@ -581,8 +591,7 @@ describe('operators', () => {
       name: 'self.light.set_brightness',
       arguments: { level: 42 },
     });
-    for (let i = 0; i < 250 && seen.length < 2; i++)
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    await settle(() => seen.length >= 2);
     expect(seen.map((s) => s.topic)).toEqual([
       'devices/p2p/f4_12_fa_00_00_01',
       'device-server/f4_12_fa_00_00_01',
@@ -593,8 +602,7 @@ describe('operators', () => {
     );
     await fake.waitFor((r) => r.text.includes('9001'), 'the operator request');
     // The board's answer goes to its publish topic, where the operator sees it.
-    for (let i = 0; i < 250 && !seen.some((s) => s.text.includes('"id":9001,"result"')); i++)
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    await settle(() => seen.some((s) => s.text.includes('"id":9001,"result"')));
     expect(seen.find((s) => s.text.includes('"id":9001,"result"'))?.topic).toBe(
       'device-server/f4_12_fa_00_00_01',
     );
@@ -616,7 +624,76 @@ describe('operators', () => {
   });
 });
 
-describe('hostile MQTT clients', () => {
+const FAST: Partial<BoardTiming> = {
+  bootMs: 5,
+  wifiConnectMs: 5,
+  otaRetryMs: 20,
+  helloTimeoutMs: 3000,
+  rebootMs: 20,
+  panicRebootMs: 20,
+  httpTimeoutMs: 3000,
+  mqttReconnectMs: 300,
+  mqttConnectTimeoutMs: 3000,
+  uplinkFrames: 5,
+  uplinkFrameMs: 5,
+};
+
+function virtualBoard(target: XiaozhiServer, mac = MAC): VirtualBoard {
+  const created = new VirtualBoard({
+    mac,
+    wifi: { ssid: 'lab' },
+    otaUrl: target.urls.ota,
+    timing: FAST,
+  });
+  virtualBoards.push(created);
+  return created;
+}
+
+describe('a virtual board (the device SDK) on the embedded broker', { timeout: 60_000 }, () => {
+  it('is reached with no click, streams audio over UDP on a click, and goes back to WebSocket when told', async () => {
+    const target = await startServer();
+    const vboard = virtualBoard(target);
+    vboard.powerOn();
+    // No click: MQTT is up from boot on, and MCP with it.
+    const record = await target.registry.waitForReady(MAC, WAIT_MS);
+    expect(vboard.transport).toBe('mqtt');
+    expect(record.transport).toBe('mqtt');
+    expect(
+      await api(target, 'POST', `/devices/${MAC}/call`, {
+        name: 'self.audio_speaker.set_volume',
+        arguments: { volume: 30 },
+      }),
+    ).toMatchObject({ status: 200, body: { result: { isError: false } } });
+
+    // A click: hello, the server's answer, five UDP frames, goodbye.
+    const ended = once(vboard, 'uplink-end');
+    vboard.click();
+    await ended;
+    let audio = target.audioStatsFor(MAC);
+    for (let i = 0; i < STEPS && audio?.open !== false; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      audio = target.audioStatsFor(MAC);
+    }
+    expect(audio).toMatchObject({ packets: 5, gaps: 0, outOfOrder: 0, rejected: 0, open: false });
+    expect(target.registry.get(MAC)?.session?.info.sessionId).toBe('');
+
+    // Switched back: the next OTA reply blanks mqtt/endpoint and the board comes up on WebSocket.
+    target.setTransport(MAC, 'websocket');
+    const checked = once(vboard, 'ota');
+    vboard.reboot();
+    await checked;
+    await settle(() => vboard.transport === 'websocket');
+    await vboard.waitForState('idle', WAIT_MS);
+    expect(vboard.transport).toBe('websocket');
+    expect(vboard.storage.open('mqtt').getString('endpoint')).toBe('');
+    vboard.click();
+    await settle(() => target.registry.get(MAC)?.transport === 'websocket');
+    await target.registry.waitForReady(MAC, WAIT_MS);
+    expect(target.registry.get(MAC)?.transport).toBe('websocket');
+  });
+});
+
+describe('hostile MQTT clients', { timeout: 60_000 }, () => {
   function raw(target: XiaozhiServer): Promise<Socket> {
     const socket = tcpConnect(mqttPort(target), '127.0.0.1');
     sockets.push(socket);
@@ -721,10 +798,12 @@ const mosquittoMissing = await exec('sh', [
 
 describe.skipIf(mosquittoMissing !== undefined)(
   `with Debian's mosquitto-clients${mosquittoMissing === undefined ? '' : ` (skipped: ${mosquittoMissing})`}`,
+  { timeout: 60_000 },
   () => {
-    it('mosquitto_sub -t # sees a board MCP replies; mosquitto_pub to its p2p topic reaches it', async () => {
+    it("mosquitto_sub -t # sees a virtual board's MCP replies; mosquitto_pub to its p2p topic reaches it", async () => {
       const target = await startServer();
-      const { board: fake } = await board(target);
+      virtualBoard(target).powerOn();
+      await target.registry.waitForReady(MAC, WAIT_MS);
       const port = String(mqttPort(target));
       const sub = spawn(
         'mosquitto_sub',
@@ -737,7 +816,7 @@ describe.skipIf(mosquittoMissing !== undefined)(
       });
       try {
         const until = async (match: (text: string) => boolean, what: string) => {
-          for (let i = 0; i < 500 && !match(out); i++)
+          for (let i = 0; i < STEPS && !match(out); i++)
             await new Promise((resolve) => setTimeout(resolve, 20));
           if (!match(out)) throw new Error(`mosquitto_sub printed no ${what}:\n${out}`);
         };
@@ -750,19 +829,19 @@ describe.skipIf(mosquittoMissing !== undefined)(
           reconnectPeriod: 0,
         });
         clients.push(probe);
-        for (let i = 0; i < 250 && !out.includes('probe/ready'); i++) {
+        for (let i = 0; i < STEPS / 2 && !out.includes('probe/ready'); i++) {
           probe.publish('probe/ready', '{}');
           await new Promise((resolve) => setTimeout(resolve, 40));
         }
         await until((text) => text.includes('probe/ready {}'), 'the probe');
         await api(target, 'POST', `/devices/${MAC}/call`, {
-          name: 'self.light.set_brightness',
-          arguments: { level: 64 },
+          name: 'self.audio_speaker.set_volume',
+          arguments: { volume: 64 },
         });
         // `-v`: "topic payload" per message.
         await until(
           (text) =>
-            /^device-server\/f4_12_fa_00_00_01 \{"session_id":"","type":"mcp","payload":\{"jsonrpc":"2.0","id":\d+,"result"/m.test(
+            /^device-server\/f4_12_fa_00_00_01 \{"session_id":"","type":"mcp","payload":\{"jsonrpc":"2.0","id":\d+,"result":\{"content":\[\{"type":"text","text":"true"\}\],"isError":false\}\}\}$/m.test(
               text,
             ),
           "the board's MCP reply",
@@ -783,10 +862,16 @@ describe.skipIf(mosquittoMissing !== undefined)(
           '-t',
           'devices/p2p/f4_12_fa_00_00_01',
           '-m',
-          '{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":4242,"method":"tools/call","params":{"name":"self.light.set_brightness","arguments":{"level":12}}}}',
+          '{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":4242,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":12}}}}',
         ]);
-        await fake.waitFor((r) => r.text.includes('"id":4242'), 'the mosquitto_pub request');
-        await until((text) => text.includes('"id":4242,"result"'), 'the reply to mosquitto_pub');
+        // Only the board could have answered it.
+        await until(
+          (text) =>
+            text.includes(
+              'device-server/f4_12_fa_00_00_01 {"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":4242,"result"',
+            ),
+          'the reply to mosquitto_pub',
+        );
       } finally {
         sub.kill();
       }
