@@ -62,10 +62,10 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
     const table = await runCli('devices', '--server', url);
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^DEVICE +BOARD +VERSION +STATE +TOOLS +LAST OTA CHECK$/);
+    expect(lines[0]).toMatch(/^DEVICE +BOARD +VERSION +STATE +TRANSPORT +TOOLS +LAST OTA CHECK$/);
     expect(lines.slice(1)).toEqual([
       expect.stringMatching(
-        /^f4:12:fa:00:00:21 {2}bread-compact-wifi {2}2\.4\.2 {4}ready {2}14 {5}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/,
+        /^f4:12:fa:00:00:21 {2}bread-compact-wifi {2}2\.4\.2 {4}ready {2}websocket {2}14 {5}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/,
       ),
       expect.stringMatching(/^f4:12:fa:00:00:22 {2}bread-compact-wifi/),
     ]);
@@ -78,6 +78,7 @@ describe('xiaozhi-mcp devices, tools and call', { timeout: 20_000 }, () => {
       board: 'bread-compact-wifi',
       connected: true,
       ready: true,
+      transport: 'websocket',
       toolCount: 14,
     });
   });

@@ -231,11 +231,18 @@ export async function devicesCommand(io: CliIo, options: ClientOptions): Promise
       cell(d.board),
       cell(d.version),
       d.ready === true ? 'ready' : d.connected === true ? 'connected' : 'offline',
+      // How it is connected, or was last; a server older than MQTT sends none.
+      cell(d.transport),
       cell(d.toolCount),
       typeof at === 'string' ? timestamp(at) : '-',
     ];
   });
-  io.stdout(table([['DEVICE', 'BOARD', 'VERSION', 'STATE', 'TOOLS', 'LAST OTA CHECK'], ...rows]));
+  io.stdout(
+    table([
+      ['DEVICE', 'BOARD', 'VERSION', 'STATE', 'TRANSPORT', 'TOOLS', 'LAST OTA CHECK'],
+      ...rows,
+    ]),
+  );
   return ExitCode.ok;
 }
 
@@ -718,7 +725,9 @@ export function registerClient(program: Command, io: CliIo, setExit: (code: numb
   const devices = withClientOptions(
     program
       .command('devices')
-      .description('list the devices a running server has seen: board, version, state, tools'),
+      .description(
+        'list the devices a running server has seen: board, version, state, transport, tools',
+      ),
   ).action(async (options: ClientOptions) => setExit(await devicesCommand(io, options)));
 
   withClientOptions(

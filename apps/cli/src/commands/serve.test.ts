@@ -108,13 +108,59 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
 
     expect(server.out.stdout.split('\n').slice(3)).toEqual([
       'ota-check f4:12:fa:00:00:07 2.4.2',
-      'connected f4:12:fa:00:00:07',
+      'connected f4:12:fa:00:00:07 websocket',
       'ready f4:12:fa:00:00:07 bread-compact-wifi 2.4.2 14 tools',
       expect.stringMatching(/^disconnected f4:12:fa:00:00:07 \S/),
       '',
     ]);
     expect(server.out.stderr).toMatch(/listening on http:\/\/127\.0\.0\.1:\d+; Ctrl-C to stop\n/);
     expect(server.out.stderr).toMatch(/stopped\n$/);
+  });
+
+  it('--transport mqtt: prints the MQTT and UDP URLs; a board is reached with no click and listed on mqtt', async () => {
+    const server = serve({ transport: 'mqtt', mqttPort: 0 });
+    await until(() => /^API /m.test(server.out.stdout), 'the endpoint lines');
+    const lines = server.out.stdout.split('\n');
+    expect(lines.slice(0, 5)).toEqual([
+      expect.stringMatching(/^OTA {8}http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\/$/),
+      expect.stringMatching(/^WebSocket {2}ws:\/\/127\.0\.0\.1:\d+\/xiaozhi\/v1\/$/),
+      expect.stringMatching(/^MQTT {7}mqtt:\/\/127\.0\.0\.1:\d+$/),
+      expect.stringMatching(/^UDP {8}udp:\/\/127\.0\.0\.1:\d+$/),
+      expect.stringMatching(/^API {8}http:\/\/127\.0\.0\.1:\d+\/api$/),
+    ]);
+    const ota = lines[0]?.split(/\s+/)[1] ?? '';
+    const http = ota.replace(/\/xiaozhi\/ota\/$/, '');
+    const board = new VirtualBoard({
+      mac: 'F4:12:FA:00:00:09',
+      wifi: WIFI,
+      otaUrl: ota,
+      timing: { ...FAST, mqttReconnectMs: 300, mqttConnectTimeoutMs: 3000 },
+    });
+    boards.push(board);
+    board.powerOn();
+    // No click: a board on MQTT is connected from boot on.
+    await until(
+      () => /^ready f4:12:fa:00:00:09 /m.test(server.out.stdout),
+      'the ready line',
+      20_000,
+    );
+    expect(server.out.stdout).toContain('connected f4:12:fa:00:00:09 mqtt\n');
+
+    const devices = await runCli('devices', '--server', http);
+    expect(devices.stdout).toMatch(
+      /^f4:12:fa:00:00:09 +bread-compact-wifi +2\.4\.2 +ready +mqtt +14 /m,
+    );
+    const call = await runCli(
+      'call',
+      'f4:12:fa:00:00:09',
+      'self.audio_speaker.set_volume',
+      'volume=20',
+      '--server',
+      http,
+    );
+    expect(call).toEqual({ code: 0, stdout: 'true\n', stderr: '' });
+    board.powerOff();
+    expect(await server.finish()).toBe(0);
   });
 
   it('prints JSON lines with --json', async () => {
@@ -174,6 +220,18 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
     expect(port.code).toBe(2);
     expect(port.stderr).toBe(
       'xiaozhi-mcp: --port must be an integer from 0 to 65535, got "70000"\n',
+    );
+
+    const tls = await runCli('serve', '--port', '0', '--transport', 'mqtt', '--mqtt-port', '8883');
+    expect(tls.code).toBe(2);
+    expect(tls.stderr).toMatch(
+      /^xiaozhi-mcp: CONFIG_INVALID: config mqttPort: 8883 is where boards speak TLS/,
+    );
+
+    const transport = await runCli('serve', '--port', '0', '--transport', 'udp');
+    expect(transport.code).toBe(2);
+    expect(transport.stderr).toMatch(
+      /^xiaozhi-mcp: option '--transport <transport>' argument 'udp' is invalid/,
     );
 
     const vision = await runCli('serve', '--port', '0', '--vision-token', 't');

@@ -30,6 +30,12 @@ export interface ServeOptions {
   maxConnections?: number;
   headersTimeout?: number;
   requestTimeout?: number;
+  /** What the OTA reply offers boards (default websocket). */
+  transport?: 'websocket' | 'mqtt';
+  /** The embedded MQTT broker's port; given, the broker runs whatever the transport. */
+  mqttPort?: number;
+  /** The UDP audio endpoint's port (default 0: the OS chooses). */
+  udpPort?: number;
   logLevel: LogLevel;
   json?: boolean;
   /** Resolves when the server should stop (Ctrl-C or SIGTERM by default). */
@@ -75,6 +81,9 @@ export function startOptions(options: ServeOptions): StartOptions {
     ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
     ...(options.headersTimeout === undefined ? {} : { headersTimeoutMs: options.headersTimeout }),
     ...(options.requestTimeout === undefined ? {} : { requestTimeoutMs: options.requestTimeout }),
+    ...(options.transport === undefined ? {} : { transport: options.transport }),
+    ...(options.mqttPort === undefined ? {} : { mqttPort: options.mqttPort }),
+    ...(options.udpPort === undefined ? {} : { udpPort: options.udpPort }),
     ...(options.visionUrl === undefined
       ? {}
       : {
@@ -107,17 +116,30 @@ export async function serveCommand(io: CliIo, options: ServeOptions): Promise<nu
         : `${text}\n`,
     );
   print(
-    [`OTA        ${urls.ota}`, `WebSocket  ${urls.websocket}`, `API        ${urls.api}`].join('\n'),
+    [
+      `OTA        ${urls.ota}`,
+      `WebSocket  ${urls.websocket}`,
+      ...(urls.mqtt === undefined ? [] : [`MQTT       ${urls.mqtt}`]),
+      ...(urls.udp === undefined ? [] : [`UDP        ${urls.udp}`]),
+      `API        ${urls.api}`,
+    ].join('\n'),
     {
       event: 'listening',
       http: urls.http,
       ota: urls.ota,
       websocket: urls.websocket,
+      mqtt: urls.mqtt ?? null,
+      udp: urls.udp ?? null,
       api: urls.api,
+      transport: server.config.transport,
     },
   );
   const onConnected = (record: DeviceRecord) =>
-    print(`connected ${record.deviceId}`, { event: 'connected', deviceId: record.deviceId });
+    print(`connected ${record.deviceId} ${record.transport ?? '?'}`, {
+      event: 'connected',
+      deviceId: record.deviceId,
+      transport: record.transport ?? null,
+    });
   const onReady = (record: DeviceRecord) =>
     print(
       `ready ${record.deviceId} ${record.board ?? '?'} ${record.version ?? '?'} ${record.tools.length} tools`,
@@ -167,7 +189,7 @@ export function registerServe(program: Command, io: CliIo, setExit: (code: numbe
   program
     .command('serve')
     .description(
-      'run the backend boards connect to (OTA, WebSocket, JSON API) until Ctrl-C, printing device events',
+      'run the backend boards connect to (OTA, WebSocket, MQTT + UDP, JSON API) until Ctrl-C, printing device events',
     )
     .option(
       '--host <address>',
@@ -213,6 +235,24 @@ export function registerServe(program: Command, io: CliIo, setExit: (code: numbe
       'the base URL boards reach the server at, when not http://host:port',
     )
     .option('--firmware-dir <dir>', 'offer the app images in this directory as OTA upgrades')
+    .addOption(
+      new Option(
+        '--transport <transport>',
+        'what the OTA reply offers boards: websocket, or mqtt (the embedded broker: boards stay connected, no session click)',
+      )
+        .choices(['websocket', 'mqtt'])
+        .default('websocket'),
+    )
+    .option(
+      '--mqtt-port <n>',
+      'the embedded MQTT broker port, on --host (default 1883 with --transport mqtt; given, the broker also runs for websocket, for boards switched per device); 0 lets the OS choose',
+      integer('--mqtt-port', 0, 65535),
+    )
+    .option(
+      '--udp-port <n>',
+      'the UDP audio port for MQTT boards, on --host (default 0: the OS chooses)',
+      integer('--udp-port', 0, 65535),
+    )
     .addOption(
       new Option('--ws-version <n>', 'binary protocol version in the OTA reply')
         .choices(['1', '2', '3'])
