@@ -2,9 +2,11 @@
 // NodeWebSerialPort, into a VirtualBoard behind the throttled virtual serial binding. Every flash
 // is printed against the wire time of the bytes it moved at the emulated baud rate, and against
 // an echo baseline measured in this run: the same writes, replayed through the same throttled
-// port to the ROM emulator, with no esptool in the way.
+// port to the ROM emulator, with no esptool in the way. Each case runs directly and through our
+// RFC 2217 client and server on 127.0.0.1 (`--via`), the board's port shared as
+// `xiaozhi-mcp port serve` shares it and reached through `rfc2217://`, as a board on another host.
 //
-//   npm run bench -- [--bauds 115200,460800,921600] [--images merged-padded,merged-app,app-1m] ...
+//   npm run bench -- [--bauds 115200,460800,921600] [--images merged-padded,merged-app,app-1m] [--via direct,rfc2217] ...
 //   node bench/dist/flash.js [options]      (once `npm run bench` has compiled it)
 //
 // See bench/README.md for what each figure means. `npm run bench` compiles bench/ with tsc into
@@ -23,9 +25,16 @@ import {
   VirtualBoard,
   VirtualSerialBinding,
   type VirtualSerialDevice,
+  virtualPort,
 } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
-import { Flasher, NodeWebSerialPort } from '@xiaozhi-mcp/serial';
+import {
+  Flasher,
+  type FlasherOptions,
+  NodeWebSerialPort,
+  Rfc2217Server,
+  resolvePort,
+} from '@xiaozhi-mcp/serial';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** bench/, where last-run.json goes: this file runs compiled, from bench/dist/. */
@@ -35,11 +44,15 @@ const FLASH_SIZE = 4 * MiB;
 const TIMING = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
 const TARGET = 1.1;
 const IMAGE_NAMES = ['merged-padded', 'merged-app', 'app-1m'];
+/** How the host reaches the board's port: as it is, or through our RFC 2217 client and server. */
+const VIAS = ['direct', 'rfc2217'] as const;
+type Via = (typeof VIAS)[number];
 
 // --- options --------------------------------------------------------------------------------------
 interface Options {
   bauds: number[];
   images: string[];
+  via: Via[];
   appMb: number;
   appRatio: number;
   baseline: boolean;
@@ -64,6 +77,12 @@ function parseOptions(argv: string[]): Options {
       throw new Error(`--${name}: ${JSON.stringify(value)} is not a baud rate`);
     return n;
   };
+  const via: Parse<Via> = (name, value) => {
+    const found = VIAS.find((v) => v === value);
+    if (found === undefined)
+      throw new Error(`--${name}: unknown path ${value} (one of ${VIAS.join(', ')})`);
+    return found;
+  };
   const image: Parse<string> = (name, value) => {
     if (!IMAGE_NAMES.includes(value))
       throw new Error(`--${name}: unknown image ${value} (one of ${IMAGE_NAMES.join(', ')})`);
@@ -80,6 +99,7 @@ function parseOptions(argv: string[]): Options {
   const options: Options = {
     bauds: [115_200, 460_800, 921_600],
     images: [...IMAGE_NAMES],
+    via: [...VIAS],
     appMb: 2.5,
     appRatio: 1,
     baseline: true,
@@ -90,6 +110,7 @@ function parseOptions(argv: string[]): Options {
   const names: Record<string, [keyof Options, Parse<unknown>]> = {
     '--bauds': ['bauds', (n, v) => list(n, v, baud)],
     '--images': ['images', (n, v) => list(n, v, image)],
+    '--via': ['via', (n, v) => list(n, v, via)],
     '--app-mb': ['appMb', number(0.0625, 2.9)],
     '--app-ratio': ['appRatio', number(1, 8)],
     '--timeout': ['timeout', number(10, 86_400)],
@@ -101,6 +122,8 @@ function parseOptions(argv: string[]): Options {
       console.log(`usage: node bench/dist/flash.js [options]
   --bauds LIST        flash baud rates (default 115200,460800,921600)
   --images LIST       merged-padded, merged-app, app-1m (default: all three)
+  --via LIST          direct, rfc2217 (default both): the board's port as it is, or shared by
+                      our RFC 2217 server on 127.0.0.1 and reached through rfc2217://
   --app-mb MB         app size in the merged-app image, from 0x10000 (default 2.5)
   --app-ratio R       how compressible the random app data is (default 1: incompressible;
                       1.6 is what a real xiaozhi app does)
@@ -220,11 +243,20 @@ interface Rig {
   board: VirtualBoard;
   binding: VirtualSerialBinding;
   device: VirtualSerialDevice;
+  /** The host's port: the board's own, or `rfc2217://127.0.0.1:<port>` of a server sharing it. */
   port: NodeWebSerialPort;
-  close: () => void;
+  /** What the Flasher needs to know of that port (an rfc2217:// port writes RTS, then DTR). */
+  flasherOptions: Pick<FlasherOptions, 'platform' | 'portKind'>;
+  close: () => Promise<void>;
 }
 
-async function rig(): Promise<Rig> {
+/**
+ * `rfc2217`: the board's port is shared by our RFC 2217 server on 127.0.0.1 (a port the OS
+ * picks), as `xiaozhi-mcp port serve` shares it, and the host reaches it through our client, as
+ * `--port rfc2217://...` does (`resolvePort`: the port's kind from the server's signature, the
+ * lines written one at a time).
+ */
+async function rig(via: Via = 'direct'): Promise<Rig> {
   const flash = new FlashStorage({ size: FLASH_SIZE });
   const mac = `f4:12:fa:5e:01:${(nextMac++ & 0xff).toString(16).padStart(2, '0')}`;
   const board = new VirtualBoard({ flash, timing: TIMING, mac });
@@ -232,12 +264,36 @@ async function rig(): Promise<Rig> {
   const device = binding.attach(board);
   const [info] = await binding.list();
   if (info === undefined) throw new Error('the virtual board is not listed');
-  const port = NodeWebSerialPort.fromPortInfo(binding, info);
-  const close = () => {
+  const unplug = () => {
     board.powerOff();
     binding.detach(device);
   };
-  return { flash, board, binding, device, port, close };
+  if (via === 'direct') {
+    const port = NodeWebSerialPort.fromPortInfo(binding, info);
+    return { flash, board, binding, device, port, flasherOptions: {}, close: async () => unplug() };
+  }
+  const local = virtualPort(binding, device, 'virtual:bench', () => {});
+  const server = await Rfc2217Server.start({ port: local, host: '127.0.0.1', listenPort: 0 });
+  try {
+    const remote = await resolvePort(server.url);
+    const port = NodeWebSerialPort.fromPortInfo(remote.binding, {
+      ...remote.info,
+      path: remote.path,
+    });
+    const flasherOptions = {
+      ...(remote.linePlatform === undefined ? {} : { platform: remote.linePlatform }),
+      portKind: remote.info.kind,
+    };
+    const close = async () => {
+      await server.close();
+      unplug();
+    };
+    return { flash, board, binding, device, port, flasherOptions, close };
+  } catch (error) {
+    await server.close();
+    unplug();
+    throw error;
+  }
 }
 
 /** Wire counters and clocks at one instant. */
@@ -303,6 +359,9 @@ interface Row {
   image: string;
   realistic: boolean;
   baudRate: number;
+  via: Via;
+  /** Resets into download mode the connect took (1: its first attempt synced). */
+  connectResets: number;
   imageBytes: number;
   compressedBytes: number | undefined;
   chip: string;
@@ -322,19 +381,29 @@ interface FailedRow {
   image: string;
   realistic: boolean;
   baudRate: number;
+  via: Via;
   error: string;
 }
 
 type Mark = 'blocksStart' | 'blocksEnd' | 'verified';
 
-async function flashCase(image: Image, baudRate: number): Promise<Row> {
-  const { flash, board, device, port, close } = await rig();
+async function flashCase(image: Image, baudRate: number, via: Via = 'direct'): Promise<Row> {
+  const { flash, board, device, port, flasherOptions, close } = await rig(via);
   const marks: Partial<Record<Mark, Snapshot>> = {};
   const blockMarks: Snapshot[] = [];
   let writes: Write[];
   let compressedBytes: number | undefined;
+  let connectResets = 0;
+  // The flash as the hard reset after the verify finds it: the app it boots then writes its NVS
+  // (a copy, taken as the chip starts, before the app; the MD5 is computed untimed).
+  let atBoot: Uint8Array | undefined;
+  const onBoot = () => {
+    if (marks.verified !== undefined) atBoot ??= flash.read(image.offset, image.data.length);
+  };
+  board.on('boot', onBoot);
   const flasher = new Flasher({
     port,
+    ...flasherOptions,
     log: (line) => {
       // esptool-js's messages, timed as they are printed (the callback is synchronous).
       if (line.startsWith('Writing at ')) {
@@ -347,6 +416,8 @@ async function flashCase(image: Image, baudRate: number): Promise<Row> {
         marks.blocksEnd = snapshot(device);
       } else if (line.startsWith('Hash of data verified')) {
         marks.verified = snapshot(device);
+      } else if (line.startsWith('Resetting into download mode')) {
+        connectResets++;
       }
     },
   });
@@ -367,7 +438,7 @@ async function flashCase(image: Image, baudRate: number): Promise<Row> {
     const result = await flasher.flash([{ offset: image.offset, data: image.data }], { baudRate });
     const f1 = snapshot(device);
     device.hostSend = hostSend;
-    const md5Ok = flash.md5(image.offset, image.data.length) === md5(image.data);
+    const md5Ok = md5(atBoot ?? flash.read(image.offset, image.data.length)) === md5(image.data);
     if (result.flaky) throw new Error(`the flash was retried: ${result.firstError}`);
     const need = (mark: Mark): Snapshot => {
       const at = marks[mark];
@@ -395,6 +466,8 @@ async function flashCase(image: Image, baudRate: number): Promise<Row> {
       image: image.name,
       realistic: image.realistic,
       baudRate,
+      via,
+      connectResets,
       imageBytes: image.data.length,
       compressedBytes,
       chip: chip.description,
@@ -416,8 +489,9 @@ async function flashCase(image: Image, baudRate: number): Promise<Row> {
       writes,
     };
   } finally {
+    board.off('boot', onBoot);
     await flasher.disconnect().catch(() => {});
-    close();
+    await close();
   }
 }
 
@@ -441,12 +515,13 @@ function echoFrame(n: number): Uint8Array {
 
 /**
  * Replays `writes` (the flash's host writes, each at its rate) to a fresh board's ROM through the
- * same binding, NodeWebSerialPort and throttle, stop-and-wait as esptool does: write a frame (the
- * write resolves when its last byte has reached the board), then read until the ROM's reply frame
- * is in. No esptool, no compression, no flash writes, no sleeps.
+ * same binding, NodeWebSerialPort and throttle (and, `via` rfc2217, the same RFC 2217 client and
+ * server), stop-and-wait as esptool does: write a frame (directly, the write resolves when its
+ * last byte has reached the board), then read until the ROM's reply frame is in. No esptool, no
+ * compression, no flash writes, no sleeps.
  */
-async function echoBaseline(writes: Write[]): Promise<Echo> {
-  const { board, device, port, close } = await rig();
+async function echoBaseline(writes: Write[], via: Via = 'direct'): Promise<Echo> {
+  const { board, device, port, close } = await rig(via);
   let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   let writer: WritableStreamDefaultWriter<Uint8Array> | undefined;
   try {
@@ -477,7 +552,7 @@ async function echoBaseline(writes: Write[]): Promise<Echo> {
     reader?.releaseLock();
     writer?.releaseLock();
     await port.close().catch(() => {});
-    close();
+    await close();
   }
 }
 
@@ -486,15 +561,19 @@ const s = (ms: number) => (ms / 1000).toFixed(2);
 const size = (bytes: number) =>
   bytes >= MiB ? `${(bytes / MiB).toFixed(2)}M` : `${(bytes / 1024).toFixed(1)}K`;
 const ratio = (x: number) => (Number.isFinite(x) ? `${x.toFixed(3)}×` : '-');
-const pad = (cells: (string | number)[], widths: number[]) =>
+/** The first `left` cells (image, baud, via) to the left, the figures to the right. */
+const pad = (cells: (string | number)[], widths: number[], left = 3) =>
   cells
-    .map((c, i) => (i < 2 ? String(c).padEnd(widths[i] ?? 0) : String(c).padStart(widths[i] ?? 0)))
+    .map((c, i) =>
+      i < left ? String(c).padEnd(widths[i] ?? 0) : String(c).padStart(widths[i] ?? 0),
+    )
     .join(' ');
 
 function tables(rows: (Row | FailedRow)[]): string {
   const head1 = [
     'image',
     'baud',
+    'via',
     'image',
     'sent',
     'connect s',
@@ -510,11 +589,11 @@ function tables(rows: (Row | FailedRow)[]): string {
     'KiB/s',
     'md5',
   ];
-  const w1 = [14, 7, 6, 7, 9, 9, 8, 9, 8, 7, 9, 7, 9, 10, 6, 4];
+  const w1 = [14, 7, 8, 6, 7, 9, 9, 8, 9, 8, 7, 9, 7, 9, 10, 6, 4];
   const out = [pad(head1, w1)];
   for (const r of rows) {
     if (r.error !== undefined) {
-      out.push(`${pad([r.image, r.baudRate], w1.slice(0, 2))} FAILED: ${r.error}`);
+      out.push(`${pad([r.image, r.baudRate, r.via], w1.slice(0, 3))} FAILED: ${r.error}`);
       continue;
     }
     const f = r.flash;
@@ -524,6 +603,7 @@ function tables(rows: (Row | FailedRow)[]): string {
         [
           r.image,
           r.baudRate,
+          r.via,
           size(r.imageBytes),
           size(f.toBoardBytes),
           s(r.connect.wallMs),
@@ -546,6 +626,7 @@ function tables(rows: (Row | FailedRow)[]): string {
   const head2 = [
     'image',
     'baud',
+    'via',
     'prepare ms',
     '(cpu)',
     'blocks',
@@ -559,7 +640,7 @@ function tables(rows: (Row | FailedRow)[]): string {
     'reset ms',
     'echo over/rt ms',
   ];
-  const w2 = [14, 7, 10, 6, 6, 8, 7, 11, 6, 7, 10, 9, 8, 15];
+  const w2 = [14, 7, 8, 10, 6, 6, 8, 7, 11, 6, 7, 10, 9, 8, 15];
   out.push('', 'where the flash time goes', pad(head2, w2));
   for (const r of rows) {
     if (r.error !== undefined) continue;
@@ -570,6 +651,7 @@ function tables(rows: (Row | FailedRow)[]): string {
         [
           r.image,
           r.baudRate,
+          r.via,
           p.prepare.wallMs.toFixed(0),
           p.prepare.cpuMs.toFixed(0),
           r.blockCount,
@@ -587,7 +669,77 @@ function tables(rows: (Row | FailedRow)[]): string {
       ),
     );
   }
+  out.push(...viaTable(rows));
   return out.join('\n');
+}
+
+/** A case's flash wall time over the same case's direct one (undefined: not run directly). */
+function overDirect(
+  rows: (Row | FailedRow)[],
+  row: Pick<Row, 'image' | 'baudRate' | 'flash'>,
+): number | undefined {
+  const direct = rows.find(
+    (r): r is Row =>
+      r.error === undefined &&
+      r.via === 'direct' &&
+      r.image === row.image &&
+      r.baudRate === row.baudRate,
+  );
+  return direct === undefined ? undefined : row.flash.wallMs / direct.flash.wallMs;
+}
+
+/** Each case that ran both ways, side by side: wall against wire, and rfc2217 wall / direct wall. */
+function viaTable(rows: (Row | FailedRow)[]): string[] {
+  const ok = rows.filter((r): r is Row => r.error === undefined);
+  const pairs = ok.flatMap((direct) => {
+    if (direct.via !== 'direct') return [];
+    const remote = ok.find(
+      (r) => r.via === 'rfc2217' && r.image === direct.image && r.baudRate === direct.baudRate,
+    );
+    return remote === undefined ? [] : [{ direct, remote }];
+  });
+  if (pairs.length === 0) return [];
+  const head = [
+    'image',
+    'baud',
+    'direct s',
+    'wire s',
+    'wall/wire',
+    'rfc2217 s',
+    'wire s',
+    'wall/wire',
+    'rfc2217/direct',
+    'connect s (direct, rfc2217)',
+    'resets',
+  ];
+  const w = [14, 7, 8, 7, 9, 9, 7, 9, 14, 27, 6];
+  const out = [
+    '',
+    'through RFC 2217 (our client and server on 127.0.0.1) against direct',
+    pad(head, w, 2),
+  ];
+  for (const { direct: d, remote: r } of pairs) {
+    out.push(
+      pad(
+        [
+          d.image,
+          d.baudRate,
+          s(d.flash.wallMs),
+          s(d.flash.wireMs),
+          ratio(d.flash.wallMs / d.flash.wireMs),
+          s(r.flash.wallMs),
+          s(r.flash.wireMs),
+          ratio(r.flash.wallMs / r.flash.wireMs),
+          ratio(r.flash.wallMs / d.flash.wallMs),
+          `${s(d.connect.wallMs)}, ${s(r.connect.wallMs)}`,
+          `${d.connectResets}, ${r.connectResets}`,
+        ],
+        w,
+        2,
+      ),
+    );
+  }
+  return out;
 }
 
 function verdict(rows: (Row | FailedRow)[]): string {
@@ -599,7 +751,8 @@ function verdict(rows: (Row | FailedRow)[]): string {
   const worstRatio = worst.flash.wallMs / worst.flash.wireMs;
   const misses = realistic.filter((r) => r.flash.wallMs / r.flash.wireMs > TARGET);
   const failed = rows.filter((r) => r.error).length;
-  return `verdict: realistic cases (${realistic.length}): flash wall/wire ${ratio(Math.min(...realistic.map((r) => r.flash.wallMs / r.flash.wireMs)))} to ${ratio(worstRatio)} (worst ${worst.image} at ${worst.baudRate}) — ${misses.length === 0 ? 'within' : `MISSES (${misses.map((r) => `${r.image}@${r.baudRate}`).join(', ')})`} the ${TARGET}× target${failed > 0 ? `; ${failed} case(s) FAILED` : ''}`;
+  const name = (r: Row) => `${r.image}@${r.baudRate}${r.via === 'direct' ? '' : ` via ${r.via}`}`;
+  return `verdict: realistic cases (${realistic.length}): flash wall/wire ${ratio(Math.min(...realistic.map((r) => r.flash.wallMs / r.flash.wireMs)))} to ${ratio(worstRatio)} (worst ${name(worst)}) — ${misses.length === 0 ? 'within' : `MISSES (${misses.map(name).join(', ')})`} the ${TARGET}× target${failed > 0 ? `; ${failed} case(s) FAILED` : ''}`;
 }
 
 // --- main -----------------------------------------------------------------------------------------
@@ -612,7 +765,7 @@ async function main() {
   const options = parseOptions(process.argv.slice(2));
   const rows: (Row | FailedRow)[] = [];
   const started = performance.now();
-  const header = `xiaozhi-mcp flash benchmark — esptool-js ${esptoolVersion()} → Flasher → NodeWebSerialPort → virtual binding (throttled, 10 bits/byte) → ROM/stub emulator (node ${process.version}, ${os.availableParallelism()} cpus)`;
+  const header = `xiaozhi-mcp flash benchmark — esptool-js ${esptoolVersion()} → Flasher → NodeWebSerialPort → ${options.via.includes('rfc2217') ? '(rfc2217: RFC 2217 client → 127.0.0.1 → RFC 2217 server →) ' : ''}virtual binding (throttled, 10 bits/byte) → ROM/stub emulator (node ${process.version}, ${os.availableParallelism()} cpus)`;
   const finish = (code: number, reason?: string) => {
     console.log(`${header}\n${tables(rows)}\n${verdict(rows)}${reason ? `\n${reason}` : ''}`);
     const result = {
@@ -631,6 +784,7 @@ async function main() {
             wallOverWire: r.flash.wallMs / r.flash.wireMs,
             echoOverWire: r.echo ? r.echo.wallMs / r.echo.wireMs : undefined,
             flashOverEcho: r.echo ? r.flash.wallMs / r.echo.wallMs : undefined,
+            overDirect: overDirect(rows, r),
           },
         };
       }),
@@ -650,47 +804,53 @@ async function main() {
 
   const images = buildImages(options);
   if (options.warmup) {
-    // JIT-compile esptool-js, pako and the emulator once, untimed.
-    log('warm-up: 64 KiB at 921600 baud (untimed)');
-    await flashCase(
-      {
-        name: 'warmup',
-        realistic: false,
-        offset: 0x20000,
-        data: (images.at(-1) as Image).data.subarray(0, 64 * 1024),
-      },
-      921_600,
-    ).catch((error) => log(`warm-up failed: ${messageOf(error)}`));
+    // JIT-compile esptool-js, pako, the emulator (and the RFC 2217 path) once, untimed.
+    for (const via of options.via) {
+      log(`warm-up: 64 KiB at 921600 baud, ${via} (untimed)`);
+      await flashCase(
+        {
+          name: 'warmup',
+          realistic: false,
+          offset: 0x20000,
+          data: (images.at(-1) as Image).data.subarray(0, 64 * 1024),
+        },
+        921_600,
+        via,
+      ).catch((error) => log(`warm-up failed: ${messageOf(error)}`));
+    }
   }
   for (const image of images) {
     log(`${image.name}: ${image.description}`);
     // For the progress line only: about what esptool will send (it deflates at level 9).
     const compressed = deflateSync(image.data, { level: 1 }).length;
     for (const baudRate of options.bauds) {
-      const expected = (compressed * 10) / baudRate;
-      log(
-        `  ${baudRate} baud (about ${expected.toFixed(1)} s of wire, twice that with the baseline)…`,
-      );
-      try {
-        const row = await flashCase(image, baudRate);
+      for (const via of options.via) {
+        const expected = (compressed * 10) / baudRate;
         log(
-          `    flash ${s(row.flash.wallMs)} s, wire ${s(row.flash.wireMs)} s (${ratio(row.flash.wallMs / row.flash.wireMs)}), md5 ${row.md5Ok ? 'ok' : 'BAD'}`,
+          `  ${baudRate} baud, ${via} (about ${expected.toFixed(1)} s of wire, twice that with the baseline)…`,
         );
-        if (options.baseline) {
-          row.echo = await echoBaseline(row.writes);
+        try {
+          const row = await flashCase(image, baudRate, via);
           log(
-            `    echo baseline ${s(row.echo.wallMs)} s, wire ${s(row.echo.wireMs)} s (${ratio(row.echo.wallMs / row.echo.wireMs)})`,
+            `    flash ${s(row.flash.wallMs)} s, wire ${s(row.flash.wireMs)} s (${ratio(row.flash.wallMs / row.flash.wireMs)}), md5 ${row.md5Ok ? 'ok' : 'BAD'}, ${row.connectResets} reset(s) to connect`,
           );
+          if (options.baseline) {
+            row.echo = await echoBaseline(row.writes, via);
+            log(
+              `    echo baseline ${s(row.echo.wallMs)} s, wire ${s(row.echo.wireMs)} s (${ratio(row.echo.wallMs / row.echo.wireMs)})`,
+            );
+          }
+          rows.push(row);
+        } catch (error) {
+          log(`    FAILED: ${stackOf(error)}`);
+          rows.push({
+            image: image.name,
+            realistic: image.realistic,
+            baudRate,
+            via,
+            error: messageOf(error),
+          });
         }
-        rows.push(row);
-      } catch (error) {
-        log(`    FAILED: ${stackOf(error)}`);
-        rows.push({
-          image: image.name,
-          realistic: image.realistic,
-          baudRate,
-          error: messageOf(error),
-        });
       }
     }
   }
