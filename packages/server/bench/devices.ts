@@ -1,12 +1,17 @@
 // The device side of the benchmark, run by bench/run.ts as a separate process
 // (child_process.fork). It is told what to do over IPC:
 //
-//   { cmd: 'boards', otaUrl, n, preset, timing, retries }  power on n VirtualBoards at once against
-//       the server's OTA URL; each one that reaches `idle` after its OTA check is clicked (BOOT),
-//       which opens its WebSocket session; a session that fails to open is clicked again up to
-//       `retries` times, 1 s × attempt later.
-//   { cmd: 'echo', url, n, hello, retries }  the raw `ws` baseline: n plain WebSocket clients, each
-//       sends one hello-sized text on open, waits for its echo, then echoes every later frame back.
+//   { cmd: 'boards', transport, otaUrl, n, preset, timing, retries }  power on n VirtualBoards at
+//       once against the server's OTA URL. On WebSocket, each one that reaches `idle` after its
+//       OTA check is clicked (BOOT), which opens its WebSocket session; a session that fails to
+//       open is clicked again up to `retries` times, 1 s × attempt later. On MQTT (the server's
+//       OTA reply gives the boards MQTT), nothing is clicked: each board connects to the broker
+//       right after its OTA check and stays connected, and reconnects by itself
+//       (`timing.mqttReconnectMs`) after a failed connect or a drop, as the firmware does.
+//   { cmd: 'echo', transport, url, n, hello, retries }  the raw baseline: n plain `ws` (or mqtt.js)
+//       clients, each sends one hello-sized text once connected, waits for its echo, then echoes
+//       every later frame back. An MQTT client publishes on `device-server/<mac_>` and is sent
+//       to on `devices/p2p/<mac_>`, to which the broker subscribes it, as boards are.
 //   { cmd: 'report', id, gc }  memory (after gc unless gc is false), CPU time, counters, error kinds
 //       and this process's event-loop delay during the storm; answered with type 'report'.
 //   { cmd: 'stop' }  closes everything and exits.
@@ -17,6 +22,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { type MqttClient, connect as mqttConnect } from 'mqtt';
 import WebSocket from 'ws';
 import type {
   BoardStats,
@@ -25,7 +31,9 @@ import type {
   DeviceMessage,
   LoopDelay,
   Mode,
+  Transport,
 } from './messages.js';
+import { ECHO_CLIENT_PREFIX } from './mqtt-echo.js';
 
 const startedAt = performance.now();
 /** This process's event-loop delay from the command to the end of its storm. */
@@ -46,10 +54,14 @@ const counts: DeviceCounts = {
   echoed: 0,
   echoRetries: 0,
   framesEchoed: 0,
+  // boards over MQTT
+  mqttConnected: 0,
 };
 const boards: VirtualBoard[] = [];
 const sockets: WebSocket[] = [];
+const mqttClients: MqttClient[] = [];
 let mode: Mode | undefined;
+let transport: Transport | undefined;
 let n = 0;
 let progressTimer: NodeJS.Timeout | undefined;
 let doneSent = false;
@@ -83,12 +95,18 @@ function progress() {
   send({
     type: 'progress',
     mode,
+    transport,
     counts: { ...counts },
     firstError,
     errorKinds: topErrors(),
     uptimeMs: performance.now() - startedAt,
   });
-  const connected = mode === 'boards' ? counts.listening : counts.echoed;
+  const connected =
+    mode === 'echo'
+      ? counts.echoed
+      : transport === 'mqtt'
+        ? counts.mqttConnected
+        : counts.listening;
   if (connected >= n && !doneSent) {
     doneSent = true;
     loopDelay.disable();
@@ -116,6 +134,10 @@ function macOf(i: number): string {
 }
 
 function runBoards({ otaUrl, preset, timing, retries }: Extract<DeviceCommand, { cmd: 'boards' }>) {
+  if (transport === 'mqtt') {
+    runMqttBoards(otaUrl, preset, timing);
+    return;
+  }
   for (let i = 0; i < n; i++) {
     const board = new VirtualBoard({
       preset,
@@ -168,6 +190,68 @@ function runBoards({ otaUrl, preset, timing, retries }: Extract<DeviceCommand, {
   }
 }
 
+/**
+ * Boards the server's OTA reply gives MQTT: none is clicked (a click would open a UDP audio
+ * session). Each connects after its OTA check and stays connected; the server then initialises
+ * it and walks its tool lists over MQTT.
+ */
+function runMqttBoards(
+  otaUrl: string,
+  preset: string,
+  timing: Extract<DeviceCommand, { cmd: 'boards' }>['timing'],
+) {
+  for (let i = 0; i < n; i++) {
+    const board = new VirtualBoard({
+      preset,
+      mac: macOf(i),
+      wifi: { ssid: 'bench', password: 'bench' },
+      otaUrl,
+      timing,
+    });
+    let connectedOnce = false;
+    board.on('state', (state, previous) => {
+      if (state === 'idle' && previous === 'activating') {
+        if (board.lastOta === undefined) {
+          counts.otaFailed++;
+          noteError(`board ${board.mac}: OTA check failed: ${lastError(board)}`);
+          return;
+        }
+        counts.idle++;
+        if (board.transport !== 'mqtt') {
+          counts.failed++;
+          noteError(
+            `board ${board.mac}: the OTA reply gave it ${board.transport ?? 'no transport'}, not mqtt`,
+          );
+        } else if (!board.mqttConnected && !connectedOnce) {
+          // The first connect failed; the board retries by itself after mqttReconnectMs.
+          counts.sessionRetries++;
+          noteError(`board ${board.mac}: MQTT connect failed: ${lastError(board)}`);
+        }
+      } else if (state === 'fatal_error') {
+        counts.failed++;
+        noteError(`board ${board.mac}: fatal error: ${lastError(board)}`);
+      }
+    });
+    board.on('mqtt', (connected) => {
+      if (connected) {
+        connectedOnce = true;
+        counts.mqttConnected++;
+      } else {
+        counts.mqttConnected--;
+        counts.disconnected++;
+        noteError(`board ${board.mac}: MQTT dropped: ${lastError(board)}`);
+      }
+    });
+    board.on('panic', (panic) => {
+      counts.failed++;
+      noteError(`board ${board.mac}: panic: ${panic.message}`);
+    });
+    boards.push(board);
+    counts.created++;
+    board.powerOn();
+  }
+}
+
 function lastError(board: VirtualBoard): string {
   const history = board.console.history;
   for (let i = history.length - 1; i >= 0; i--) {
@@ -177,7 +261,12 @@ function lastError(board: VirtualBoard): string {
   return 'no error line';
 }
 
-function runEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'echo' }>) {
+function runEcho(command: Extract<DeviceCommand, { cmd: 'echo' }>) {
+  if (command.transport === 'mqtt') runMqttEcho(command);
+  else runWsEcho(command);
+}
+
+function runWsEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'echo' }>) {
   const open = (attempt: number) => {
     const ws = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: 60_000 });
     let echoed = false;
@@ -219,10 +308,69 @@ function runEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'echo' }
   }
 }
 
+/**
+ * The raw MQTT baseline: n mqtt.js clients with the options a virtual board's MqttChannel uses
+ * (MQTT 3.1.1, clean session, keepalive 240 s, no reconnect of mqtt.js's own). Each publishes a
+ * hello-sized text once connected and, once it is delivered back, publishes every later message
+ * it gets back unchanged (QoS 0, as boards publish).
+ */
+function runMqttEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'echo' }>) {
+  const open = (i: number, attempt: number) => {
+    const mac = macOf(i).replaceAll(':', '_');
+    const publishTopic = `device-server/${mac}`;
+    const client = mqttConnect(url, {
+      protocolVersion: 4,
+      clean: true,
+      clientId: `${ECHO_CLIENT_PREFIX}${mac}`,
+      keepalive: 240,
+      reconnectPeriod: 0,
+      connectTimeout: 120_000,
+      resubscribe: false,
+    });
+    let echoed = false;
+    let retried = false;
+    const retry = (reason: string) => {
+      if (echoed || retried) return;
+      retried = true;
+      noteError(reason);
+      client.end(true);
+      if (attempt < retries) {
+        counts.echoRetries++;
+        setTimeout(() => open(i, attempt + 1), RETRY_BACKOFF_MS * (attempt + 1));
+      } else counts.failed++;
+    };
+    client.on('connect', () => {
+      counts.opened++;
+      client.publish(publishTopic, hello, { qos: 0 });
+    });
+    client.on('message', (_topic, payload) => {
+      if (!echoed) {
+        echoed = true;
+        counts.echoed++;
+        mqttClients.push(client);
+        return;
+      }
+      counts.framesEchoed++;
+      client.publish(publishTopic, payload, { qos: 0 });
+    });
+    client.on('error', (error) => retry(`echo MQTT error: ${error.message}`));
+    client.on('close', () => {
+      if (echoed) {
+        if (!client.disconnecting) counts.disconnected++;
+      } else retry('echo MQTT connection closed before its echo');
+    });
+  };
+  for (let i = 0; i < n; i++) {
+    counts.created++;
+    open(i, 0);
+  }
+}
+
 function boardStats(): BoardStats {
   let lines = 0;
   let errors = 0;
   let otaRetries = 0;
+  let mqttConnectFailures = 0;
   for (const board of boards) {
     const h = board.console.history;
     lines += h.length;
@@ -230,9 +378,11 @@ function boardStats(): BoardStats {
       if (line.level === 'E') errors++;
       if (line.tag === 'Application' && line.text.includes('Check new version failed'))
         otaRetries++;
+      if (line.tag === 'MQTT' && line.text.startsWith('Failed to connect to endpoint'))
+        mqttConnectFailures++;
     }
   }
-  return { consoleLines: lines, consoleErrorLines: errors, otaRetries };
+  return { consoleLines: lines, consoleErrorLines: errors, otaRetries, mqttConnectFailures };
 }
 
 async function report(id: number, gc: boolean) {
@@ -260,6 +410,7 @@ function stop() {
   clearInterval(progressTimer);
   for (const board of boards) board.powerOff();
   for (const ws of sockets) ws.terminate();
+  for (const client of mqttClients) client.end(true);
   // Let the terminations flush, then leave.
   setTimeout(() => process.exit(0), 50).unref();
 }
@@ -270,6 +421,7 @@ process.on('message', (received) => {
     case 'boards':
     case 'echo':
       mode = message.cmd;
+      transport = message.transport;
       n = message.n;
       send({ type: 'started', mode, uptimeMs: performance.now() - startedAt });
       progressTimer = setInterval(progress, 250);

@@ -15,9 +15,14 @@ export interface DeviceCounts {
   echoed: number;
   echoRetries: number;
   framesEchoed: number;
+  // boards over MQTT (connected from boot on, never clicked)
+  mqttConnected: number;
 }
 
 export type Mode = 'boards' | 'echo';
+
+/** How the device process reaches the server: the boards' transport, and the echo baseline's. */
+export type Transport = 'websocket' | 'mqtt';
 
 /** The five most frequent failure kinds, with how often each happened. */
 export type ErrorKinds = Record<string, number>;
@@ -31,25 +36,37 @@ export interface BoardStats {
   consoleLines: number;
   consoleErrorLines: number;
   otaRetries: number;
+  /** `MQTT: Failed to connect to endpoint` lines: MQTT connects that failed and were retried. */
+  mqttConnectFailures: number;
 }
 
 /** Parent → device process. */
 export type DeviceCommand =
   | {
       cmd: 'boards';
+      transport: Transport;
       otaUrl: string;
       n: number;
       preset: string;
       retries: number;
       timing: Partial<BoardTiming>;
     }
-  | { cmd: 'echo'; url: string; n: number; hello: string; retries: number }
+  | {
+      cmd: 'echo';
+      transport: Transport;
+      /** `ws://…` of the echo server, or `mqtt://…` of the bare broker. */
+      url: string;
+      n: number;
+      hello: string;
+      retries: number;
+    }
   | { cmd: 'report'; id: number; gc: boolean }
   | { cmd: 'stop' };
 
 export interface ProgressMessage {
   type: 'progress';
   mode: Mode | undefined;
+  transport: Transport | undefined;
   counts: DeviceCounts;
   firstError: string | undefined;
   errorKinds: ErrorKinds;

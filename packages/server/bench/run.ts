@@ -1,10 +1,11 @@
-// Benchmark of @xiaozhi-mcp/server against a raw `ws` echo baseline, both measured in this run.
+// Benchmark of @xiaozhi-mcp/server against a raw echo baseline over the same transport, both
+// measured in this run: over WebSocket a raw `ws` echo server, over MQTT a bare aedes broker.
 //
-//   npm run bench -- [--devices N] [--calls M] [--concurrency C] [--preset NAME] ...
+//   npm run bench -- [--devices N] [--calls M] [--concurrency C] [--transports websocket,mqtt] ...
 //   node --expose-gc bench/dist/run.js [options]      (once `npm run bench` has compiled it)
 //
-// This process is the server side: it starts the echo server, then the xiaozhi server, and for
-// each forks bench/devices.ts, the device side, as a separate process. The bench is compiled to
+// This process is the server side: for each transport it starts the echo server, then the
+// xiaozhi server, and for each forks bench/devices.ts, the device side, as a separate process. The bench is compiled to
 // bench/dist (git-ignored) and run as plain JavaScript, so no TypeScript loader adds to the
 // device process's start-up, which the storm times include. See bench/README.md for
 // what each figure means. Exit codes: 0 done, 1 error, 2 the connect storm did not complete,
@@ -21,6 +22,7 @@ import { percentile } from '@xiaozhi-mcp/protocol';
 import type { AuthMode, XiaozhiServer } from '@xiaozhi-mcp/server';
 import type { EchoServer as EchoServerClass } from './echo.js';
 import type {
+  BoardStats,
   DeviceCommand,
   DeviceCounts,
   DeviceMessage,
@@ -28,7 +30,9 @@ import type {
   LoopDelay,
   Mode,
   ReportMessage,
+  Transport,
 } from './messages.js';
+import type { MqttEchoBroker as MqttEchoBrokerClass } from './mqtt-echo.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** bench/, where last-run.json goes: this file runs compiled, from bench/dist/. */
@@ -37,6 +41,8 @@ const BENCH_DIR = basename(HERE) === 'dist' ? dirname(HERE) : HERE;
 // --- options --------------------------------------------------------------------------------------
 interface Options {
   devices: number;
+  /** Each runs its echo baseline and its xiaozhi phase, in this order: websocket, then mqtt. */
+  transports: Transport[];
   calls: number;
   concurrency: number;
   preset: string;
@@ -53,6 +59,7 @@ interface Options {
   json: string;
 }
 type OptionParser = (name: string, value: string) => number | string;
+const TRANSPORTS: readonly Transport[] = ['websocket', 'mqtt'];
 
 function parseOptions(argv: string[]): Options {
   const env = process.env;
@@ -62,8 +69,16 @@ function parseOptions(argv: string[]): Options {
       throw new Error(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
     return n;
   };
+  const transports = (value: string): Transport[] => {
+    const list = value.split(',').map((t) => t.trim());
+    const bad = list.find((t) => t !== 'websocket' && t !== 'mqtt');
+    if (bad !== undefined || list.length === 0)
+      throw new Error(`--transports must list websocket and/or mqtt, got ${JSON.stringify(value)}`);
+    return TRANSPORTS.filter((t) => list.includes(t));
+  };
   const options: Options = {
     devices: int('devices', env.BENCH_DEVICES ?? 1000),
+    transports: transports(env.BENCH_TRANSPORTS ?? 'websocket'),
     calls: int('calls', env.BENCH_CALLS ?? 20_000),
     concurrency: int('concurrency', env.BENCH_CONCURRENCY ?? 64),
     preset: env.BENCH_PRESET ?? 'bread-compact-wifi',
@@ -80,8 +95,9 @@ function parseOptions(argv: string[]): Options {
     json: resolve(BENCH_DIR, 'last-run.json'),
   };
   const text: OptionParser = (_n, v) => v;
-  const names: Record<string, [keyof Options, OptionParser]> = {
+  const names: Record<string, [keyof Options, (name: string, value: string) => unknown]> = {
     '--devices': ['devices', int],
+    '--transports': ['transports', (_n, v) => transports(v)],
     '--calls': ['calls', int],
     '--concurrency': ['concurrency', int],
     '--preset': ['preset', text],
@@ -102,6 +118,8 @@ function parseOptions(argv: string[]): Options {
     if (arg === '--help' || arg === '-h') {
       console.log(`usage: node --expose-gc bench/dist/run.js [options]
   --devices N         virtual boards (default 1000, env BENCH_DEVICES)
+  --transports LIST   websocket, mqtt or websocket,mqtt: the boards' transports, each with
+                      its own echo baseline (default websocket, env BENCH_TRANSPORTS)
   --calls M           tools/call in the load (default 20000, env BENCH_CALLS)
   --concurrency C     calls in flight (default 64, env BENCH_CONCURRENCY)
   --preset NAME       board preset (default bread-compact-wifi, env BENCH_PRESET)
@@ -311,6 +329,7 @@ async function pings(count: number, ping: (i: number) => Promise<number>): Promi
 /** What the device process last said about its storm. */
 interface DeviceStatus {
   mode?: Mode | undefined;
+  transport?: Transport | undefined;
   counts: DeviceCounts;
   firstError?: string | undefined;
   errorKinds?: ErrorKinds;
@@ -528,6 +547,8 @@ function childCounts(devices: DeviceProcess): string {
   const error = last.firstError
     ? ` · first error: ${last.firstError} · errors by kind: ${kinds.map(([k, v]) => `${v}× ${k}`).join('; ')}`
     : '';
+  if (last.mode === 'boards' && last.transport === 'mqtt')
+    return `device process: created ${c.created} · idle ${c.idle} · mqtt connected ${c.mqttConnected} · ota failed ${c.otaFailed} · first connects failed ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
   return last.mode === 'boards'
     ? `device process: created ${c.created} · idle ${c.idle} · connecting ${c.connecting} · listening ${c.listening} · ota failed ${c.otaFailed} · session retries ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`
     : `device process: created ${c.created} · opened ${c.opened} · echoed ${c.echoed} · retries ${c.echoRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
@@ -537,20 +558,22 @@ function cpuOf(report: ReportMessage): number {
   return report.cpu.user + report.cpu.system;
 }
 
-// --- the two phases ---------------------------------------------------------------------------
+// --- the phases -------------------------------------------------------------------------------
 /** What is running, so that a failure anywhere can stop it. */
 interface State {
   server: XiaozhiServer | undefined;
-  echo: EchoServerClass | undefined;
+  echo: { stop(): Promise<void> } | undefined;
   devices: DeviceProcess | undefined;
   fatal: (message: string) => void;
 }
 
 interface PhaseResult {
+  transport: Transport;
   stormMs: number;
   childStartupMs: number | undefined;
   otaChecksDoneMs?: number | undefined;
-  wsConnectedDoneMs?: number | undefined;
+  /** Fork → every device's session attached to the registry (its WebSocket, or its MQTT connection). */
+  connectedDoneMs?: number | undefined;
   devicesPerSecond: number;
   stormEventLoopDelayP99Ms: number;
   deviceStormEventLoopDelay: LoopDelay | undefined;
@@ -566,18 +589,49 @@ interface PhaseResult {
   deviceMemory: { after: NodeJS.MemoryUsage; perDevice: { heapUsedKiB: number; rssKiB: number } };
   load: Summary & { serverCpuUs: number; serverCpuPerCallUs: number; deviceCpuPerCallUs: number };
   serial: Summary;
+  /** WebSocket pings; none over MQTT, where only the client pings (the broker answers). */
   ping: Summary;
   deviceCounts: DeviceCounts;
-  boardConsole?: ReportMessage['boards'];
+  boardConsole?: BoardStats | undefined;
 }
 
-async function echoPhase(options: Options, state: State): Promise<PhaseResult> {
+/** What an echo baseline's server offers the load: connections, a round trip, maybe a ping. */
+interface EchoBaseline {
+  readonly url: string;
+  readonly hellos: number;
+  readonly connections: number;
+  roundTrip(i: number, tool: string, args: Record<string, unknown>): Promise<void>;
+  ping?(i: number): Promise<number>;
+  stop(): Promise<void>;
+}
+
+const PHASE_LABEL: Record<Transport, { echo: string; xiaozhi: string }> = {
+  websocket: { echo: 'ws echo', xiaozhi: 'xiaozhi' },
+  mqtt: { echo: 'mqtt echo', xiaozhi: 'xiaozhi mqtt' },
+};
+
+async function echoPhase(
+  options: Options,
+  state: State,
+  transport: Transport,
+): Promise<PhaseResult> {
   const { devices: n } = options;
+  const label = PHASE_LABEL[transport].echo;
   const { buildDeviceHello } = await import('@xiaozhi-mcp/protocol');
-  const hello = JSON.stringify(buildDeviceHello({ transport: 'websocket', version: 1 }));
+  // A hello-sized first message: the WebSocket build's hello, or the MQTT build's (transport udp).
+  const hello = JSON.stringify(
+    transport === 'mqtt'
+      ? buildDeviceHello({ transport: 'udp', version: 3 })
+      : buildDeviceHello({ transport: 'websocket', version: 1 }),
+  );
   let onAll: (() => void) | undefined;
-  const echo = await EchoServer.start((count) => count === n && onAll?.());
+  const onHello = (count: number) => count === n && onAll?.();
+  const echo: EchoBaseline =
+    transport === 'mqtt' ? await MqttEchoBroker.start(onHello) : await EchoServer.start(onHello);
   state.echo = echo;
+  // Taken after the same settle as the "after" sample, so that what the previous phase freed
+  // has been given back to the system and does not come off this phase's RSS.
+  await sleep(options.settleMs);
   const before = await measureMemory();
   const listen0 = listenCounters();
   const loop = monitorEventLoopDelay({ resolution: 10 });
@@ -585,9 +639,9 @@ async function echoPhase(options: Options, state: State): Promise<PhaseResult> {
   const devices = new DeviceProcess(options, state.fatal);
   const fds = new FdSampler(devices.pid);
   state.devices = devices;
-  devices.send({ cmd: 'echo', url: echo.url, n, hello, retries: options.retries });
+  devices.send({ cmd: 'echo', transport, url: echo.url, n, hello, retries: options.retries });
   const stormMs = await storm(
-    'ws echo',
+    label,
     devices,
     options.stormTimeout * 1000,
     (done) => {
@@ -603,7 +657,7 @@ async function echoPhase(options: Options, state: State): Promise<PhaseResult> {
   await sleep(options.settleMs);
   const after = await measureMemory();
   const deviceReport = await devices.report(true);
-  log(`[ws echo] ${n} connections in ${(stormMs / 1000).toFixed(2)} s; call load...`);
+  log(`[${label}] ${n} connections in ${(stormMs / 1000).toFixed(2)} s; call load...`);
 
   const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
   const call = (i: number) => echo.roundTrip(i, options.tool, args);
@@ -612,7 +666,9 @@ async function echoPhase(options: Options, state: State): Promise<PhaseResult> {
   const loaded = await load(options.calls, options.concurrency, call);
   const cpu1 = await devices.report(false);
   const serial = await load(options.serialCalls, 1, call);
-  const ping = await pings(Math.min(options.pings, n), (i) => echo.ping(i));
+  const ping = await pings(echo.ping === undefined ? 0 : Math.min(options.pings, n), (i) =>
+    (echo.ping as (i: number) => Promise<number>)(i),
+  );
   // The server side closes first: the TIME_WAIT sockets then stay on its side, not on ephemeral
   // ports of the device host, which the next phase's storm needs.
   await echo.stop();
@@ -620,6 +676,7 @@ async function echoPhase(options: Options, state: State): Promise<PhaseResult> {
   await devices.stop();
   state.devices = undefined;
   return {
+    transport,
     stormMs,
     childStartupMs: devices.startedMs,
     devicesPerSecond: n / (stormMs / 1000),
@@ -648,8 +705,13 @@ async function echoPhase(options: Options, state: State): Promise<PhaseResult> {
   };
 }
 
-async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult> {
+async function xiaozhiPhase(
+  options: Options,
+  state: State,
+  transport: Transport,
+): Promise<PhaseResult> {
   const { devices: n } = options;
+  const label = PHASE_LABEL[transport].xiaozhi;
   const { XiaozhiServer } = await import('@xiaozhi-mcp/server');
   const server = await XiaozhiServer.start({
     port: 0,
@@ -659,6 +721,8 @@ async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult
     // Generous bounds: the benchmark measures how long the storm takes, not who gives up first.
     helloTimeoutMs: 120_000,
     callTimeoutMs: 60_000,
+    // Over MQTT: the OTA reply offers every board the embedded broker, on a port the OS chooses.
+    ...(transport === 'mqtt' ? { transport: 'mqtt' as const, mqttPort: 0, udpPort: 0 } : {}),
   });
   state.server = server;
   const otaChecked = new Set<string>();
@@ -684,6 +748,9 @@ async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult
     readyOrder.push(record.deviceId);
     if (ready.size === n) onAll?.();
   });
+  // Taken after the same settle as the "after" sample, so that what the previous phase freed
+  // has been given back to the system and does not come off this phase's RSS.
+  await sleep(options.settleMs);
   const before = await measureMemory();
   const listen0 = listenCounters();
   const loop = monitorEventLoopDelay({ resolution: 10 });
@@ -694,11 +761,13 @@ async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult
   state.devices = devices;
   devices.send({
     cmd: 'boards',
+    transport,
     otaUrl: server.urls.ota,
     n,
     preset: options.preset,
     retries: options.retries,
-    // Fast boot, no artificial stagger; long idle/hello/HTTP bounds so a slow storm is measured, not failed.
+    // Fast boot, no artificial stagger; long idle/hello/HTTP/connect bounds so a slow storm is
+    // measured, not failed; over MQTT a failed connect is retried after 1 s (firmware: 60 s).
     timing: {
       bootMs: 10,
       wifiConnectMs: 10,
@@ -707,16 +776,22 @@ async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult
       helloTimeoutMs: 120_000,
       httpTimeoutMs: 120_000,
       channelIdleMs: 3_600_000,
+      mqttReconnectMs: 1000,
+      mqttConnectTimeoutMs: 120_000,
     },
   });
   const describe = () => {
     const errors = server.registry.list().filter((r) => r.lastError !== undefined);
     const error =
       errors.length > 0 ? ` · ${errors.length} with lastError, e.g. ${errors[0]?.lastError}` : '';
-    return `server: ota checks ${otaChecked.size}/${n} · ws connected ${connected.size} · open ${server.connections} · ready ${ready.size}${error} · fds ${fds.last.server} | ${childCounts(devices)} · fds ${fds.last.devices}`;
+    const open =
+      transport === 'mqtt'
+        ? `mqtt sessions ${connected.size} · broker clients ${server.mqttClients}`
+        : `ws connected ${connected.size} · open ${server.connections}`;
+    return `server: ota checks ${otaChecked.size}/${n} · ${open} · ready ${ready.size}${error} · fds ${fds.last.server} | ${childCounts(devices)} · fds ${fds.last.devices}`;
   };
   const stormMs = await storm(
-    'xiaozhi',
+    label,
     devices,
     options.stormTimeout * 1000,
     (done) => {
@@ -731,7 +806,7 @@ async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult
   await sleep(options.settleMs);
   const after = await measureMemory();
   const deviceReport = await devices.report(true);
-  log(`[xiaozhi] ${n} devices ready in ${(stormMs / 1000).toFixed(2)} s; call load...`);
+  log(`[${label}] ${n} devices ready in ${(stormMs / 1000).toFixed(2)} s; call load...`);
 
   const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
   const deviceAt = (i: number) => readyOrder[i % readyOrder.length] as string;
@@ -745,7 +820,8 @@ async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult
   const loaded = await load(options.calls, options.concurrency, call);
   const cpu1 = await devices.report(false);
   const serial = await load(options.serialCalls, 1, call);
-  const ping = await pings(Math.min(options.pings, n), (i) =>
+  // A session on MQTT has no ping: MQTT pings go from the client to the broker.
+  const ping = await pings(transport === 'mqtt' ? 0 : Math.min(options.pings, n), (i) =>
     server.registry.session(deviceAt(i)).ping(),
   );
   await server.stop();
@@ -753,10 +829,11 @@ async function xiaozhiPhase(options: Options, state: State): Promise<PhaseResult
   await devices.stop();
   state.devices = undefined;
   return {
+    transport,
     stormMs,
     childStartupMs: devices.startedMs,
     otaChecksDoneMs: otaDoneMs,
-    wsConnectedDoneMs: connectedDoneMs,
+    connectedDoneMs,
     devicesPerSecond: n / (stormMs / 1000),
     stormEventLoopDelayP99Ms: loop.percentile(99) / 1e6,
     deviceStormEventLoopDelay: deviceReport.stormLoopDelay,
@@ -798,91 +875,164 @@ function seconds(ms: number | undefined): number {
   return (ms ?? Number.NaN) / 1000;
 }
 
-function ratio(a: number | undefined, b: number | undefined): string {
+function ratioOf(a: number | undefined, b: number | undefined): number {
   if (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0)
-    return '—';
-  return `${(a / b).toFixed(2)}×`;
+    return Number.NaN;
+  return a / b;
 }
 
-function table(options: Options, x: PhaseResult, e: PhaseResult): string {
-  const rows: [name: string, a: number | undefined, b: number | undefined, integer?: boolean][] = [
-    ['connect storm (s)', x.stormMs / 1000, e.stormMs / 1000],
-    ['devices/s', x.devicesPerSecond, e.devicesPerSecond],
-    [
-      'server heap per device (KiB)',
-      x.serverMemory.perDevice.heapUsedKiB,
-      e.serverMemory.perDevice.heapUsedKiB,
-    ],
-    [
-      'server rss per device (KiB)',
-      x.serverMemory.perDevice.rssKiB,
-      e.serverMemory.perDevice.rssKiB,
-    ],
-    [`calls/s (c=${options.concurrency})`, x.load.perSecond, e.load.perSecond],
-    ['latency p50 (ms)', x.load.p50Ms, e.load.p50Ms],
-    ['latency p90 (ms)', x.load.p90Ms, e.load.p90Ms],
-    ['latency p99 (ms)', x.load.p99Ms, e.load.p99Ms],
-    ['latency max (ms)', x.load.maxMs, e.load.maxMs],
-    ['latency p50 c=1 (ms)', x.serial.p50Ms, e.serial.p50Ms],
-    ['latency p99 c=1 (ms)', x.serial.p99Ms, e.serial.p99Ms],
-    ['ws ping p50 (ms)', x.ping.p50Ms, e.ping.p50Ms],
-    ['ws ping p99 (ms)', x.ping.p99Ms, e.ping.p99Ms],
-    ['server CPU per call (µs)', x.load.serverCpuPerCallUs, e.load.serverCpuPerCallUs],
-    ['device CPU per call (µs)', x.load.deviceCpuPerCallUs, e.load.deviceCpuPerCallUs],
-    [
-      'device-process heap/device (KiB)',
-      x.deviceMemory.perDevice.heapUsedKiB,
-      e.deviceMemory.perDevice.heapUsedKiB,
-    ],
-    ['storm event-loop p99, server (ms)', x.stormEventLoopDelayP99Ms, e.stormEventLoopDelayP99Ms],
-    [
-      'storm event-loop max, devices (ms)',
-      x.deviceStormEventLoopDelay?.maxMs,
-      e.deviceStormEventLoopDelay?.maxMs,
-    ],
-    ['storm listen-queue overflows', x.listenOverflows, e.listenOverflows, true],
-    ['storm peak open fds, server', x.peakFds.server, e.peakFds.server, true],
-    ['storm peak open fds, devices', x.peakFds.devices, e.peakFds.devices, true],
+function ratio(a: number | undefined, b: number | undefined): string {
+  const r = ratioOf(a, b);
+  return Number.isNaN(r) ? '—' : `${r.toFixed(2)}×`;
+}
+
+/** A row of the tables: its name, the figure of a phase, whether it is a count (no ratio). */
+type Metric = [name: string, value: (r: PhaseResult) => number | undefined, count?: boolean];
+
+function metrics(options: Options, withPing: boolean): Metric[] {
+  return [
+    ['connect storm (s)', (r) => r.stormMs / 1000],
+    ['devices/s', (r) => r.devicesPerSecond],
+    ['server heap per device (KiB)', (r) => r.serverMemory.perDevice.heapUsedKiB],
+    ['server rss per device (KiB)', (r) => r.serverMemory.perDevice.rssKiB],
+    [`calls/s (c=${options.concurrency})`, (r) => r.load.perSecond],
+    ['latency p50 (ms)', (r) => r.load.p50Ms],
+    ['latency p90 (ms)', (r) => r.load.p90Ms],
+    ['latency p99 (ms)', (r) => r.load.p99Ms],
+    ['latency max (ms)', (r) => r.load.maxMs],
+    ['latency p50 c=1 (ms)', (r) => r.serial.p50Ms],
+    ['latency p99 c=1 (ms)', (r) => r.serial.p99Ms],
+    ...(withPing
+      ? ([
+          ['ws ping p50 (ms)', (r) => r.ping.p50Ms],
+          ['ws ping p99 (ms)', (r) => r.ping.p99Ms],
+        ] satisfies Metric[])
+      : []),
+    ['server CPU per call (µs)', (r) => r.load.serverCpuPerCallUs],
+    ['device CPU per call (µs)', (r) => r.load.deviceCpuPerCallUs],
+    ['device-process heap/device (KiB)', (r) => r.deviceMemory.perDevice.heapUsedKiB],
+    ['storm event-loop p99, server (ms)', (r) => r.stormEventLoopDelayP99Ms],
+    ['storm event-loop max, devices (ms)', (r) => r.deviceStormEventLoopDelay?.maxMs],
+    ['storm listen-queue overflows', (r) => r.listenOverflows, true],
+    ['storm peak open fds, server', (r) => r.peakFds.server, true],
+    ['storm peak open fds, devices', (r) => r.peakFds.devices, true],
   ];
-  const w = [33, 13, 13, 10];
+}
+
+/**
+ * Columns of phase figures, then ratio columns, each `[title, numerator, denominator]` as
+ * indexes into the phase columns (counts get no ratio).
+ */
+function renderTable(
+  rows: Metric[],
+  columns: [title: string, phase: PhaseResult][],
+  ratios: [title: string, a: number, b: number][],
+): string[] {
+  const widths = [35, ...columns.map(() => 13), ...ratios.map(() => 10)];
   const line = (cells: string[]) =>
     cells
-      .map((c, i) => (i === 0 ? String(c).padEnd(w[i] ?? 0) : String(c).padStart(w[i] ?? 0)))
-      .join('');
-  const out = [line(['metric', 'xiaozhi-mcp', 'ws echo', 'ratio'])];
-  for (const [name, a, b, integer] of rows) {
+      .map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
+      .join('')
+      .trimEnd();
+  const out = [line(['metric', ...columns.map(([t]) => t), ...ratios.map(([t]) => t)])];
+  for (const [name, value, count] of rows) {
+    const values = columns.map(([, phase]) => value(phase));
     out.push(
       line([
         name,
-        integer ? String(a) : fmt(a),
-        integer ? String(b) : fmt(b),
-        integer ? '' : ratio(a, b),
+        ...values.map((v) => (count ? String(v) : fmt(v))),
+        ...ratios.map(([, a, b]) => (count ? '' : ratio(values[a], values[b]))),
       ]),
     );
   }
-  out.push('');
-  out.push(
-    `storm breakdown (xiaozhi, from fork): device process up ${fmt(seconds(x.childStartupMs))} s · all OTA checks ${fmt(seconds(x.otaChecksDoneMs))} s · all WS sessions ${fmt(seconds(x.wsConnectedDoneMs))} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
-  );
-  const errs = [
-    x.load.errors && `xiaozhi call errors ${x.load.errors} (${x.load.firstError})`,
+  return out;
+}
+
+function problems(label: string, x: PhaseResult, e: PhaseResult): string[] {
+  return [
+    x.load.errors && `${label} call errors ${x.load.errors} (${x.load.firstError})`,
     e.load.errors && `echo errors ${e.load.errors} (${e.load.firstError})`,
     x.ping.errors && `ping errors ${x.ping.errors} (${x.ping.firstError})`,
-    x.deviceCounts.sessionRetries && `session retries ${x.deviceCounts.sessionRetries}`,
-    x.deviceCounts.disconnected && `sessions dropped ${x.deviceCounts.disconnected}`,
+    x.deviceCounts.sessionRetries &&
+      `${x.transport === 'mqtt' ? 'first MQTT connects failed' : 'session retries'} ${x.deviceCounts.sessionRetries}`,
+    x.boardConsole?.mqttConnectFailures &&
+      `MQTT connect failures ${x.boardConsole.mqttConnectFailures}`,
+    x.deviceCounts.disconnected &&
+      `${x.transport === 'mqtt' ? 'MQTT connections dropped' : 'sessions dropped'} ${x.deviceCounts.disconnected}`,
     x.boardConsole?.otaRetries && `OTA retries ${x.boardConsole.otaRetries}`,
     e.deviceCounts.echoRetries && `echo connection retries ${e.deviceCounts.echoRetries}`,
-  ].filter(Boolean);
-  out.push(
-    errs.length
-      ? `problems: ${errs.join(' · ')}`
-      : 'problems: none (no call errors, retries or dropped sessions)',
+  ].filter((p): p is string => typeof p === 'string');
+}
+
+function problemLine(found: string[]): string {
+  return found.length
+    ? `problems: ${found.join(' · ')}`
+    : 'problems: none (no call errors, retries or dropped sessions)';
+}
+
+function table(options: Options, x: PhaseResult, e: PhaseResult): string {
+  const out = renderTable(
+    metrics(options, true),
+    [
+      ['xiaozhi-mcp', x],
+      ['ws echo', e],
+    ],
+    [['ratio', 0, 1]],
   );
+  out.push('');
+  out.push(
+    `storm breakdown (xiaozhi, from fork): device process up ${fmt(seconds(x.childStartupMs))} s · all OTA checks ${fmt(seconds(x.otaChecksDoneMs))} s · all WS sessions ${fmt(seconds(x.connectedDoneMs))} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
+  );
+  out.push(problemLine(problems('xiaozhi', x, e)));
   return out.join('\n');
+}
+
+/** The MQTT table: xiaozhi over MQTT beside the bare-broker echo and, when it ran, xiaozhi over WebSocket. */
+function mqttTable(
+  options: Options,
+  x: PhaseResult,
+  e: PhaseResult,
+  ws: PhaseResult | undefined,
+): string {
+  const out = renderTable(
+    metrics(options, false),
+    [
+      ['xiaozhi mqtt', x],
+      ['mqtt echo', e],
+      ...(ws ? [['xiaozhi ws', ws] as [string, PhaseResult]] : []),
+    ],
+    [['ratio', 0, 1], ...(ws ? [['mqtt/ws', 0, 2] as [string, number, number]] : [])],
+  );
+  out.push('');
+  out.push(
+    `storm breakdown (xiaozhi mqtt, from fork): device process up ${fmt(seconds(x.childStartupMs))} s · all OTA checks ${fmt(seconds(x.otaChecksDoneMs))} s · all MQTT sessions ${fmt(seconds(x.connectedDoneMs))} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
+  );
+  out.push(problemLine(problems('xiaozhi mqtt', x, e)));
+  return out.join('\n');
+}
+
+/** The figures compared in last-run.json: xiaozhi over its baseline (or over another path). */
+function ratiosOf(x: PhaseResult, e: PhaseResult) {
+  return {
+    stormTime: ratioOf(x.stormMs, e.stormMs),
+    devicesPerSecond: ratioOf(x.devicesPerSecond, e.devicesPerSecond),
+    serverHeapPerDevice: ratioOf(
+      x.serverMemory.perDevice.heapUsedKiB,
+      e.serverMemory.perDevice.heapUsedKiB,
+    ),
+    serverRssPerDevice: ratioOf(x.serverMemory.perDevice.rssKiB, e.serverMemory.perDevice.rssKiB),
+    callsPerSecond: ratioOf(x.load.perSecond, e.load.perSecond),
+    p50: ratioOf(x.load.p50Ms, e.load.p50Ms),
+    p90: ratioOf(x.load.p90Ms, e.load.p90Ms),
+    p99: ratioOf(x.load.p99Ms, e.load.p99Ms),
+    serialP50: ratioOf(x.serial.p50Ms, e.serial.p50Ms),
+    pingP50: ratioOf(x.ping.p50Ms, e.ping.p50Ms),
+  };
 }
 
 // --- main -------------------------------------------------------------------------------------
 let EchoServer: typeof EchoServerClass;
+let MqttEchoBroker: typeof MqttEchoBrokerClass;
 
 async function main() {
   let options: Options;
@@ -893,6 +1043,7 @@ async function main() {
     process.exit(1);
   }
   ({ EchoServer } = await import('./echo.js'));
+  ({ MqttEchoBroker } = await import('./mqtt-echo.js'));
   const state: State = {
     server: undefined,
     echo: undefined,
@@ -929,44 +1080,71 @@ async function main() {
 
   const header = `xiaozhi-mcp server benchmark — ${options.devices} devices, ${options.calls} calls, concurrency ${options.concurrency} (node ${process.version}, ${os.availableParallelism()} cpus)`;
   log(
-    `${header}\npreset ${options.preset}, tool ${options.tool}, auth ${options.auth}, open-file limit ${fdLimit()} per process`,
+    `${header}\ntransports ${options.transports.join(', ')}, preset ${options.preset}, tool ${options.tool}, auth ${options.auth}, open-file limit ${fdLimit()} per process`,
   );
   try {
-    // The baseline first: it leaves little behind, so the xiaozhi memory figures are not flattered by reuse.
-    const echo = await echoPhase(options, state);
-    const xiaozhi = await xiaozhiPhase(options, state);
-    const p50 = xiaozhi.load.p50Ms / echo.load.p50Ms;
-    const verdict = `verdict: call latency p50 at concurrency ${options.concurrency} is ${p50.toFixed(3)}× the ws echo baseline — ${p50 <= 1.3 ? 'within' : 'MISSES'} the 1.3× target; ${options.devices} devices ${options.devices >= 10_000 ? 'meets' : 'is below'} the 10,000-device target (storm completed)`;
-    console.log(`${header}\n${table(options, xiaozhi, echo)}\n${verdict}`);
+    const runs: Partial<Record<Transport, { xiaozhi: PhaseResult; echo: PhaseResult }>> = {};
+    for (const transport of options.transports) {
+      // The baseline first: it leaves little behind, so the xiaozhi memory figures are not flattered by reuse.
+      const echo = await echoPhase(options, state, transport);
+      const xiaozhi = await xiaozhiPhase(options, state, transport);
+      runs[transport] = { xiaozhi, echo };
+    }
+    const out = [header];
+    const verdicts: Record<string, unknown> = {};
+    const ws = runs.websocket;
+    if (ws !== undefined) {
+      const p50 = ws.xiaozhi.load.p50Ms / ws.echo.load.p50Ms;
+      out.push(
+        table(options, ws.xiaozhi, ws.echo),
+        `verdict: call latency p50 at concurrency ${options.concurrency} is ${p50.toFixed(3)}× the ws echo baseline — ${p50 <= 1.3 ? 'within' : 'MISSES'} the 1.3× target; ${options.devices} devices ${options.devices >= 10_000 ? 'meets' : 'is below'} the 10,000-device target (storm completed)`,
+      );
+      verdicts.websocket = {
+        p50Ratio: p50,
+        p50Target: 1.3,
+        p50Met: p50 <= 1.3,
+        devices: options.devices,
+        devicesTarget: 10_000,
+      };
+    }
+    const mqtt = runs.mqtt;
+    if (mqtt !== undefined) {
+      const x = mqtt.xiaozhi;
+      const overWs = ws
+        ? `, ${ratio(x.load.p50Ms, ws.xiaozhi.load.p50Ms)} the WebSocket path's; storm ${ratio(x.stormMs, ws.xiaozhi.stormMs)} the WebSocket path's`
+        : '';
+      out.push(
+        ...(ws ? [''] : []),
+        `over MQTT (${options.devices} boards on the embedded broker; baseline: mqtt.js clients on a bare aedes broker)`,
+        mqttTable(options, x, mqtt.echo, ws?.xiaozhi),
+        `summary: over MQTT, call latency p50 at concurrency ${options.concurrency} is ${ratio(x.load.p50Ms, mqtt.echo.load.p50Ms)} the mqtt echo baseline${overWs}; all ${options.devices} boards ready in ${fmt(x.stormMs / 1000)} s`,
+      );
+      verdicts.mqtt = {
+        p50RatioToEcho: ratioOf(x.load.p50Ms, mqtt.echo.load.p50Ms),
+        p50RatioToWebsocket: ws ? ratioOf(x.load.p50Ms, ws.xiaozhi.load.p50Ms) : undefined,
+        devices: options.devices,
+      };
+    }
+    console.log(out.join('\n'));
     const result = {
       at: new Date().toISOString(),
       node: process.version,
       cpus: os.availableParallelism(),
       totalMemoryGiB: os.totalmem() / 2 ** 30,
       options,
-      xiaozhi,
-      echo,
-      ratios: {
-        stormTime: xiaozhi.stormMs / echo.stormMs,
-        devicesPerSecond: xiaozhi.devicesPerSecond / echo.devicesPerSecond,
-        serverHeapPerDevice:
-          xiaozhi.serverMemory.perDevice.heapUsedKiB / echo.serverMemory.perDevice.heapUsedKiB,
-        serverRssPerDevice:
-          xiaozhi.serverMemory.perDevice.rssKiB / echo.serverMemory.perDevice.rssKiB,
-        callsPerSecond: xiaozhi.load.perSecond / echo.load.perSecond,
-        p50: p50,
-        p90: xiaozhi.load.p90Ms / echo.load.p90Ms,
-        p99: xiaozhi.load.p99Ms / echo.load.p99Ms,
-        serialP50: xiaozhi.serial.p50Ms / echo.serial.p50Ms,
-        pingP50: xiaozhi.ping.p50Ms / echo.ping.p50Ms,
-      },
-      verdict: {
-        p50Ratio: p50,
-        p50Target: 1.3,
-        p50Met: p50 <= 1.3,
-        devices: options.devices,
-        devicesTarget: 10_000,
-      },
+      // The WebSocket phases keep their old keys (xiaozhi, echo, ratios, verdict).
+      ...(ws ? { xiaozhi: ws.xiaozhi, echo: ws.echo, ratios: ratiosOf(ws.xiaozhi, ws.echo) } : {}),
+      ...(mqtt
+        ? {
+            mqtt: {
+              xiaozhi: mqtt.xiaozhi,
+              echo: mqtt.echo,
+              ratios: ratiosOf(mqtt.xiaozhi, mqtt.echo),
+              ratiosToWebsocket: ws ? ratiosOf(mqtt.xiaozhi, ws.xiaozhi) : undefined,
+            },
+          }
+        : {}),
+      verdict: verdicts,
     };
     writeFileSync(options.json, `${JSON.stringify(result, null, 2)}\n`);
     log(`figures written to ${options.json}`);
