@@ -26,7 +26,7 @@ import {
 } from './compare/commands.js';
 import { loadReport, ReportInputError } from './compare/load.js';
 import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory, type RigConfig } from './inventory.js';
-import { type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
+import { DEFAULT_SUITES, type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
 import { parseListen } from './network-board.js';
 import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
 import { writeGithubSummary } from './reporters/github.js';
@@ -186,7 +186,7 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     .addOption(
       new Option(
         '--suite <name...>',
-        `suites to run (default: ${['initialize', 'tools-list', 'tools-call', 'robustness', 'latency'].join(', ')}; reboot and ota-upgrade are opt-in)`,
+        `suites to run (default: ${DEFAULT_SUITES.join(', ')}; reboot and ota-upgrade are opt-in)`,
       ),
     )
     .option(
@@ -204,7 +204,7 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     )
     .option(
       '--listen <host:port>',
-      'serve the OTA endpoint and WebSocket here (overrides server.host/port); boards without a port are pointed at it',
+      'serve the OTA endpoint and WebSocket here (overrides server.host/port; an MQTT broker, when a board runs over MQTT, binds the same host); boards without a port are pointed at it',
     )
     .option('--lock-wait <seconds>', 'wait this long for a board another hil is using', '0')
     .option(

@@ -14,6 +14,8 @@ export const SUITE_NAMES = [
   'tools-call',
   'robustness',
   'latency',
+  // Over MQTT: a BOOT click opens an audio session, its UDP uplink judged (suites/audio.ts).
+  'audio',
   'reboot',
   'ota-upgrade',
 ] as const;
@@ -25,6 +27,7 @@ export const DEFAULT_SUITES: readonly SuiteName[] = [
   'tools-call',
   'robustness',
   'latency',
+  'audio',
 ];
 
 export type Severity = 'critical' | 'major' | 'minor';
@@ -94,6 +97,9 @@ export interface LatencyStats {
   readonly valuesMs: readonly number[];
 }
 
+/** How a board's session ran: WebSocket (opened by a click) or MQTT (connected from boot on). */
+export type BoardTransport = 'websocket' | 'mqtt';
+
 /** `interrupted`: cut short by Ctrl-C before its verdict. */
 export type BoardStatus = 'passed' | 'failed' | 'rig-failed' | 'interrupted';
 
@@ -139,6 +145,8 @@ export interface BoardReport {
   mac?: string;
   /** The board variant (`BOARD_NAME`). */
   variant?: string | undefined;
+  /** The transport of the board's last session, as the server saw it. */
+  transport?: BoardTransport;
   /** The version the board reported in `initialize`. */
   firmwareVersion?: string | undefined;
   /** The version inside the flashed image, when the run flashed one. */
@@ -195,7 +203,12 @@ export interface RunReport {
   readonly startedAt: string;
   durationMs: number;
   readonly rig: 'virtual' | 'inventory';
-  readonly server: { readonly ota: string; readonly websocket: string };
+  readonly server: {
+    readonly ota: string;
+    readonly websocket: string;
+    /** The embedded MQTT broker, as boards reach it, when a board ran over MQTT. */
+    readonly mqtt?: string;
+  };
   /** `--firmware`: the image flashed onto every board. */
   readonly firmware?: ImageInfo & { readonly version: string; readonly chip: string };
   /** `--ota-image`: the candidate `ota-upgrade` offered. */

@@ -3,7 +3,12 @@
  * session on our server) and returns check results. Suites never touch serial ports or
  * flashing; the rig does, so the same suites qualify virtual and real boards.
  */
-import type { DeviceRecord, DeviceRegistry, DeviceSession } from '@xiaozhi-mcp/server';
+import type {
+  AudioSessionStats,
+  DeviceRecord,
+  DeviceRegistry,
+  DeviceSession,
+} from '@xiaozhi-mcp/server';
 import type { CheckResult, LatencyStats, Severity, SuiteName } from './model.js';
 
 export interface LatencyBudget {
@@ -37,6 +42,12 @@ export interface SuiteBoard {
   readonly skip?: readonly string[];
 }
 
+/**
+ * A BOOT click the rig can give the board (DTR on a USB-UART bridge, directly or through RFC
+ * 2217; the virtual rig's operator), or why it cannot (native USB, no serial port).
+ */
+export type BootButton = { readonly press: () => Promise<void> } | { readonly unavailable: string };
+
 export interface SuiteContext {
   readonly board: SuiteBoard;
   readonly registry: DeviceRegistry;
@@ -55,6 +66,12 @@ export interface SuiteContext {
   /** The app image to offer in `ota-upgrade` (the candidate build), if the run has one. */
   readonly candidateImage: Uint8Array | undefined;
   readonly latency: LatencyBudget;
+  /** A BOOT click, where the rig can give one (the `audio` suite's). */
+  readonly bootButton?: BootButton;
+  /** The server's counts of the board's latest UDP audio session (a board on MQTT), if any. */
+  audioStats?(): AudioSessionStats | undefined;
+  /** Ends the board's open audio session from our side (a goodbye); false when none is open. */
+  endAudioSession?(): boolean;
   /** Progress lines for the live console. */
   log(text: string): void;
   readonly signal: AbortSignal;

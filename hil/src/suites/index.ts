@@ -1,6 +1,7 @@
 // Every suite by name, and the checks each one runs (for listings and baseline validation).
 import type { SuiteName } from '../model.js';
 import type { CheckSpec, Suite } from '../suite.js';
+import { AUDIO_CHECKS, audioSuite } from './audio.js';
 import { INITIALIZE_CHECKS, initializeSuite } from './initialize.js';
 import { LATENCY_CHECKS, latencySuite } from './latency.js';
 import { OTA_UPGRADE_CHECKS, otaUpgradeSuite } from './ota-upgrade.js';
@@ -17,6 +18,7 @@ export const SUITES: Record<SuiteName, Suite> = {
   'tools-call': toolsCallSuite,
   robustness: robustnessSuite,
   latency: latencySuite,
+  audio: audioSuite,
   reboot: rebootSuite,
   'ota-upgrade': otaUpgradeSuite,
 };
@@ -29,6 +31,7 @@ export const SUITE_CHECKS: Record<SuiteName, readonly CheckSpec[]> = {
   'tools-call': Object.values(TOOLS_CALL_CHECKS),
   robustness: Object.values(ROBUSTNESS_CHECKS),
   latency: Object.values(LATENCY_CHECKS),
+  audio: Object.values(AUDIO_CHECKS),
   reboot: Object.values(REBOOT_CHECKS),
   'ota-upgrade': Object.values(OTA_UPGRADE_CHECKS),
 };
@@ -40,6 +43,7 @@ export function allCheckIds(): string[] {
   );
 }
 
+export { AUDIO_CHECKS, audioSuite, uplinkProblems } from './audio.js';
 export { FIRMWARE_PROTOCOL_VERSION, initializeSuite } from './initialize.js';
 export { latencyStats, latencySuite } from './latency.js';
 export { otaUpgradeSuite } from './ota-upgrade.js';

@@ -173,6 +173,37 @@ describe('judgeSession', () => {
     expect(none['session.hello']).toBe('failed: expected a hello, got no hello within 10000 ms');
     expect(none['session.hello-transport']).toMatch(/^skipped/);
   });
+
+  it('over MQTT skips the hello checks, saying why, and still judges initialize and the walk', async () => {
+    // A session over MQTT: no hello at all (the server records "" for it), MCP from the start.
+    const frames = [out(1, 'initialize'), reply(1, INIT), ...walk({ tools: ['a', 'b'] })];
+    const mqtt = await judged({
+      transport: 'mqtt',
+      hello: { text: '', protocolVersion: 3 },
+      ready: true,
+      frames,
+    });
+    const why = 'skipped: over MQTT MCP needs no hello (docs/protocol.md §5)';
+    expect(mqtt).toEqual({
+      'session.hello': why,
+      'session.hello-version': why,
+      'session.hello-mcp': why,
+      'session.hello-transport': why,
+      'session.initialize': 'passed: serverInfo "bread-compact-wifi" "2.4.2"',
+      'session.tools-walk': 'passed: 1 page(s) in the plain and user-tool walks',
+    });
+    // Still failed over MQTT: an initialize reply without serverInfo, a reply under another id.
+    const broken = await judged({
+      transport: 'mqtt',
+      hello: { text: '', protocolVersion: 3 },
+      frames: [out(1, 'initialize'), reply(1, { protocolVersion: '2024-11-05' })],
+      failure: { stage: 'initialize', reason: 'no serverInfo' },
+    });
+    expect(broken['session.initialize']).toMatch(/^failed: expected serverInfo \{name, version\}/);
+    // The same empty hello over WebSocket is a failure.
+    const websocket = await judged({ hello: { text: '', protocolVersion: 1 }, frames });
+    expect(websocket['session.hello']).toMatch(/^failed: expected a JSON hello/);
+  });
 });
 
 // ---- The watch -------------------------------------------------------------------------------
@@ -180,11 +211,15 @@ describe('judgeSession', () => {
 class FakeSession extends EventEmitter {
   closed = false;
   readonly info = { helloText: HELLO, protocolVersion: 1 };
+  constructor(readonly transport: 'websocket' | 'mqtt' = 'websocket') {
+    super();
+  }
 }
 
 class FakeRegistry extends EventEmitter {
-  get(): undefined {
-    return undefined;
+  record: unknown;
+  get(): unknown {
+    return this.record;
   }
 }
 
@@ -265,6 +300,30 @@ describe('SessionWatch', () => {
     const seen = await watch.outcome;
     expect(seen.refused).toBe('hello.transport must be a string');
     expect(seen.hello?.text).toBe('{"type":"hello"}');
+  });
+
+  it('says how the session ran; fresh, it ignores a session open before it (a board about to reconnect)', async () => {
+    const registry = new FakeRegistry();
+    const old = new FakeSession('websocket');
+    registry.record = { deviceId: 'aa:bb:cc:dd:ee:ff', session: old, ready: true };
+    const watch = new SessionWatch(
+      registry as unknown as DeviceRegistry,
+      'aa:bb:cc:dd:ee:ff',
+      1000,
+      { fresh: true },
+    );
+    // The old session's end settles nothing: the watch waits for the next one.
+    old.emit('closed', 'reset');
+    const session = new FakeSession('mqtt');
+    const record = { deviceId: 'aa:bb:cc:dd:ee:ff', session };
+    registry.emit('connected', record);
+    registry.emit('ready', record);
+    const seen = await watch.outcome;
+    expect(seen).toMatchObject({ ready: true, transport: 'mqtt' });
+    expect(seen.late).toBeUndefined();
+    // Not fresh: the open, ready session is taken as it stands.
+    const late = new SessionWatch(registry as unknown as DeviceRegistry, 'aa:bb:cc:dd:ee:ff');
+    expect(await late.outcome).toMatchObject({ ready: true, late: true, transport: 'websocket' });
   });
 
   it('settles when the board closes the session, marked closed', async () => {

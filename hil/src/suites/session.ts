@@ -26,6 +26,12 @@ const HELLO_TYPE = 'hello';
 const HELLO_VERSIONS: readonly number[] = [1, 2, 3];
 /** The transport a board on our WebSocket gateway names (§4). */
 const HELLO_TRANSPORT = 'websocket';
+/**
+ * A session over MQTT opens with no hello: MCP works whenever MQTT is up (docs/protocol.md
+ * §5); a hello there opens an audio session (the `audio` suite's).
+ */
+const MQTT_TRANSPORT = 'mqtt';
+export const NO_HELLO_OVER_MQTT = 'over MQTT MCP needs no hello (docs/protocol.md §5)';
 
 /** How long one reply at session start may take before the session counts as stuck. */
 export const SESSION_REPLY_MS = 10_000;
@@ -94,6 +100,8 @@ export interface SessionObservation {
   readonly ready: boolean;
   /** The session was open before the rig watched it: its start was not seen. */
   readonly late?: boolean;
+  /** How the session ran, as the server saw it (`websocket`, `mqtt`). */
+  readonly transport?: string;
   readonly failure: SessionFailure | undefined;
 }
 
@@ -250,6 +258,13 @@ function parseHello(observed: SessionObservation): HelloParse | undefined {
 }
 
 function judgeHello(observed: SessionObservation, board: SuiteBoard): Promise<CheckResult>[] {
+  if (observed.transport === MQTT_TRANSPORT)
+    return [
+      SESSION_CHECKS.hello,
+      SESSION_CHECKS.helloVersion,
+      SESSION_CHECKS.helloMcp,
+      SESSION_CHECKS.helloTransport,
+    ].map((spec) => check(spec, async () => skip(NO_HELLO_OVER_MQTT), board));
   const parsed = parseHello(observed);
   const hello = (): Record<string, unknown> => {
     if (parsed === undefined) skip('no hello came (see session.hello)');
@@ -487,6 +502,7 @@ export class SessionWatch {
   #refused: string | undefined;
   #frames: SessionFrame[] = [];
   #late = false;
+  #transport: string | undefined;
   #session: DeviceSession | undefined;
   #settled = false;
   #resolve: (observed: SessionObservation) => void = () => {};
@@ -495,10 +511,15 @@ export class SessionWatch {
   #initialized = false;
   readonly #detach: () => void;
 
+  /**
+   * `fresh`: only a session that opens from now on counts, not one open already (a board about
+   * to reconnect over MQTT after a reset: its old connection may not be closed yet).
+   */
   constructor(
     readonly registry: DeviceRegistry,
     readonly deviceId: string,
     readonly replyMs: number = SESSION_REPLY_MS,
+    options: { readonly fresh?: boolean } = {},
   ) {
     const id = deviceId.toLowerCase();
     this.outcome = new Promise((resolve) => {
@@ -539,7 +560,7 @@ export class SessionWatch {
     };
     // A session already open (a board that starts its own) is followed from here on.
     const record = registry.get(id);
-    if (record?.session !== undefined && !record.session.closed) {
+    if (options.fresh !== true && record?.session !== undefined && !record.session.closed) {
       this.#late = true;
       this.#follow(record.session);
       if (record.ready) this.#settle(undefined);
@@ -556,6 +577,7 @@ export class SessionWatch {
   #follow(session: DeviceSession): void {
     if (this.#settled) return;
     this.#session = session;
+    this.#transport = session.transport;
     this.#hello = { text: session.info.helloText, protocolVersion: session.info.protocolVersion };
     this.#frames = [];
     this.#initialized = false;
@@ -619,6 +641,7 @@ export class SessionWatch {
       frames: [...this.#frames],
       ready: failure === undefined,
       ...(this.#late ? { late: true } : {}),
+      ...(this.#transport === undefined ? {} : { transport: this.#transport }),
       failure,
     });
   }

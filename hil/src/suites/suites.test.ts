@@ -58,26 +58,35 @@ interface RigOptions {
   readonly suiteBoard?: Partial<SuiteBoard>;
   readonly latency?: Partial<LatencyBudget>;
   readonly candidate?: Uint8Array;
+  /** The board is offered MQTT: connected from boot on, no click; a click opens UDP audio. */
+  readonly mqtt?: boolean;
 }
 
 /** A server, a virtual board connected to it over real sockets, and the context the rig gives suites. */
 async function virtualRig(options: RigOptions = {}): Promise<Rig> {
-  const server = await XiaozhiServer.start({ port: 0, logLevel: 'silent' });
+  const server = await XiaozhiServer.start({
+    port: 0,
+    logLevel: 'silent',
+    ...(options.mqtt ? { transport: 'mqtt', mqttPort: 0 } : {}),
+  });
   servers.push(server);
   macCounter++;
   const board = new VirtualBoard({
     mac: `f4:12:fa:20:00:${macCounter.toString(16).padStart(2, '0')}`,
     wifi: { ssid: 'lab' },
     otaUrl: server.urls.ota,
-    timing: FAST,
+    timing: { ...FAST, ...(options.mqtt ? { uplinkFrames: 6, uplinkFrameMs: 5 } : {}) },
     ...options.board,
   });
   boards.push(board);
   const { registry } = server;
-  // What the rig does for a `boot-click` board: wait for idle, press BOOT, wait until listed.
+  // What the rig does for a `boot-click` board: wait for idle, press BOOT, wait until listed;
+  // for an `mqtt` board: wait until listed.
   const reconnect = async (timeoutMs: number) => {
-    await board.waitForState('idle', timeoutMs);
-    board.click();
+    if (!options.mqtt) {
+      await board.waitForState('idle', timeoutMs);
+      board.click();
+    }
     return registry.waitForReady(board.mac, timeoutMs);
   };
   board.powerOn();
@@ -97,6 +106,9 @@ async function virtualRig(options: RigOptions = {}): Promise<Rig> {
       server.firmware.add(image);
     },
     candidateImage: options.candidate,
+    bootButton: { press: async () => board.click() },
+    audioStats: () => server.audioStatsFor(board.mac),
+    endAudioSession: () => server.endAudioSession(board.mac),
     latency: { ...LATENCY, ...options.latency },
     log: () => {},
     signal: new AbortController().signal,
@@ -151,7 +163,11 @@ describe('suites on virtual boards over real sockets', () => {
     const { checks, latency } = await runSuites(rig.context, DEFAULT_SUITES);
 
     expect(checks.map((c) => c.id)).toEqual(idsOf(DEFAULT_SUITES));
-    expect(notPassed(checks)).toEqual(Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])));
+    expect(notPassed(checks)).toEqual({
+      ...Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])),
+      'audio.uplink': 'skipped',
+    });
+    expect(byId(checks, 'audio.uplink').message).toBe('audio over WebSocket is not judged');
     expect(byId(checks, 'robustness.error-code').message).toMatch(/numeric JSON-RPC code.*without/);
     expect(byId(checks, 'robustness.escaped-messages').message).toMatch(/invalid JSON/);
     expect(byId(checks, 'robustness.ping')).toMatchObject({
@@ -184,9 +200,10 @@ describe('suites on virtual boards over real sockets', () => {
     expect(rig.board.hardware.volume).toBe(70);
 
     const applied = applyBaseline(checks, loadBaseline(DEFAULT_BASELINE_PATH));
-    expect(notPassed(applied)).toEqual(
-      Object.fromEntries(DEVIATIONS.map((id) => [id, 'known-deviation'])),
-    );
+    expect(notPassed(applied)).toEqual({
+      ...Object.fromEntries(DEVIATIONS.map((id) => [id, 'known-deviation'])),
+      'audio.uplink': 'skipped',
+    });
     for (const id of DEVIATIONS) {
       expect(byId(applied, id).deviation).toEqual({
         reason: expect.stringContaining('docs/protocol.md'),
@@ -205,6 +222,46 @@ describe('suites on virtual boards over real sockets', () => {
     expect(rig.board.version).toBe('2.9.0');
   });
 
+  it('a board over MQTT passes every default suite but the three known deviations, its audio uplink in order, then reboot and ota-upgrade', async () => {
+    const rig = await virtualRig({
+      mqtt: true,
+      suiteBoard: {
+        variant: 'bread-compact-wifi',
+        expectedVersion: '2.4.2',
+        expectedTools: ['self.get_device_status', 'self.lamp.turn_on'],
+      },
+      candidate: buildAppImage({ chip: 'esp32s3', version: '2.9.0' }),
+    });
+    expect(rig.context.record().transport).toBe('mqtt');
+    const { checks, latency } = await runSuites(rig.context, DEFAULT_SUITES);
+    expect(checks.map((c) => c.id)).toEqual(idsOf(DEFAULT_SUITES));
+    // Over MQTT the server has no ping: the calls are measured alone.
+    expect(notPassed(checks)).toEqual({
+      ...Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])),
+      'latency.ping': 'skipped',
+    });
+    expect(byId(checks, 'latency.ping').message).toMatch(/on mqtt, where the server has no ping/);
+    expect(latency[0]?.samples).toBe(20);
+    // The board's 6 frames, numbered 1 to 6, as the server decrypted and counted them.
+    expect(byId(checks, 'audio.uplink')).toMatchObject({
+      status: 'passed',
+      message: expect.stringMatching(
+        /^6 packets \(\d+ bytes\) decrypted in order, sequence 1\.\.6/,
+      ),
+      data: { packets: 6, gaps: 0, outOfOrder: 0, rejected: 0, firstSequence: 1, lastSequence: 6 },
+    });
+    expect(rig.board.uplink.packets).toBe(6);
+
+    // Back after a reboot and an upgrade over MQTT again, with no click.
+    const reboot = await SUITES.reboot.run(rig.context);
+    expect(notPassed(reboot.checks)).toEqual({});
+    const ota = await SUITES['ota-upgrade'].run(rig.context);
+    expect(notPassed(ota.checks)).toEqual({});
+    expect(rig.board.version).toBe('2.9.0');
+    expect(rig.context.record().transport).toBe('mqtt');
+    expect(rig.board.transport).toBe('mqtt');
+  });
+
   it('otto-robot (multi-page lists) passes every default suite but the three known deviations', async () => {
     const rig = await virtualRig({
       board: { preset: 'otto-robot' },
@@ -215,7 +272,10 @@ describe('suites on virtual boards over real sockets', () => {
       },
     });
     const { checks } = await runSuites(rig.context, DEFAULT_SUITES);
-    expect(notPassed(checks)).toEqual(Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])));
+    expect(notPassed(checks)).toEqual({
+      ...Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])),
+      'audio.uplink': 'skipped',
+    });
     const pages = byId(checks, 'tools-list.page-budget').data?.pages as {
       walk: string;
       resultBytes: number;
@@ -279,6 +339,7 @@ describe('suites on virtual boards over real sockets', () => {
       ...Object.fromEntries(DEVIATIONS.map((id) => [id, 'failed'])),
       'latency.calls': 'skipped',
       'latency.ping': 'skipped',
+      'audio.uplink': 'skipped',
       'reboot.reply-lost': 'skipped',
     });
     expect(byId(checks, 'tools-call.volume-round-trip').message).toBe(
