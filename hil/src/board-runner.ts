@@ -26,7 +26,14 @@ import {
 } from '@xiaozhi-mcp/serial';
 import type { DeviceRecord, OtaCheckRecord, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { applyBaseline, type Baseline, type FixedDeviationPolicy } from './baseline.js';
-import type { BoardConfig, LatencyConfig } from './inventory.js';
+import {
+  type BoardConfig,
+  isNativeUsb,
+  type LatencyConfig,
+  macOfSerialNumber,
+  type SessionStart,
+  sessionStartFor,
+} from './inventory.js';
 import type { BoardReport, CheckResult, RigStep, RigStepName, SuiteName } from './model.js';
 import {
   BoardClaims,
@@ -35,9 +42,14 @@ import {
   networkIdentity,
 } from './network-board.js';
 import type { ConsoleReporter } from './reporters/console.js';
-import type { SuiteContext } from './suite.js';
+import type { BootButton, SuiteContext } from './suite.js';
 import { SUITES } from './suites/index.js';
-import { judgeSession, type SessionObservation, SessionWatch } from './suites/session.js';
+import {
+  judgeSession,
+  SESSION_REPLY_MS,
+  type SessionObservation,
+  SessionWatch,
+} from './suites/session.js';
 import { ConsoleLog, Transcript } from './transcript.js';
 
 export interface FirmwareUnderTest {
@@ -175,6 +187,12 @@ export class BoardRunner {
   #port: RigPort | undefined;
   #closing = false;
   #deviceId: string | undefined;
+  /** How this board's sessions start, once the rig has offered it its transport. */
+  #style: { style: SessionStart; why?: string } | undefined;
+  /** OTA checks count from here on: the first after the rig offered the board its transport. */
+  #otaSince: string | undefined;
+  /** A board on MQTT: its first session, watched from before its OTA check. */
+  #firstWatch: SessionWatch | undefined;
   /** The checks of the first session's start, judged by the session suite. */
   #sessionChecks: CheckResult[] = [];
   #log: ConsoleLog;
@@ -227,6 +245,7 @@ export class BoardRunner {
         ? this.#skipSerialSteps()
         : await this.#bringUpOverSerial();
       const ota = await this.#step('ota-check', async () => {
+        if (clientId === undefined) this.#offerTransport();
         const check =
           clientId === undefined
             ? await this.#waitForNetworkBoard()
@@ -237,16 +256,17 @@ export class BoardRunner {
         this.report.otaRequest = check.body;
         return {
           result: check,
-          note: `${check.board ?? '?'} ${check.version} checked at our endpoint`,
+          note: `${check.board ?? '?'} ${check.version} checked at our endpoint${this.#sessionStart().style === 'mqtt' ? '; given our MQTT broker' : ''}`,
         };
       });
       const record = await this.#step('session', async () => {
         try {
           const opened = await this.#startSession(ota.deviceId, this.#timeouts.sessionMs);
           const failed = this.#sessionChecks.filter((c) => c.status === 'failed').length;
+          const mqtt = opened.transport === 'mqtt' ? 'on MQTT with no click, ' : '';
           return {
             result: opened,
-            note: `initialized, tools listed${failed > 0 ? `; ${failed} session check(s) failed` : ''}`,
+            note: `${mqtt}initialized, tools listed${failed > 0 ? `; ${failed} session check(s) failed` : ''}`,
           };
         } finally {
           // The session suite's checks, whatever happened (none when a crash or Ctrl-C came first).
@@ -323,6 +343,8 @@ export class BoardRunner {
     await this.#flashAndProvision(port);
     await this.#openConsole(port);
     await this.#step('reset', async () => {
+      // Before the board boots and checks OTA: our reply must already offer its transport.
+      this.#offerTransport();
       // A hard reset through the console port, so the whole boot log is captured.
       await runLineSteps(await this.#lines(), RESET_SEQUENCES.hard, { signal: this.#signal });
       return { note: 'EN pulsed through RTS' };
@@ -592,8 +614,9 @@ export class BoardRunner {
     const { config, server, reporter, claims } = this.#options;
     const { registry } = server;
     const ota = server.urls.ota;
+    const since = this.#otaSince ?? this.report.startedAt;
     const mine = (check: OtaCheckRecord) =>
-      check.at >= this.report.startedAt && isNetworkBoardCheck(config, check, claims ?? NO_CLAIMS);
+      check.at >= since && isNetworkBoardCheck(config, check, claims ?? NO_CLAIMS);
     const seen = registry.otaChecks().find(mine);
     if (seen !== undefined) return Promise.resolve(seen);
     const who = networkIdentity(config);
@@ -628,12 +651,12 @@ export class BoardRunner {
   /** The OTA check this boot made at our endpoint, matched by the Client-Id the console printed. */
   #waitForOtaCheck(clientId: string): Promise<OtaCheckRecord> {
     const { registry } = this.#options.server;
-    const since = this.report.startedAt;
+    const since = this.#otaSince ?? this.report.startedAt;
     const seen = registry.otaChecks().find((c) => c.clientId === clientId && c.at >= since);
     if (seen !== undefined) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
       const onCheck = (check: OtaCheckRecord) => {
-        if (check.clientId !== clientId) return;
+        if (check.clientId !== clientId || check.at < since) return;
         clearTimeout(timer);
         registry.off('ota-check', onCheck);
         resolve(check);
@@ -651,16 +674,16 @@ export class BoardRunner {
   }
 
   /**
-   * How this board's sessions start. A BOOT click needs GPIO0 behind a USB-UART bridge's
-   * auto-reset transistors: on native USB (USB-Serial-JTAG) DTR does not reach GPIO0, so a
-   * click would do nothing and the session wait would run out; such a board is prompted for.
+   * How this board's sessions start (inventory.ts `sessionStartFor`). A BOOT click needs GPIO0
+   * behind a USB-UART bridge's auto-reset transistors: on native USB (USB-Serial-JTAG) DTR does
+   * not reach GPIO0, so a click would do nothing and the session wait would run out; such a
+   * board told to be clicked is prompted for instead, and by default it runs over MQTT.
    */
-  #sessionStart(): { style: 'boot-click' | 'manual' | 'none'; why?: string } {
+  #sessionStart(): { style: SessionStart; why?: string } {
+    if (this.#style !== undefined) return this.#style;
     const { config } = this.#options;
+    const style = sessionStartFor(config, this.#port?.info.kind);
     const native = this.#port?.info.kind === 'usb-serial-jtag' || config.reset === 'usb-jtag';
-    // A board without port opens its sessions by itself unless the inventory says a person does.
-    const style =
-      config.session ?? (isNetworkBoard(config) ? 'none' : native ? 'manual' : 'boot-click');
     if (style === 'boot-click' && native)
       return {
         style: 'manual',
@@ -670,13 +693,78 @@ export class BoardRunner {
   }
 
   /**
+   * Offers the board its transport in our OTA reply before its OTA check (docs/protocol.md §5,
+   * §7): MQTT to a board on `mqtt`, WebSocket with the MQTT endpoint blanked to every other, so
+   * a board an earlier run left on MQTT comes back to WebSocket. The server offers by MAC: read
+   * by the identify step, named by a native USB port as its serial number, or the inventory's
+   * `deviceId`. A board on MQTT is watched from here on, so its session's start is seen whole.
+   */
+  #offerTransport(): void {
+    const { config, server, reporter } = this.#options;
+    const kind = this.#port?.info.kind;
+    const mac =
+      this.report.mac?.toLowerCase() ??
+      (kind === 'usb-serial-jtag' ? macOfSerialNumber(this.#port?.info.serialNumber) : undefined) ??
+      config.deviceId?.toLowerCase();
+    let start = this.#sessionStart();
+    if (start.style === 'mqtt' && mac === undefined) {
+      const what = `its MAC is not known before its OTA check: give its deviceId (aa:bb:cc:dd:ee:ff) in the inventory, or run with --provision or --firmware (the identify step reads it from the chip)`;
+      if (config.session === 'mqtt')
+        throw new Error(`board ${config.name} cannot be offered MQTT by our OTA reply: ${what}`);
+      // On native USB by default: prompted instead, saying what would spare the prompt.
+      start = {
+        style: 'manual',
+        why: `this board is on native USB, where DTR cannot press BOOT, and MQTT needs no press, but ${what}`,
+      };
+    }
+    this.#style = start;
+    this.#otaSince = new Date().toISOString();
+    // Unknown MAC: the server's own offer, WebSocket, stands.
+    if (mac === undefined) return;
+    server.setTransport(mac, start.style === 'mqtt' ? 'mqtt' : 'websocket');
+    if (start.style !== 'mqtt') return;
+    this.#firstWatch?.dispose();
+    this.#firstWatch = new SessionWatch(server.registry, mac, SESSION_REPLY_MS, { fresh: true });
+    reporter.log(
+      config.name,
+      `our OTA reply gives ${mac} our MQTT broker (${server.urls.mqtt ?? 'not running'}): its session needs no click`,
+    );
+  }
+
+  /** A BOOT click the rig can give this board (the `audio` suite's), or why it cannot. */
+  #bootButton(): BootButton {
+    const { config, reporter } = this.#options;
+    if (isNetworkBoard(config))
+      return { unavailable: 'no serial port: nothing here can press its BOOT button' };
+    if (isNativeUsb(config, this.#port?.info.kind)) {
+      const press = this.#port?.pressBoot;
+      if (press === undefined)
+        return {
+          unavailable: 'it is on native USB (USB-Serial-JTAG), where DTR cannot press BOOT',
+        };
+      return {
+        press: async () => {
+          reporter.log(config.name, "the virtual rig's operator presses BOOT");
+          press();
+        },
+      };
+    }
+    return {
+      press: async () => runLineSteps(await this.#lines(), BOOT_CLICK, { signal: this.#signal }),
+    };
+  }
+
+  /**
    * Starts a session the way the inventory says (the first time, or again after the board
    * rebooted): waits until the board is idle, clicks BOOT or prompts for it, and waits until
    * the server has listed the tools.
    */
   async #startSession(deviceId: string, timeoutMs: number, again = false): Promise<DeviceRecord> {
-    // Watching from before the click, so the hello and the first frames are seen.
-    const watch = new SessionWatch(this.#options.server.registry, deviceId);
+    // Watching from before the click, so the hello and the first frames are seen; a board on
+    // MQTT is watched from before its OTA check (#offerTransport).
+    const first = again ? undefined : this.#firstWatch;
+    this.#firstWatch = undefined;
+    const watch = first ?? new SessionWatch(this.#options.server.registry, deviceId);
     try {
       return await this.#openSession(watch, deviceId, timeoutMs, again);
     } finally {
@@ -732,7 +820,10 @@ export class BoardRunner {
     );
     if (!again) this.#sessionChecks = judged;
     const record = server.registry.get(deviceId);
-    if (observed.ready && record?.ready === true) return record;
+    if (observed.ready && record?.ready === true) {
+      if (record.transport !== undefined) this.report.transport = record.transport;
+      return record;
+    }
     const why = [
       ...judged.filter((c) => c.status === 'failed'),
       ...judged.filter((c) => c.status === 'known-deviation'),
@@ -752,7 +843,8 @@ export class BoardRunner {
     const { server, reporter } = this.#options;
     const { style, why } = this.#sessionStart();
     const network = isNetworkBoard(this.#options.config);
-    if (style !== 'none' && !network) {
+    // Over MQTT the board connects by itself after its OTA check: no idle to wait for, no click.
+    if (style !== 'none' && style !== 'mqtt' && !network) {
       await this.#requireConsole().expect(/StateMachine: State: \S+ -> idle/, {
         timeoutMs,
         forbidden: ['panic', 'boot-loop'],
@@ -769,6 +861,13 @@ export class BoardRunner {
       );
       press?.();
     }
+    if (style === 'mqtt')
+      return this.#sessionOpened(watch, deviceId, timeoutMs, again).catch((error: unknown) => {
+        if (error instanceof SessionChecksFailed) throw error;
+        throw new Error(
+          `no MQTT session from ${this.report.name} (${deviceId}) within ${timeoutMs / 1000} s after its OTA check: it was given our MQTT broker ${server.urls.mqtt ?? '(not running)'} but did not connect there (${error instanceof Error ? error.message : String(error)}): can the board reach that address? (--listen with server.publicUrl for boards on the network)`,
+        );
+      });
     if (!network) return this.#sessionOpened(watch, deviceId, timeoutMs, again);
     return this.#sessionOpened(watch, deviceId, timeoutMs, again).catch((error: unknown) => {
       if (error instanceof SessionChecksFailed) throw error;
@@ -814,6 +913,9 @@ export class BoardRunner {
         });
       },
       candidateImage,
+      bootButton: this.#bootButton(),
+      audioStats: () => server.audioStatsFor(deviceId),
+      endAudioSession: () => server.endAudioSession(deviceId),
       latency: {
         calls: latency.calls ?? 50,
         warmup: latency.warmup ?? 5,
@@ -847,6 +949,7 @@ export class BoardRunner {
 
   async #close(): Promise<void> {
     this.#closing = true;
+    this.#firstWatch?.dispose();
     this.#transcript?.close();
     const stream = this.#stream;
     this.#stream = undefined;

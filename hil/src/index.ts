@@ -32,6 +32,7 @@ export {
   type RigConfig,
   SCHEMA_PATH,
   type SessionStart,
+  sessionStartFor,
 } from './inventory.js';
 export {
   type MergeInput,
@@ -43,6 +44,7 @@ export {
 export {
   type BoardReport,
   type BoardStatus,
+  type BoardTransport,
   type CheckResult,
   type CheckStatus,
   DEFAULT_SUITES,
@@ -75,6 +77,7 @@ export {
   writeReports,
 } from './reporters/index.js';
 export {
+  type BootButton,
   CheckFailure,
   type CheckSpec,
   expectThat,

@@ -8,8 +8,10 @@ import {
   DEFAULT_VIRTUAL_RIG,
   InventoryError,
   loadInventory,
+  macOfSerialNumber,
   parseInventory,
   type ResetStyle,
+  sessionStartFor,
 } from './inventory.js';
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -135,7 +137,7 @@ describe('inventory', () => {
     expect(() => loadInventory(join(dir, 'missing.json'))).toThrow(/no such file/);
   });
 
-  it('prints entries for attached ports: native USB boards cannot be clicked', () => {
+  it('prints entries for attached ports: native USB boards cannot be clicked, so they run over MQTT', () => {
     expect(
       boardEntryFor({ path: '/dev/ttyUSB0', serialNumber: 'A1', kind: 'usb-uart' }, 0),
     ).toEqual({
@@ -153,7 +155,84 @@ describe('inventory', () => {
     ).toMatchObject({
       port: 'usb:303a:1001',
       reset: 'usb-jtag',
-      session: 'manual',
+      session: 'mqtt',
     });
+    // The ROM's USB-Serial-JTAG names the chip's MAC as its serial number: the entry's deviceId.
+    expect(
+      boardEntryFor(
+        {
+          path: '/dev/ttyACM0',
+          vendorId: '303a',
+          productId: '1001',
+          serialNumber: 'F4:12:FA:43:3B:E4',
+          kind: 'usb-serial-jtag',
+        },
+        0,
+      ),
+    ).toEqual({
+      name: 'board-1',
+      port: 'serial:F4:12:FA:43:3B:E4',
+      deviceId: 'f4:12:fa:43:3b:e4',
+      baud: 115200,
+      reset: 'usb-jtag',
+      session: 'mqtt',
+    });
+    expect(macOfSerialNumber('0001')).toBeUndefined();
+    expect(macOfSerialNumber(undefined)).toBeUndefined();
+  });
+
+  it('takes session mqtt, the default on native USB; elsewhere boot-click, none without port', () => {
+    const config = parseInventory({
+      boards: [
+        { name: 'box', port: 'serial:F4:12:FA:43:3B:E4', session: 'mqtt' },
+        { name: 'far', deviceId: 'aa:bb:cc:dd:ee:ff', session: 'mqtt' },
+      ],
+    });
+    expect(config.boards.map((b) => sessionStartFor(b))).toEqual(['mqtt', 'mqtt']);
+    const board = (extra: object) => ({ name: 'b', port: '/dev/ttyACM0', ...extra });
+    expect(sessionStartFor(board({ reset: 'usb-jtag' }))).toBe('mqtt');
+    expect(sessionStartFor(board({}), 'usb-serial-jtag')).toBe('mqtt');
+    expect(
+      sessionStartFor({
+        name: 'v',
+        port: 'virtual:v',
+        virtual: { preset: 'bread-compact-wifi', usb: 'native' },
+      }),
+    ).toBe('mqtt');
+    // What the inventory says wins; a bridge board is clicked; a board without port opens its own.
+    expect(sessionStartFor(board({ reset: 'usb-jtag', session: 'manual' }))).toBe('manual');
+    expect(sessionStartFor(board({}), 'usb-uart')).toBe('boot-click');
+    expect(sessionStartFor({ name: 'far' })).toBe('none');
+  });
+
+  it('refuses session mqtt on a board without port that has no deviceId: MQTT is offered by MAC', () => {
+    expect(() =>
+      parseInventory({ boards: [{ name: 'far', clientId: 'uuid-1', session: 'mqtt' }] }),
+    ).toThrowError(
+      expect.objectContaining({
+        field: 'boards[0].deviceId',
+        message: expect.stringMatching(
+          /boards\[0\]\.session mqtt needs the board's MAC before its OTA check.*give its deviceId/,
+        ),
+      }),
+    );
+  });
+
+  it('takes the audio suite and a fixed MQTT port, but not 8883 (TLS)', () => {
+    const boards = [{ name: 'a', port: 'x' }];
+    expect(parseInventory({ suites: ['audio'], boards }).suites).toEqual(['audio']);
+    expect(parseInventory({ server: { mqttPort: 1883 }, boards }).server?.mqttPort).toBe(1883);
+    expect(() => parseInventory({ server: { mqttPort: 8883 }, boards })).toThrow(
+      /server\.mqttPort 8883 is where boards speak TLS/,
+    );
+  });
+
+  it('runs the default virtual rig over both transports: MQTT direct, WebSocket through RFC 2217', () => {
+    expect(
+      DEFAULT_VIRTUAL_RIG.boards.map((b) => [b.name, sessionStartFor(b), b.virtual?.via]),
+    ).toEqual([
+      ['bread-compact-wifi', 'mqtt', undefined],
+      ['otto-robot', 'boot-click', 'rfc2217'],
+    ]);
   });
 });

@@ -10,7 +10,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RegressionName } from '@xiaozhi-mcp/device';
 import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
-import { formatPortSelector, type PortInfo, portIdentity } from '@xiaozhi-mcp/serial';
+import {
+  formatPortSelector,
+  type PortInfo,
+  type PortKind,
+  portIdentity,
+} from '@xiaozhi-mcp/serial';
 import { Ajv, type ErrorObject } from 'ajv';
 import type { CompareThresholds } from './compare/types.js';
 import type { SuiteName } from './model.js';
@@ -24,7 +29,12 @@ export type CompareConfig = Partial<CompareThresholds>;
  * else tight then classic; classic on Windows).
  */
 export type ResetStyle = 'classic' | 'tight' | 'usb-jtag' | 'none';
-export type SessionStart = 'boot-click' | 'manual' | 'none';
+/**
+ * How a board's session starts: a BOOT click through DTR, a person pressing BOOT, by itself
+ * (`none`), or `mqtt`: our OTA reply gives the board MQTT, it connects at boot and stays
+ * connected, and MCP needs no session start at all (docs/protocol.md §5).
+ */
+export type SessionStart = 'boot-click' | 'manual' | 'none' | 'mqtt';
 
 export interface LatencyConfig {
   readonly calls?: number;
@@ -42,7 +52,11 @@ export interface BoardConfig {
    * without a serial cable, reached over the network only (network-board.ts).
    */
   readonly port?: string;
-  /** A board without `port`: its Device-Id (MAC), which tells its OTA check apart. */
+  /**
+   * The board's Device-Id (MAC). A board without `port`: it tells its OTA check apart. A board
+   * on `mqtt`: the rig offers it MQTT before its OTA check, which needs its MAC (a serial board
+   * has it read by the identify step, or from its native USB port's serial number, otherwise).
+   */
   readonly deviceId?: string;
   /** A board without `port`: its Client-Id (UUID), when its MAC is not known. */
   readonly clientId?: string;
@@ -104,7 +118,13 @@ export interface BoardConfig {
 }
 
 export interface RigConfig {
-  readonly server?: { readonly host?: string; readonly port?: number; readonly publicUrl?: string };
+  readonly server?: {
+    readonly host?: string;
+    readonly port?: number;
+    readonly publicUrl?: string;
+    /** The embedded MQTT broker's port, on `host`, when a board runs over MQTT (default 0: the OS's). */
+    readonly mqttPort?: number;
+  };
   readonly wifi?: { readonly ssid: string; readonly password?: string };
   readonly suites?: readonly SuiteName[];
   readonly baseline?: string;
@@ -179,6 +199,12 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
     throw new InventoryError(`${source}: ${describe(first)}${more}`, fieldOf(first) || undefined);
   }
   const config = value as RigConfig;
+  // The firmware speaks TLS to an endpoint on 8883 (docs/protocol.md §5); our broker is plain MQTT.
+  if (config.server?.mqttPort === 8883)
+    throw new InventoryError(
+      `${source}: server.mqttPort 8883 is where boards speak TLS; the embedded broker is plain MQTT: take 1883, another port, or 0 (the OS's)`,
+      'server.mqttPort',
+    );
   const names = new Set<string>();
   for (const [index, board] of config.boards.entries()) {
     if (names.has(board.name))
@@ -191,6 +217,12 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
       throw new InventoryError(
         `${source}: boards[${index}].virtual is only for virtual:<name> ports`,
         `boards[${index}].virtual`,
+      );
+    }
+    if (board.port === undefined && board.session === 'mqtt' && board.deviceId === undefined) {
+      throw new InventoryError(
+        `${source}: boards[${index}].session mqtt needs the board's MAC before its OTA check (our reply offers MQTT by Device-Id): give its deviceId (aa:bb:cc:dd:ee:ff)`,
+        `boards[${index}].deviceId`,
       );
     }
     if (board.port === undefined && board.session === 'boot-click') {
@@ -247,7 +279,8 @@ export const DEFAULT_VIRTUAL_RIG: RigConfig = {
       port: 'virtual:bread-compact-wifi',
       chip: 'esp32s3',
       variant: 'bread-compact-wifi',
-      session: 'boot-click',
+      // Over MQTT: reached with no click; a click opens its UDP audio session (audio.uplink).
+      session: 'mqtt',
       expectedTools: [
         'self.get_device_status',
         'self.audio_speaker.set_volume',
@@ -263,7 +296,8 @@ export const DEFAULT_VIRTUAL_RIG: RigConfig = {
       variant: 'otto-robot',
       session: 'boot-click',
       expectedTools: ['self.get_device_status', 'self.otto.walk', 'self.otto.home', 'self.reboot'],
-      // Behind a local RFC 2217 server, so every run qualifies the path of a board on another host.
+      // Behind a local RFC 2217 server, so every run qualifies the path of a board on another host,
+      // and over WebSocket, so every run qualifies both transports.
       virtual: { preset: 'otto-robot', flashSizeMb: 16, via: 'rfc2217' },
     },
   ],
@@ -294,14 +328,49 @@ export function boardEntryFor(
     )
       ? formatPortSelector(identity)
       : vidPid;
+  const native = port.kind === 'usb-serial-jtag';
+  const mac = native ? macOfSerialNumber(port.serialNumber) : undefined;
   return {
     name: `board-${index + 1}`,
     port: selector,
+    ...(mac === undefined ? {} : { deviceId: mac }),
     baud: 115200,
-    reset: port.kind === 'usb-serial-jtag' ? 'usb-jtag' : 'classic',
-    // Native USB boards cannot be clicked through DTR (docs/protocol.md §9).
-    session: port.kind === 'usb-serial-jtag' ? 'manual' : 'boot-click',
+    reset: native ? 'usb-jtag' : 'classic',
+    // Native USB boards cannot be clicked through DTR (docs/protocol.md §9): over MQTT they
+    // need no click (§5).
+    session: native ? 'mqtt' : 'boot-click',
   };
+}
+
+/**
+ * The MAC a native USB port names as its USB serial number: the ROM's USB-Serial-JTAG
+ * descriptor's serial string is the chip's MAC (Espressif, esp-iot-solution "usb_device_const_COM":
+ * on ESP32-S3/C3/C5/C6/P4 the `Serial` is the MAC address string), e.g. `F4:12:FA:43:3B:E4`. Lower case.
+ */
+export function macOfSerialNumber(serialNumber: string | undefined): string | undefined {
+  if (serialNumber === undefined || !/^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/.test(serialNumber))
+    return undefined;
+  return serialNumber.toLowerCase();
+}
+
+/** Whether the inventory says the board is on its chip's native USB (USB-Serial-JTAG). */
+export function isNativeUsb(config: BoardConfig, portKind?: PortKind): boolean {
+  return (
+    portKind === 'usb-serial-jtag' ||
+    config.virtual?.usb === 'native' ||
+    config.reset === 'usb-jtag'
+  );
+}
+
+/**
+ * How a board's sessions start: the inventory's `session`; unset, `none` for a board without
+ * port (it opens its own), `mqtt` for a board on native USB (DTR cannot press its BOOT; over
+ * MQTT it needs no press), else `boot-click`. `portKind`: the opened port's, once known.
+ */
+export function sessionStartFor(config: BoardConfig, portKind?: PortKind): SessionStart {
+  if (config.session !== undefined) return config.session;
+  if (config.port === undefined) return 'none';
+  return isNativeUsb(config, portKind) ? 'mqtt' : 'boot-click';
 }
 
 /** Resolves the baseline path against the inventory's folder. */

@@ -129,6 +129,79 @@ describe('a board without a serial port', () => {
     );
   }, 60_000);
 
+  it('is qualified over MQTT with its deviceId: given our broker by its OTA reply, no click', async () => {
+    const port = await freePort();
+    const ota = `http://127.0.0.1:${port}/xiaozhi/ota/`;
+    const { config, out } = inventory([
+      {
+        name: 'far-mqtt',
+        deviceId: 'F4:12:FA:00:00:21',
+        session: 'mqtt',
+        variant: 'bread-compact-wifi',
+      },
+    ]);
+    let stdout = '';
+    let waiting: () => void = () => {};
+    const isWaiting = new Promise<void>((done) => {
+      waiting = done;
+    });
+    const run = main(
+      [
+        'run',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--config',
+        config,
+        '--out',
+        out,
+        '--suite',
+        'initialize,tools-list',
+      ],
+      {
+        stdout: (text) => {
+          stdout += text;
+          if (stdout.includes('waiting')) waiting();
+        },
+        stderr: () => {},
+      },
+    );
+    let device: ChildProcess | undefined;
+    try {
+      await isWaiting;
+      expect(stdout).toMatch(/our OTA reply gives f4:12:fa:00:00:21 our MQTT broker \(mqtt:\/\//);
+      // `--session none`: nothing on the device starts a conversation; over MQTT none is needed.
+      device = spawn(
+        process.execPath,
+        [
+          xiaozhiMcp,
+          'sim',
+          '--ota-url',
+          ota,
+          '--session',
+          'none',
+          '--first-mac',
+          'f4:12:fa:00:00:21',
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      const exited = once(device, 'exit').then(([status]) => {
+        throw new Error(`the device process exited (${status}) before the run ended`);
+      });
+      expect(await Promise.race([run, exited])).toBe(0);
+    } finally {
+      device?.kill();
+    }
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
+    expect(report.server.mqtt).toMatch(/^mqtt:\/\/127\.0\.0\.1:\d+$/);
+    expect(report.boards[0]).toMatchObject({
+      name: 'far-mqtt',
+      kind: 'network',
+      status: 'passed',
+      transport: 'mqtt',
+      mac: 'f4:12:fa:00:00:21',
+    });
+  }, 60_000);
+
   it('needs a fixed address: without --listen or server.port the run is refused (exit 2)', async () => {
     const { config, out } = inventory([{ name: 'far-board' }]);
     let stderr = '';

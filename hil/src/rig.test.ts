@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { resolveConfig } from '@xiaozhi-mcp/server';
+import { resolveConfig, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { describe, expect, it } from 'vitest';
 import { main } from './cli.js';
 import type { BoardConfig } from './inventory.js';
@@ -79,12 +79,39 @@ describe('hil run', () => {
       'tools-call',
       'robustness',
       'latency',
+      'audio',
       'ota-upgrade',
     ]);
     expect(run.boards.map((b) => [b.name, b.status])).toEqual([
       ['bread-compact-wifi', 'passed'],
       ['otto-robot', 'passed'],
     ]);
+    // Both transports on every run: one board over MQTT (no click), one over WebSocket.
+    expect(run.boards.map((b) => [b.name, b.transport])).toEqual([
+      ['bread-compact-wifi', 'mqtt'],
+      ['otto-robot', 'websocket'],
+    ]);
+    expect(run.server.mqtt).toMatch(/^mqtt:\/\/127\.0\.0\.1:\d+$/);
+    const [overMqtt, overWebsocket] = run.boards;
+    expect(overMqtt?.checks.find((c) => c.id === 'audio.uplink')).toMatchObject({
+      status: 'passed',
+      data: { packets: 10, gaps: 0, outOfOrder: 0, rejected: 0, firstSequence: 1 },
+    });
+    expect(
+      overMqtt?.checks.filter((c) => c.status === 'skipped').map((c) => [c.id, c.message]),
+    ).toEqual([
+      ...['hello', 'hello-version', 'hello-mcp', 'hello-transport'].map((id) => [
+        `session.${id}`,
+        'over MQTT MCP needs no hello (docs/protocol.md §5)',
+      ]),
+      ['latency.ping', expect.stringMatching(/on mqtt, where the server has no ping/)],
+    ]);
+    expect(overMqtt?.steps.find((s) => s.step === 'session')?.message).toMatch(
+      /^on MQTT with no click, initialized, tools listed$/,
+    );
+    expect(
+      overWebsocket?.checks.filter((c) => c.status === 'skipped').map((c) => [c.id, c.message]),
+    ).toEqual([['audio.uplink', 'audio over WebSocket is not judged']]);
     // One board direct, one reached as a board on another host, through RFC 2217.
     expect(run.boards.map((b) => b.port)).toEqual([
       expect.stringMatching(/^virtual:bread-compact-wifi\b/),
@@ -124,6 +151,11 @@ describe('hil run', () => {
     const junit = readFileSync(join(out, 'junit.xml'), 'utf8');
     expect(junit.match(/<testsuite /g)).toHaveLength(2);
     expect(junit).toContain('<property name="firmwareVersion" value="2.4.2"/>');
+    expect(junit).toContain('<property name="transport" value="mqtt"/>');
+    expect(junit).toContain('<property name="transport" value="websocket"/>');
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toMatch(
+      /<dt>Transport<\/dt>\s*<dd[^>]*>MQTT<\/dd>/,
+    );
     for (const file of ['report.html', 'metrics.txt'])
       expect(existsSync(join(out, file))).toBe(true);
     expect(result.stdout).toMatch(/Exit code 0: all checks passed/);
@@ -231,6 +263,50 @@ describe('hil run', () => {
     expect(log).toMatch(/reconnected on \/dev\/ttyACM1/);
   });
 
+  it('qualifies a board on native USB over MQTT by default: no prompt, audio by the operator, back after reboot and upgrade', async () => {
+    // No session in the inventory: a board DTR cannot click runs over MQTT, offered it by our
+    // OTA reply, and every session (after the reset, the reboot, the upgrade) needs no press.
+    const { config, out } = rig([
+      {
+        name: 'box',
+        port: 'virtual:box',
+        chip: 'esp32s3',
+        variant: 'bread-compact-wifi',
+        virtual: { preset: 'bread-compact-wifi', usb: 'native' },
+      },
+    ]);
+    const result = await hil(
+      'run',
+      '--config',
+      config,
+      '--out',
+      out,
+      '--suite',
+      'initialize,tools-call,audio,reboot,ota-upgrade',
+    );
+    const [board] = report(out).boards;
+    expect(board?.failure).toBeUndefined();
+    expect(result.code).toBe(0);
+    expect(board?.transport).toBe('mqtt');
+    expect(board?.checks.filter((c) => c.status === 'failed')).toEqual([]);
+    expect(board?.checks.find((c) => c.id === 'audio.uplink')?.status).toBe('passed');
+    expect(board?.checks.find((c) => c.id === 'ota-upgrade.version')?.message).toBe('runs 2.4.3');
+    // Nobody was asked to press BOOT to start a session; the operator pressed it for audio only.
+    expect(result.stdout).not.toMatch(/press the BOOT button/);
+    expect(result.stdout).toMatch(/our OTA reply gives f4:12:fa:[0-9a-f:]+ our MQTT broker/);
+    expect(board?.port).toMatch(/\/dev\/ttyACM[1-9]/);
+  });
+
+  it('refuses session mqtt where the MAC is not known before the OTA check (exit 2, the field named)', async () => {
+    const { config, out } = rig([{ name: 'desk', port: '/dev/ttyUSB7', session: 'mqtt' }]);
+    const result = await hil('run', '--config', config, '--out', out);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(
+      /^hil: board desk runs over MQTT \(session mqtt\).*give its deviceId \(aa:bb:cc:dd:ee:ff\) in the inventory, or run with --provision or --firmware/,
+    );
+    expect(existsSync(join(out, 'report.json'))).toBe(false);
+  });
+
   it('refuses a bad inventory with exit 2 and the field named', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hil-bad-'));
     const config = join(dir, 'hil.config.json');
@@ -297,5 +373,19 @@ describe('rigServerOptions', () => {
     expect(() => resolveConfig(options)).not.toThrow();
     expect(options.apiTokens).toHaveLength(1);
     expect(rigServerOptions('0.0.0.0', 8000, undefined).apiTokens).not.toEqual(options.apiTokens);
+    // No board on MQTT: no broker, no port more on the lab network.
+    expect(resolveConfig(options).mqttBroker).toBe(false);
+  });
+
+  it('runs the MQTT broker when asked, offering boards the public host with the port it bound', async () => {
+    const options = rigServerOptions('127.0.0.1', 0, 'http://localhost:8000', 0);
+    expect(resolveConfig(options)).toMatchObject({ mqttBroker: true, transport: 'websocket' });
+    const server = await XiaozhiServer.start(options);
+    try {
+      expect(server.urls.mqtt).toMatch(/^mqtt:\/\/localhost:\d+$/);
+      expect(server.urls.mqtt).not.toBe('mqtt://localhost:0');
+    } finally {
+      await server.stop();
+    }
   });
 });

@@ -12,7 +12,13 @@ import { placeImage, Rfc2217Server, resolvePort } from '@xiaozhi-mcp/serial';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
 import { BoardRunner, type FirmwareUnderTest, type RigPort } from './board-runner.js';
-import { type BoardConfig, InventoryError, type RigConfig } from './inventory.js';
+import {
+  type BoardConfig,
+  InventoryError,
+  isNativeUsb,
+  type RigConfig,
+  sessionStartFor,
+} from './inventory.js';
 import {
   type BoardReport,
   DEFAULT_SUITES,
@@ -128,11 +134,17 @@ async function serveVirtual(
  * before a reboot (1 s) and after an upgrade (3 s). hil waits on events (console lines, OTA
  * checks, sessions opening and closing), never for fixed times, so a shorter pause only makes
  * the run shorter (the default rig's ota-upgrade took 5.4 s, almost all of it these pauses).
+ * Over MQTT: the reconnect after a drop (firmware 60 s), and an audio session's uplink (the
+ * device SDK's 50 frames 60 ms apart, 3 s of speech) cut to 10 frames 10 ms apart: the
+ * `audio` suite judges their order, not their pace.
  */
 export const VIRTUAL_RIG_TIMING = {
   wifiConnectMs: 300,
   rebootMs: 100,
   upgradeRebootMs: 300,
+  mqttReconnectMs: 500,
+  uplinkFrames: 10,
+  uplinkFrameMs: 10,
 } as const satisfies Partial<BoardTiming>;
 
 /** The next patch version: the virtual rig's ota-upgrade candidate. */
@@ -143,20 +155,67 @@ function nextVersion(version: string): string {
   return parts.join('.');
 }
 
-/** The rig's backend: on `--listen` it faces a lab network, so its API stays closed (the rig reads the registry in process). */
+/**
+ * The rig's backend: on `--listen` it faces a lab network, so its API stays closed (the rig reads
+ * the registry in process). `mqttPort` (a number) runs the embedded MQTT broker too, on `host`
+ * like the rest (0: the OS's port); the server offers boards `publicUrl`'s host with the port it
+ * bound, as it does for WebSocket. Its default offer stays WebSocket: the rig offers MQTT board
+ * by board.
+ */
 export function rigServerOptions(
   host: string,
   port: number,
   publicUrl: string | undefined,
+  mqttPort?: number,
 ): StartOptions {
   return {
     host,
     port,
     ...(publicUrl ? { publicUrl } : {}),
+    ...(mqttPort === undefined ? {} : { mqttBroker: true, mqttPort }),
     logLevel: 'silent',
     pingIntervalMs: 0,
     apiTokens: [randomUUID()],
   };
+}
+
+/**
+ * Whether a board may run over MQTT: its session is `mqtt`, or unset on a serial port that may
+ * turn out to be native USB once opened (sessionStartFor's default there).
+ */
+function mayUseMqtt(config: BoardConfig): boolean {
+  if (sessionStartFor(config) === 'mqtt') return true;
+  return (
+    config.session === undefined && config.port !== undefined && !config.port.startsWith('virtual:')
+  );
+}
+
+/**
+ * A board on `mqtt` is offered MQTT by its MAC before its OTA check (board-runner.ts
+ * `#offerTransport`); refused before any board is touched when nothing can tell it: a board
+ * without port needs its `deviceId`, a bridge board its `deviceId` or the identify step
+ * (`--provision`, `--firmware`; always on the virtual rig). A native USB board names its MAC as
+ * its USB serial number.
+ */
+function assertMacKnowable(
+  boards: readonly BoardConfig[],
+  inventory: readonly BoardConfig[],
+  identifies: boolean,
+): void {
+  for (const config of boards) {
+    if (sessionStartFor(config) !== 'mqtt' || config.deviceId !== undefined) continue;
+    const port = config.port;
+    if (port !== undefined) {
+      // The virtual rig always provisions its boards; the identify step reads the MAC.
+      if (identifies || port.startsWith('virtual:')) continue;
+      // A local native USB port names its MAC as its serial number (a remote one's is not passed on).
+      if (!port.startsWith('rfc2217://') && isNativeUsb(config)) continue;
+    }
+    throw new InventoryError(
+      `board ${config.name} runs over MQTT (session mqtt), which our OTA reply offers by MAC before the board's OTA check, but its MAC is not known by then: give its deviceId (aa:bb:cc:dd:ee:ff) in the inventory${port === undefined ? '' : ', or run with --provision or --firmware (the identify step reads it from the chip)'}`,
+      `boards[${inventory.indexOf(config)}].deviceId`,
+    );
+  }
 }
 
 export async function runRig(options: RigRunOptions): Promise<RunReport> {
@@ -181,6 +240,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
   const otaFile =
     options.otaImagePath === undefined ? undefined : readOtaImageFile(options.otaImagePath, boards);
   const otaImage = otaFile?.image.data;
+  assertMacKnowable(boards, rig.boards, options.provision || firmware !== undefined);
   // The session suite is judged while each session opens: it always runs.
   const suites: SuiteName[] = [
     'session',
@@ -188,8 +248,14 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
       (virtual || otaImage ? [...DEFAULT_SUITES, 'ota-upgrade'] : DEFAULT_SUITES)),
   ].filter((suite, i, all): suite is SuiteName => all.indexOf(suite) === i);
 
+  const mqtt = boards.some(mayUseMqtt);
   const server = await XiaozhiServer.start(
-    rigServerOptions(host, listenPort, rig.server?.publicUrl),
+    rigServerOptions(
+      host,
+      listenPort,
+      rig.server?.publicUrl,
+      mqtt ? (rig.server?.mqttPort ?? 0) : undefined,
+    ),
   );
   const bus = new VirtualBus(VIRTUAL_RIG_TIMING);
   const reports: BoardReport[] = [];
@@ -291,7 +357,11 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
     startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
     durationMs: performance.now() - started,
     rig: options.rigKind,
-    server: { ota: server.urls.ota, websocket: server.urls.websocket },
+    server: {
+      ota: server.urls.ota,
+      websocket: server.urls.websocket,
+      ...(server.urls.mqtt === undefined ? {} : { mqtt: server.urls.mqtt }),
+    },
     host: hostInfo(),
     ...(firmware === undefined ? {} : { firmware: firmware.file.info }),
     ...(otaFile === undefined ? {} : { otaImage: otaFile.info }),

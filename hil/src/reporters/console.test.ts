@@ -103,6 +103,9 @@ describe('ConsoleReporter, plain mode', () => {
     const { reporter, writes } = capture(false);
     reporter.finish(fixtureReport());
     const text = writes.join('');
+    // Each board's line says its transport.
+    expect(text).toMatch(/✗ robot failed \(otto-robot, .*, over MQTT\)/);
+    expect(text).toMatch(/✓ bread-compact-wifi passed \(bread-compact-wifi, .*, over WebSocket\)/);
     const order = [
       '✗ vanished rig failed at session',
       'Failures (3)',

@@ -20,6 +20,7 @@ import {
   resultLine,
   rigFailures,
   stripControl,
+  transportText,
   versionText,
 } from './format.js';
 
@@ -282,7 +283,12 @@ export function renderConsoleSummary(
         : board.status === 'interrupted'
           ? c(GLYPH.interrupted, 'yellow')
           : c(GLYPH.failed, 'red');
-    const what = [board.variant, versionText(board), board.port]
+    const what = [
+      board.variant,
+      versionText(board),
+      board.port,
+      board.transport === undefined ? undefined : `over ${transportText(board.transport)}`,
+    ]
       .filter((v) => v !== undefined)
       .join(', ');
     out.push(

@@ -4,6 +4,7 @@
  */
 import type {
   BoardReport,
+  BoardTransport,
   CheckResult,
   ExitCode,
   HostInfo,
@@ -51,6 +52,11 @@ function formatBytes(bytes: number): string {
   if (bytes >= 1024 * 1024) return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
   if (bytes >= 1024) return `${Math.round(bytes / 1024)} KB`;
   return `${bytes} bytes`;
+}
+
+/** A board's transport in words: `MQTT`, `WebSocket`. */
+export function transportText(transport: BoardTransport): string {
+  return transport === 'mqtt' ? 'MQTT' : 'WebSocket';
 }
 
 /** The firmware a board ran: `2.4.2`, or `2.4.2 → 2.4.3` after an upgrade. */

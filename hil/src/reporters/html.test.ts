@@ -96,6 +96,7 @@ describe('renderHtml', () => {
       '/dev/serial/by-id/',
       '1.8.2',
       'Expected version',
+      'MQTT',
     ]) {
       expect(robot).toContain(value);
     }

@@ -19,6 +19,7 @@ import {
   orderChecks,
   resultLine,
   stripControl,
+  transportText,
 } from './format.js';
 
 /** Text and attribute values. */
@@ -308,6 +309,7 @@ function identity(board: BoardReport): string {
     ['Chip', board.chip],
     ['MAC', board.mac],
     ['Port', board.port],
+    ['Transport', board.transport === undefined ? undefined : transportText(board.transport)],
     ['Firmware version', board.firmwareVersion, mismatch ? 'bad' : undefined],
     ['Expected version', board.expectedVersion],
     ['After ota-upgrade', board.upgradedVersion],

@@ -67,6 +67,9 @@ describe('renderJson', () => {
       'checks',
       'latency',
     ]);
+    // The transport beside the board's identity.
+    const robot = Object.keys((parsed.boards as Record<string, unknown>[])[1] ?? {});
+    expect(robot.indexOf('transport')).toBe(robot.indexOf('variant') + 1);
   });
 
   it('sorts keys it does not know (check data, future fields)', () => {

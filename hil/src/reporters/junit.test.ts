@@ -53,6 +53,7 @@ describe('renderJunit', () => {
       chip: 'ESP32-S3',
       mac: 'a0:b7:65:12:34:56',
       variant: 'otto-robot',
+      transport: 'mqtt',
       port: '/dev/serial/by-id/usb-Espressif_USB_JTAG_serial_debug_unit_A0:B7:65:12:34:56-if00',
     });
     // A board that never initialised has no firmware version to report.

@@ -160,6 +160,7 @@ function testsuite(board: BoardReport, report: RunReport): { xml: string; counts
     ['chip', board.chip],
     ['mac', board.mac],
     ['variant', board.variant],
+    ['transport', board.transport],
     ['port', board.port],
     ['kind', board.kind],
     ['status', board.status],
