@@ -252,6 +252,8 @@ export class MqttBroker {
 
   #accept(socket: Socket): void {
     socket.on('error', () => {});
+    // Replies and requests are small and wanted now: no Nagle delay behind a board's delayed ACK.
+    socket.setNoDelay(true);
     try {
       if (this.#aedes.closed) {
         socket.destroy();

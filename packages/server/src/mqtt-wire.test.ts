@@ -66,7 +66,9 @@ describe('MqttWire', () => {
     server = undefined;
   });
 
-  async function pair(maxPacketBytes: number): Promise<{ wire: MqttWire; client: Socket }> {
+  async function pair(
+    maxPacketBytes: number,
+  ): Promise<{ wire: MqttWire; client: Socket; writes: () => number }> {
     let resolveAccepted: (socket: Socket) => void = () => {};
     const accepted = new Promise<Socket>((resolve) => {
       resolveAccepted = resolve;
@@ -78,9 +80,17 @@ describe('MqttWire', () => {
     const { port } = listener.address() as { port: number };
     const client = tcpConnect(port, '127.0.0.1');
     client.on('error', () => {});
-    const wire = new MqttWire(await accepted, maxPacketBytes);
+    const socket = await accepted;
+    // Counts the writes that reach the socket (each one a separate send for Nagle's algorithm).
+    let writes = 0;
+    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+    socket.write = ((...args: unknown[]) => {
+      writes++;
+      return write(...args);
+    }) as typeof socket.write;
+    const wire = new MqttWire(socket, maxPacketBytes);
     wire.on('error', () => {});
-    return { wire, client };
+    return { wire, client, writes: () => writes };
   }
 
   it('passes bytes both ways', async () => {
@@ -93,6 +103,22 @@ describe('MqttWire', () => {
     expect([...back]).toEqual([0xd0, 0x00]);
     client.destroy();
     await once(wire, 'close');
+  });
+
+  it('writes the pieces of one packet to the socket in one write (no Nagle wait between them)', async () => {
+    const { wire, client, writes } = await pair(100);
+    const got: number[] = [];
+    client.on('data', (chunk: Buffer) => got.push(...chunk));
+    // What aedes does for one PUBLISH: header, topic, payload, written together.
+    wire.cork();
+    wire.write(Buffer.from([0x30, 0x05]));
+    wire.write(Buffer.from([0x00, 0x01, 0x74]));
+    wire.write(Buffer.from([0x68, 0x69]));
+    process.nextTick(() => wire.uncork());
+    while (got.length < 7) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(got).toEqual([0x30, 0x05, 0x00, 0x01, 0x74, 0x68, 0x69]);
+    expect(writes()).toBe(1);
+    client.destroy();
   });
 
   it('cuts the connection at a header over the bound, before the body is read', async () => {

@@ -109,6 +109,28 @@ export class MqttWire extends Duplex {
     this.#socket.write(chunk, callback);
   }
 
+  /**
+   * aedes writes one packet as several small pieces (fixed header, topic, payload) meant to go
+   * out together. Passed on one by one, the second piece waits behind Nagle's algorithm for the
+   * board's delayed ACK (about 40 ms on Linux): every message to a board took that long (measured
+   * by the MQTT benchmark: tools/call p50 44 ms, 0.45 ms with this). One write per batch.
+   */
+  override _writev(
+    chunks: { chunk: Buffer; encoding: BufferEncoding }[],
+    callback: (error?: Error | null) => void,
+  ): void {
+    if (this.#socket.destroyed) {
+      callback(new Error('the MQTT connection is closed'));
+      return;
+    }
+    this.#socket.write(
+      chunks.length === 1
+        ? (chunks[0]?.chunk ?? Buffer.alloc(0))
+        : Buffer.concat(chunks.map((c) => c.chunk)),
+      callback,
+    );
+  }
+
   override _final(callback: (error?: Error | null) => void): void {
     this.#socket.end();
     callback();
