@@ -5,8 +5,8 @@
 // names the package the table says (@xiaozhi-mcp/<key>). Imports are resolved the way the
 // typechecks resolve them (the `@xiaozhi-mcp/source` export condition), so a dependency on
 // `@xiaozhi-mcp/server` ends at packages/server/src/index.ts and the rules below speak of
-// folders. A table entry whose folder does not exist yet (packages/bridge) already holds; a
-// workspace folder missing from the table may import only @xiaozhi-mcp/protocol until it is added.
+// folders. A workspace folder missing from the table may import only @xiaozhi-mcp/protocol
+// until it is added.
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -40,7 +40,12 @@ const LAYERS = {
     may: ['protocol', 'firmware'],
     mayInTestsAndBench: ['device', 'fuzz-kit'],
   },
-  bridge: { dir: 'packages/bridge', may: ['protocol', 'server'] },
+  // Boards only through the server's HTTP API: the server and the device SDK in its tests only.
+  bridge: {
+    dir: 'packages/bridge',
+    may: ['protocol'],
+    mayInTestsAndBench: ['server', 'device'],
+  },
   // The fast-check harness and runner of every fuzz/ folder: fast-check only, nothing of ours.
   'fuzz-kit': { dir: 'packages/fuzz-kit', may: [], testTool: true },
   // The two composers stand side by side: each may use every library, never the other.

@@ -1,8 +1,27 @@
 // @xiaozhi-mcp/bridge: boards as a standard MCP server. Named exports only; see README.md.
 
 export { type ApiDevice, apiBase } from './api-client.js';
+export {
+  BRIDGE_NAME,
+  BRIDGE_VERSION,
+  type BridgeOptions,
+  CALL_MARGIN_MS,
+  DEFAULT_CALL_TIMEOUT_MS,
+  DEFAULT_PAGE_SIZE,
+  DEFAULT_POLL_MS,
+  MAX_CALL_TIMEOUT_MS,
+  XiaozhiBridge,
+} from './bridge.js';
 export type { ApiTool, BoardTools, ServedTool } from './catalog.js';
 export { BRIDGE_ERROR_CODES, BridgeError, type BridgeErrorCode } from './errors.js';
+export {
+  type HttpOptions,
+  MAX_HTTP_BODY_BYTES,
+  MAX_HTTP_SESSIONS,
+  MCP_PATH,
+  serveHttp,
+} from './http.js';
+export { LOOPBACK_HOSTNAMES } from './http-guard.js';
 export {
   DEVICE_SEPARATOR,
   escapeToolName,
@@ -13,3 +32,4 @@ export {
   toolNameFor,
   unescapeToolName,
 } from './names.js';
+export { MAX_STDIO_MESSAGE_BYTES, serveStdio } from './stdio.js';
