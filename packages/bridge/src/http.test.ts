@@ -200,4 +200,17 @@ describe('serveHttp', () => {
     expect((await raw(url, { host }, '{not json')).status).toBe(400);
     expect((await raw(url.replace('/mcp', '/other'), { host })).status).toBe(404);
   });
+
+  it('closes the session used least recently when one more would pass maxSessions', async () => {
+    const { url } = await start({ maxSessions: 2 });
+    const first = await connectClient(url);
+    const second = await connectClient(url);
+    await first.listTools(); // now the second is the one used least recently
+    const third = await connectClient(url);
+    await expect(first.listTools()).resolves.toEqual({ tools: [] });
+    await expect(third.listTools()).resolves.toEqual({ tools: [] });
+    const gone = await second.listTools().catch((e: unknown) => e);
+    expect(gone).toBeInstanceOf(Error);
+    expect(String(gone)).toMatch(/404|Session not found/);
+  });
 });

@@ -16,7 +16,11 @@ import { allowedHostnames, bearerMatches, refuseHostOrOrigin } from './http-guar
 export const MCP_PATH = '/mcp';
 /** Largest request body (the API takes call bodies up to 1 MiB). */
 export const MAX_HTTP_BODY_BYTES = 1024 * 1024;
-/** Open sessions at most; one more is refused (503) until a session ends. */
+/**
+ * Open sessions at most. A client that went away without DELETE leaves its session open, so
+ * one more session closes the one used least recently (its client, if any, gets 404 and
+ * initialises again) rather than locking every new client out.
+ */
 export const MAX_HTTP_SESSIONS = 256;
 
 export interface HttpOptions {
@@ -113,13 +117,19 @@ export async function serveHttp(
     if (typeof sessionId === 'string') {
       const transport = sessions.get(sessionId);
       if (transport === undefined) throw new HttpRefusal(404, 'Session not found', -32001);
+      // Most recently used last: the Map's order is the eviction order.
+      sessions.delete(sessionId);
+      sessions.set(sessionId, transport);
       await transport.handleRequest(req, res, body);
       return;
     }
     if (req.method !== 'POST' || !isInitializeRequest(body))
       throw new HttpRefusal(400, 'Bad Request: no valid session id (initialize first)');
-    if (sessions.size >= maxSessions)
-      throw new HttpRefusal(503, `too many open sessions (${maxSessions})`);
+    for (const [id, idle] of sessions) {
+      if (sessions.size < maxSessions) break;
+      sessions.delete(id);
+      await idle.close().catch(() => {});
+    }
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
