@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { registerBridge } from './commands/bridge.js';
 import { registerCheckOta } from './commands/check-ota.js';
 import { registerClient } from './commands/client.js';
 import { registerImage } from './commands/image.js';
@@ -31,6 +32,7 @@ export function createProgram(io: CliIo, setExit: (code: number) => void): Comma
   registerImage(program, io, setExit);
   registerServe(program, io, setExit);
   registerClient(program, io, setExit);
+  registerBridge(program, io, setExit);
   registerSerial(program, io, setExit);
   return program;
 }

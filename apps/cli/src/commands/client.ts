@@ -34,7 +34,7 @@ const CALL_TIMEOUT_MS = 120_000;
 /** Time the server gets beyond the device's bound to answer a call. */
 const CALL_MARGIN_MS = 5_000;
 
-interface Target {
+export interface Target {
   /** As the user gave it, for messages. */
   readonly server: string;
   readonly api: string;
@@ -46,7 +46,8 @@ function envValue(name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
-function targetOf(options: ClientOptions): Target {
+/** The server's API and token from the options, else $XIAOZHI_SERVER and $XIAOZHI_TOKEN. */
+export function targetOf(options: ClientOptions): Target {
   const server = options.server ?? envValue('XIAOZHI_SERVER') ?? DEFAULT_SERVER;
   let url: URL;
   try {
