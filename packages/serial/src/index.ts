@@ -164,6 +164,7 @@ export {
   provisionBoard,
   provisionEntries,
 } from './provision.js';
+export { ReceiveQueue } from './receive-queue.js';
 export {
   chooseSelector,
   isBoardPort,

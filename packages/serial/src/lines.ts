@@ -486,6 +486,26 @@ function closeQuietly(stream: SerialPortStream): void {
   if (stream.isOpen) stream.close(() => undefined);
 }
 
+/**
+ * Closes a port a command is done with: its listeners go, one error listener stays (a late
+ * error on a closing port must not crash the process), and a close that never calls back is
+ * given up after 2 s. Resolves either way.
+ */
+export function closeStream(stream: SerialPortStream): Promise<void> {
+  stream.removeAllListeners('data');
+  stream.removeAllListeners('close');
+  stream.removeAllListeners('error');
+  stream.on('error', () => {});
+  if (!stream.isOpen) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, 2000);
+    stream.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
 /** How long {@link openSafely} keeps retrying a busy or not-yet-permitted port by default. */
 export const OPEN_RETRY_MS = 3000;
 /** The first pause between open attempts; it doubles up to {@link OPEN_RETRY_MAX_PAUSE_MS}. */

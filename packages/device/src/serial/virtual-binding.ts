@@ -17,6 +17,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { SerialPortStream } from '@serialport/stream';
+import { ReceiveQueue } from '@xiaozhi-mcp/serial';
 import type { ConsoleLine } from '../console.js';
 import type { DeviceState, VirtualBoard } from '../virtual-board.js';
 import { AutoResetCircuit, type AutoResetEvent } from './auto-reset.js';
@@ -549,9 +550,7 @@ export class VirtualBindingPort implements BindingPortInterface {
   readonly #device: VirtualSerialDevice;
   readonly #platform: HostPlatform | undefined;
   #baudRate: number;
-  #rx: Uint8Array[] = [];
-  #rxBytes = 0;
-  #overruns = 0;
+  readonly #rx = new ReceiveQueue(RX_BUFFER_LIMIT);
   #pendingRead:
     | {
         resolve: (bytesRead: number) => void;
@@ -576,7 +575,7 @@ export class VirtualBindingPort implements BindingPortInterface {
 
   /** Bytes dropped because the host did not read them in time. */
   get overruns(): number {
-    return this.#overruns;
+    return this.#rx.overruns;
   }
 
   async read(
@@ -585,7 +584,7 @@ export class VirtualBindingPort implements BindingPortInterface {
     length: number,
   ): Promise<{ buffer: Buffer; bytesRead: number }> {
     this.#check();
-    if (this.#rxBytes > 0) return { buffer, bytesRead: this.#take(buffer, offset, length) };
+    if (this.#rx.size > 0) return { buffer, bytesRead: this.#rx.take(buffer, offset, length) };
     if (this.#pendingRead !== undefined) throw new PortError('a read is already pending');
     const bytesRead = await new Promise<number>((resolve, reject) => {
       this.#pendingRead = { resolve, reject, buffer, offset, length };
@@ -629,8 +628,7 @@ export class VirtualBindingPort implements BindingPortInterface {
 
   async flush(): Promise<void> {
     this.#check();
-    this.#rx = [];
-    this.#rxBytes = 0;
+    this.#rx.clear();
     this.#device.hostFlush();
   }
 
@@ -650,16 +648,12 @@ export class VirtualBindingPort implements BindingPortInterface {
   receive(bytes: Uint8Array, baud: number | undefined): void {
     if (!this.isOpen) return;
     const data = baud === undefined || baud === this.#baudRate ? bytes : garble(bytes);
-    const room = RX_BUFFER_LIMIT - this.#rxBytes;
-    const kept = data.length > room ? data.subarray(0, room) : data;
-    this.#overruns += data.length - kept.length;
-    if (kept.length === 0) return;
-    this.#rx.push(new Uint8Array(kept));
-    this.#rxBytes += kept.length;
+    // A copy: the board reuses its buffers.
+    if (this.#rx.push(new Uint8Array(data)) === 0) return;
     const pending = this.#pendingRead;
     if (pending === undefined) return;
     this.#pendingRead = undefined;
-    pending.resolve(this.#take(pending.buffer, pending.offset, pending.length));
+    pending.resolve(this.#rx.take(pending.buffer, pending.offset, pending.length));
   }
 
   /** @internal The device went away: operations fail, not as cancellations. */
@@ -677,21 +671,6 @@ export class VirtualBindingPort implements BindingPortInterface {
     const pending = this.#pendingRead;
     this.#pendingRead = undefined;
     pending?.reject(error);
-  }
-
-  #take(buffer: Buffer, offset: number, length: number): number {
-    let taken = 0;
-    while (taken < length && this.#rx.length > 0) {
-      const head = this.#rx[0];
-      if (head === undefined) break;
-      const n = Math.min(head.length, length - taken);
-      buffer.set(head.subarray(0, n), offset + taken);
-      taken += n;
-      if (n === head.length) this.#rx.shift();
-      else this.#rx[0] = head.subarray(n);
-    }
-    this.#rxBytes -= taken;
-    return taken;
   }
 }
 

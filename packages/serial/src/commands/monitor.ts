@@ -22,7 +22,14 @@ import {
   stripAnsi,
 } from '../console-log.js';
 import { SerialError } from '../errors.js';
-import { BOOT_CLICK, lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '../lines.js';
+import {
+  BOOT_CLICK,
+  closeStream,
+  lineSetterFor,
+  openSafely,
+  RESET_SEQUENCES,
+  runLineSteps,
+} from '../lines.js';
 import type { ResolvedPort } from '../resolve.js';
 import {
   type PortOptions,
@@ -125,22 +132,6 @@ function parseUntil(value: string | undefined): RegExp | undefined {
       `--until ${JSON.stringify(value)} is not a regular expression: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
-}
-
-function closeStream(stream: SerialPortStream): Promise<void> {
-  stream.removeAllListeners('data');
-  stream.removeAllListeners('close');
-  // Keep one error listener: a late error on a closing port must not crash the process.
-  stream.removeAllListeners('error');
-  stream.on('error', () => {});
-  if (!stream.isOpen) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, 2000);
-    stream.close(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
 
 type Outcome =

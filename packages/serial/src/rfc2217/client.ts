@@ -25,6 +25,7 @@ import { connect } from 'node:net';
 import type { SerialPortStream } from '@serialport/stream';
 import { SerialError } from '../errors.js';
 import type { PortKind } from '../ports.js';
+import { ReceiveQueue } from '../receive-queue.js';
 import { abortableWait } from '../wait.js';
 import {
   ClientSession,
@@ -210,9 +211,7 @@ export class Rfc2217Port implements BindingPortInterface {
   readonly #abort = new AbortController();
   #queue: Promise<unknown> = Promise.resolve();
   #writing: Promise<unknown> = Promise.resolve();
-  #rx: Uint8Array[] = [];
-  #rxBytes = 0;
-  #overruns = 0;
+  readonly #rx: ReceiveQueue;
   #pendingRead:
     | {
         resolve: (bytesRead: number) => void;
@@ -231,11 +230,12 @@ export class Rfc2217Port implements BindingPortInterface {
     this.openOptions = openOptions;
     this.#options = options;
     this.#settings = settingsFrom(openOptions);
+    this.#rx = new ReceiveQueue(options.receiveBufferBytes);
   }
 
   /** Bytes dropped because nobody read them in time. */
   get overruns(): number {
-    return this.#overruns;
+    return this.#rx.overruns;
   }
 
   /** The server's SIGNATURE, once it answered. */
@@ -265,7 +265,7 @@ export class Rfc2217Port implements BindingPortInterface {
     length: number,
   ): Promise<{ buffer: Buffer; bytesRead: number }> {
     this.#check();
-    if (this.#rxBytes > 0) return { buffer, bytesRead: this.#take(buffer, offset, length) };
+    if (this.#rx.size > 0) return { buffer, bytesRead: this.#rx.take(buffer, offset, length) };
     if (this.#pendingRead !== undefined) throw new Error('a read is already pending');
     const bytesRead = await new Promise<number>((resolve, reject) => {
       this.#pendingRead = { resolve, reject, buffer, offset, length };
@@ -326,11 +326,11 @@ export class Rfc2217Port implements BindingPortInterface {
 
   async flush(): Promise<void> {
     this.#check();
-    this.#clearReceived();
+    this.#rx.clear();
     await this.#op(async (session) => {
       await session.request(COM_PORT.PURGE_DATA, [PURGE.BOTH], this.#ack('PURGE-DATA'));
       // What arrived before the server's answer was in flight before the purge.
-      this.#clearReceived();
+      this.#rx.clear();
     });
   }
 
@@ -603,42 +603,17 @@ export class Rfc2217Port implements BindingPortInterface {
 
   #receive(bytes: Uint8Array): void {
     if (this.#state === 'closed') return;
-    const room = this.#options.receiveBufferBytes - this.#rxBytes;
-    const kept = bytes.length > room ? bytes.subarray(0, Math.max(0, room)) : bytes;
-    this.#overruns += bytes.length - kept.length;
-    if (kept.length === 0) return;
-    this.#rx.push(kept);
-    this.#rxBytes += kept.length;
+    if (this.#rx.push(bytes) === 0) return;
     const pending = this.#pendingRead;
     if (pending === undefined) return;
     this.#pendingRead = undefined;
-    pending.resolve(this.#take(pending.buffer, pending.offset, pending.length));
-  }
-
-  #clearReceived(): void {
-    this.#rx = [];
-    this.#rxBytes = 0;
+    pending.resolve(this.#rx.take(pending.buffer, pending.offset, pending.length));
   }
 
   #failPendingRead(error: Error): void {
     const pending = this.#pendingRead;
     this.#pendingRead = undefined;
     pending?.reject(error);
-  }
-
-  #take(buffer: Buffer, offset: number, length: number): number {
-    let taken = 0;
-    while (taken < length && this.#rx.length > 0) {
-      const head = this.#rx[0];
-      if (head === undefined) break;
-      const n = Math.min(head.length, length - taken);
-      buffer.set(head.subarray(0, n), offset + taken);
-      taken += n;
-      if (n === head.length) this.#rx.shift();
-      else this.#rx[0] = head.subarray(n);
-    }
-    this.#rxBytes -= taken;
-    return taken;
   }
 }
 

@@ -14,6 +14,7 @@ import type { SerialPortStream } from '@serialport/stream';
 import { SerialError } from '../errors.js';
 import { RESET_DELAYS_MS, type ResetStep, resetSteps } from '../flasher.js';
 import {
+  closeStream,
   defaultResetSequence,
   type LinePlatform,
   type LineSetter,
@@ -73,22 +74,6 @@ function callback(run: (done: (error: Error | null | undefined) => void) => void
 
 const message = (error: unknown): string =>
   error instanceof Error ? error.message : String(error);
-
-function closeQuietly(stream: SerialPortStream): Promise<void> {
-  stream.removeAllListeners('data');
-  stream.removeAllListeners('close');
-  stream.removeAllListeners('error');
-  // A late error on a closing port must not crash the process.
-  stream.on('error', () => {});
-  if (!stream.isOpen) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, 2000);
-    stream.close(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
-}
 
 /** A deferred that nobody has to await: a rejection nobody listens to is not an error. */
 function deferred<T>(): {
@@ -359,7 +344,7 @@ export class ServedPort {
     const stream = this.#stream;
     this.#stream = undefined;
     this.#setter = undefined;
-    if (stream !== undefined) await closeQuietly(stream);
+    if (stream !== undefined) await closeStream(stream);
   }
 
   #attach(stream: SerialPortStream): void {
@@ -563,7 +548,7 @@ export class ServedPort {
     const old = this.#stream;
     this.#stream = undefined;
     this.#setter = undefined;
-    if (old !== undefined) void closeQuietly(old);
+    if (old !== undefined) void closeStream(old);
     this.#log(
       `${this.label}: ${why}; waiting up to ${this.#refindMs / 1000} s for it to come back`,
     );
@@ -583,7 +568,7 @@ export class ServedPort {
           signal,
         });
         if (this.#state !== 'lost') {
-          await closeQuietly(stream);
+          await closeStream(stream);
           return;
         }
         this.#path = found.path;
