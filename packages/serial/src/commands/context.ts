@@ -217,11 +217,17 @@ export async function runPortCommand(
 
 /** `--port`, `--board` and `--flash-size`: how every board command names its board. */
 export function withPortOptions(command: Command): Command {
-  return command
-    .option(
+  return withVirtualBoardOptions(
+    command.option(
       '--port <selector>',
       'the board: a path, serial:<sn>, usb:<vid>:<pid>, by-id:<name>, by-path:<name>, virtual:<name>, or rfc2217://<host>:<port> for a port another host shares (default: the only board attached)',
-    )
+    ),
+  );
+}
+
+/** `--board`, `--flash-size` and `--create`: what a command that may make a virtual board takes. */
+export function withVirtualBoardOptions(command: Command): Command {
+  return command
     .addOption(
       new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
     )

@@ -9,7 +9,7 @@
  * it), then one `--- ... ---` line per event on stderr, until Ctrl-C (exit 130) or SIGTERM
  * (exit 0).
  */
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { DEFAULT_RFC2217_PORT, Rfc2217Server } from '../rfc2217/server.js';
 import {
   type PortOptions,
@@ -17,6 +17,7 @@ import {
   runPortCommand,
   type SerialCommandContext,
   usageError,
+  withVirtualBoardOptions,
 } from './context.js';
 
 export const DEFAULT_SERVE_BAUD = 115_200;
@@ -129,7 +130,7 @@ export function registerPortCommand(
   const port = program
     .command('port')
     .description("commands on one board's serial port: serve shares it over RFC 2217");
-  port
+  const serve = port
     .command('serve')
     .description(
       "share a board's serial port over RFC 2217 (rfc2217://HOST:PORT) until Ctrl-C; esptool's resets are played here with this port's timing; one client at a time",
@@ -143,21 +144,10 @@ export function registerPortCommand(
       `where clients connect; another host than loopback is reachable from the network, without authentication (port 0: any free one)`,
       `127.0.0.1:${DEFAULT_RFC2217_PORT}`,
     )
-    .option('--baud <rate>', 'the rate each client starts at', String(DEFAULT_SERVE_BAUD))
-    .addOption(
-      new Option('--board <preset>', "a new virtual board's preset (default bread-compact-wifi)"),
-    )
-    .addOption(
-      new Option('--flash-size <mb>', "a new virtual board's flash: 4, 8 or 16 (default 16)"),
-    )
-    .addOption(
-      new Option(
-        '--create',
-        'make virtual:<name> when there is no such board yet (else a name that is not there fails)',
-      ),
-    )
-    .action(async (selector: string, options: PortServeCommandOptions) =>
+    .option('--baud <rate>', 'the rate each client starts at', String(DEFAULT_SERVE_BAUD));
+  withVirtualBoardOptions(serve).action(
+    async (selector: string, options: PortServeCommandOptions) =>
       setExit(await portServeCommand(context, selector, options)),
-    );
+  );
   return port;
 }
