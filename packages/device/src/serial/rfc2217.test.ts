@@ -234,6 +234,29 @@ describe('esptool-js through our RFC 2217 client and server', () => {
   });
 });
 
+describe("Python esptool's reset through our server to a USB-Serial-JTAG board", () => {
+  it('ClassicReset (what esptool sends to every rfc2217:// port) still enters download mode', {
+    timeout: 120_000,
+  }, async () => {
+    // esptool cannot know what is behind rfc2217:// and sends ClassicReset (`loader.py`); its
+    // R1 alone would reset a USB-Serial-JTAG chip without the download strap. The server holds
+    // it until D1 says a download reset, and plays the port's own USB-JTAG reset.
+    const { board, serverLog, remote } = await sharedBoard('native', '2.6.0');
+    const flasher = flasherFor(remote, {
+      reset: 'classic',
+      ...(remote.linePlatform === undefined ? {} : { platform: remote.linePlatform }),
+    });
+    cleanups.push(() => flasher.disconnect());
+    expect(await flasher.connect()).toMatchObject({ chip: 'esp32s3', mac: board.mac });
+    expect(flasher.log.filter((l) => l.startsWith('Resetting'))).toHaveLength(1);
+    expect(serverLog).toContainEqual(
+      expect.stringMatching(
+        /reset into download mode recognised \(ClassicReset order\); played usbJtag locally$/,
+      ),
+    );
+  });
+});
+
 describe('a console through our RFC 2217 client and server', () => {
   it('reads the boot log after a reset through the lines, in order, and bytes of every value both ways', {
     timeout: 120_000,

@@ -236,3 +236,42 @@ describe('recognizeLineCommand (pure)', () => {
     expect(playFinished(INITIAL_RECOGNIZER_STATE)).toBe(INITIAL_RECOGNIZER_STATE);
   });
 });
+
+describe('ResetRecognizer on a USB-Serial-JTAG port (holdReset)', () => {
+  /** As `run`, with RTS alone held back: the local port resets at once on it. */
+  function runHeld(text: string): { actions: RecognizerAction[]; phase: string } {
+    const recognizer = new ResetRecognizer({ holdReset: true });
+    const actions: RecognizerAction[] = [];
+    for (const token of tokens(text)) {
+      if (token === 'played') recognizer.played();
+      else actions.push(recognizer.command(token));
+    }
+    return { actions, phase: recognizer.state.phase };
+  }
+  const hard: RecognizerAction = { kind: 'play', sequence: 'hard' };
+
+  it("holds ClassicReset's R1 (never forwarded), then plays the download reset at D1", () => {
+    // What Python esptool sends to every rfc2217:// port: without the hold, R1 would reset the
+    // chip with no download strap latched, and it would boot its app.
+    expect(runHeld('D0|R1|W0.1|D1|R0|P|W0.05|D0')).toEqual({
+      actions: [fwd(0, 0), absorb, play('classic'), absorb, absorb],
+      phase: 'pass',
+    });
+  });
+
+  it('holds HardReset R1|W0.1|R0 and plays it at R0', () => {
+    expect(runHeld('R1|W0.1|R0|P')).toEqual({ actions: [absorb, hard], phase: 'pass' });
+  });
+
+  it('leaves USBJTAGSerialReset, a BOOT click, and RTS with DTR already on as they were', () => {
+    expect(runHeld('R0|D0|W0.1|D1|R0|W0.1|R1|D0|R1|P|W0.1|R0|D0').actions).toEqual(
+      run('R0|D0|W0.1|D1|R0|W0.1|R1|D0|R1|P|W0.1|R0|D0').actions,
+    );
+    expect(runHeld('D1|W0.1|D0').actions).toEqual([fwd(1, 0), fwd(0, 0, 'boot-click')]);
+    expect(runHeld('D1|R1').actions).toEqual([fwd(1, 0), fwd(1, 1)]);
+  });
+
+  it('without holdReset, R1 alone is forwarded at once (a bridge board: EN low is a reset)', () => {
+    expect(run('R1|W0.1|R0').actions).toEqual([fwd(0, 1), fwd(0, 0, 'hard')]);
+  });
+});

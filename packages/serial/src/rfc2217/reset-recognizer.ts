@@ -50,6 +50,11 @@ export type RecognizerAction =
    * absorbed until it is played and the client's intent is released again.
    */
   | { readonly kind: 'play'; readonly sequence: 'download'; readonly because: DownloadTrigger }
+  /**
+   * Play esptool's HardReset on the local port now: an RTS pulse held back on a USB-Serial-JTAG
+   * port (see {@link RecognizerOptions.holdReset}) turned out to be a hard reset.
+   */
+  | { readonly kind: 'play'; readonly sequence: 'hard' }
   /** Nothing reaches the local port (inside a recognised sequence). */
   | { readonly kind: 'absorb' };
 
@@ -57,7 +62,20 @@ export type RecognizerAction =
  * `pass`: line commands reach the local port. `playing`: a download reset plays locally.
  * `absorbing`: played, but the client is still inside its sequence.
  */
-export type RecognizerPhase = 'pass' | 'playing' | 'absorbing';
+export type RecognizerPhase = 'pass' | 'holding' | 'playing' | 'absorbing';
+
+export interface RecognizerOptions {
+  /**
+   * Hold back RTS asserted alone (a reset) until the next change says which reset it starts.
+   * For a local USB-Serial-JTAG port: there RTS alone resets at once and the download strap is
+   * latched only by a DTR-asserted state before the reset (lines.ts, usbJtag), so a client's
+   * ClassicReset forwarded as it comes (`R1`, then `D1`) would reset the chip without the strap
+   * and the local USB-JTAG play could not undo it; Espressif's Python esptool sends ClassicReset
+   * to every `rfc2217://` port (`esptool/loader.py`, `_construct_reset_strategy_sequence`), not
+   * knowing what is behind it. Held, `D1` next plays the download reset, `R0` next a hard reset.
+   */
+  readonly holdReset?: boolean;
+}
 
 export interface RecognizerState {
   /** The lines as the client means them, whatever reached the local port. */
@@ -128,6 +146,8 @@ const released = (state: LineState): boolean => !state.dtr && !state.rts;
  *   repeats DTR on purpose, for usbser.sys on Windows). A hard reset (esptool HardReset: `R1`,
  *   a wait, `R0`) passes with EN low for as long as the client holds it, and a BOOT click
  *   (`D1`, a wait, `D0`) with GPIO0 low as long; each is named when its line is released.
+ * - `holding` (only with {@link RecognizerOptions.holdReset}): RTS asserted alone, not yet
+ *   forwarded; `D1` next is a download trigger, `R0` next plays a hard reset.
  * - `playing`: absorbed until {@link playFinished}.
  * - `absorbing`: absorbed until the intent is released (0,0) again, which ends the client's
  *   sequence: ClassicReset, UnixTightReset and USBJTAGSerialReset all end there, as the local
@@ -136,6 +156,7 @@ const released = (state: LineState): boolean => !state.dtr && !state.rts;
 export function recognizeLineCommand(
   state: RecognizerState,
   command: LineCommand,
+  options: RecognizerOptions = {},
 ): { readonly state: RecognizerState; readonly action: RecognizerAction } {
   const from = state.intent;
   const intent = command.line === 'dtr' ? lines(command.on, from.rts) : lines(from.dtr, command.on);
@@ -174,6 +195,23 @@ export function recognizeLineCommand(
   const trigger = changed
     ? DOWNLOAD_TRIGGERS.find((rule) => same(rule.from, from) && same(rule.to, intent))
     : undefined;
+  if (state.phase === 'holding' && trigger === undefined) {
+    // The held RTS pulse ends without DTR: a hard reset, played here with its timing.
+    if (released(intent))
+      return {
+        state: Object.freeze({ intent, phase: 'playing', rtsPulse: false, dtrPulse: false }),
+        action: { kind: 'play', sequence: 'hard' },
+      };
+    return { state: next('holding'), action: { kind: 'absorb' } };
+  }
+  if (
+    options.holdReset === true &&
+    state.phase === 'pass' &&
+    changed &&
+    released(from) &&
+    same(intent, lines(false, true))
+  )
+    return { state: next('holding'), action: { kind: 'absorb' } };
   if (trigger !== undefined)
     return {
       state: Object.freeze({ intent, phase: 'playing', rtsPulse: false, dtrPulse: false }),
@@ -201,13 +239,18 @@ export function playFinished(state: RecognizerState): RecognizerState {
 /** {@link recognizeLineCommand} with its state kept: one per client connection. */
 export class ResetRecognizer {
   #state: RecognizerState = INITIAL_RECOGNIZER_STATE;
+  readonly #options: RecognizerOptions;
+
+  constructor(options: RecognizerOptions = {}) {
+    this.#options = options;
+  }
 
   get state(): RecognizerState {
     return this.#state;
   }
 
   command(command: LineCommand): RecognizerAction {
-    const { state, action } = recognizeLineCommand(this.#state, command);
+    const { state, action } = recognizeLineCommand(this.#state, command, this.#options);
     this.#state = state;
     return action;
   }

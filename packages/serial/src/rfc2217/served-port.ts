@@ -21,6 +21,7 @@ import {
   type LineState,
   lineSetterFor,
   openSafely,
+  RESET_SEQUENCES,
   runLineSteps,
   SAFE_LINES,
 } from '../lines.js';
@@ -56,6 +57,7 @@ type Op =
   | { readonly kind: 'write'; readonly bytes: Uint8Array }
   | { readonly kind: 'lines'; readonly lines: LineState }
   | { readonly kind: 'play'; readonly done: (steps: string) => void }
+  | { readonly kind: 'hard'; readonly done: () => void }
   | { readonly kind: 'baud'; readonly rate: number; readonly done: (rate: number) => void }
   | { readonly kind: 'break'; readonly on: boolean; readonly done: (on: boolean) => void }
   | { readonly kind: 'release'; readonly done: () => void };
@@ -225,6 +227,11 @@ export class ServedPort {
   /** Plays the port's own reset into download mode; resolves (never rejects) once played. */
   playDownload(): Promise<string> {
     return new Promise((resolve) => this.#enqueue({ kind: 'play', done: resolve }, OP_WEIGHT));
+  }
+
+  /** Plays esptool's HardReset (an RTS pulse); resolves (never rejects) once played. */
+  playHard(): Promise<void> {
+    return new Promise((resolve) => this.#enqueue({ kind: 'hard', done: resolve }, OP_WEIGHT));
   }
 
   /** Resolves with the rate in effect afterwards (the old one when `rate` was refused). */
@@ -484,6 +491,16 @@ export class ServedPort {
         }
         return;
       }
+      case 'hard':
+        try {
+          await runLineSteps(setter, RESET_SEQUENCES.hard, {
+            signal: this.#abort.signal,
+            platform: this.#platform,
+          });
+        } finally {
+          op.done();
+        }
+        return;
       case 'baud': {
         if (op.rate !== this.#baud) {
           // In place: reopening would reset boards (web-serial.ts says why).

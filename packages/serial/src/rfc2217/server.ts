@@ -366,7 +366,7 @@ class ClientSession {
   readonly #log: (line: string) => void;
   readonly #negotiationTimeoutMs: number;
   readonly #decoder = new TelnetDecoder();
-  readonly #recognizer = new ResetRecognizer();
+  readonly #recognizer: ResetRecognizer;
   /** A download reset playing locally: line commands are answered once it has played. */
   #playing: Promise<void> | undefined;
   readonly #us = new Set<number>();
@@ -393,6 +393,9 @@ class ClientSession {
   ) {
     this.#socket = socket;
     this.peer = peer;
+    // On a USB-Serial-JTAG port RTS alone resets at once: held until the next change says which
+    // reset it starts (reset-recognizer.ts, `holdReset`).
+    this.#recognizer = new ResetRecognizer({ holdReset: served.kind === 'usb-serial-jtag' });
     this.#served = served;
     this.#log = options.log;
     this.#negotiationTimeoutMs = options.negotiationTimeoutMs;
@@ -729,6 +732,17 @@ class ClientSession {
           this.#log(`client ${this.peer}: BOOT click (a DTR pulse) passed through`);
         return;
       case 'play': {
+        if (action.sequence === 'hard') {
+          const playing = served.playHard().then(() => {
+            this.#recognizer.played();
+            if (this.#playing === playing) this.#playing = undefined;
+            this.#log(
+              `client ${this.peer}: hard reset (an RTS pulse, held back on USB-Serial-JTAG) played locally`,
+            );
+          });
+          this.#playing = playing;
+          return;
+        }
         const playing = served.playDownload().then((played) => {
           this.#recognizer.played();
           if (this.#playing === playing) this.#playing = undefined;
