@@ -5,7 +5,7 @@
  * the inventory marks safe, with arguments from each tool's schema.
  */
 import { encodeRequest, type ToolResult, toolResultText, WireError } from '@xiaozhi-mcp/protocol';
-import { ServerError } from '@xiaozhi-mcp/server';
+import { type DeviceTool, type RequestOptions, ServerError } from '@xiaozhi-mcp/server';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
 import { CheckFailure, type CheckSpec, expectThat } from '../suite.js';
 import { CALL_ERRORS, NEVER_SWEPT, VOLUME_RANGE } from './firmware-facts.js';
@@ -183,6 +183,67 @@ export function sweepArguments(inputSchema: unknown): Record<string, unknown>[] 
     seen.add(key);
     return true;
   });
+}
+
+/** What a safe-tools sweep calls on this board (`tools-call.safe-tools`, `bridge.call-safe-tools`). */
+export interface SafeToolPlan {
+  /** The board's tools by name, user-only ones included. */
+  readonly listed: ReadonlyMap<string, DeviceTool>;
+  /** The inventory's `safeTools`, else {@link DEFAULT_SAFE_TOOLS}. */
+  readonly wanted: readonly string[];
+  /** What the sweep calls, in order: wanted, listed, never a tool whose reply is lost. */
+  readonly tools: readonly string[];
+  /** Wanted but not listed by this board. */
+  readonly absent: readonly string[];
+  /** Wanted but never swept (docs/protocol.md §3.4). */
+  readonly never: readonly string[];
+}
+
+export function safeToolPlan(context: SuiteContext): SafeToolPlan {
+  const listed = new Map(context.record().tools.map((tool) => [tool.name, tool]));
+  const wanted = context.board.safeTools ?? DEFAULT_SAFE_TOOLS;
+  const never = wanted.filter((name) => NEVER_SWEPT.includes(name));
+  const absent = wanted.filter((name) => !never.includes(name) && !listed.has(name));
+  const tools = wanted.filter((name) => !never.includes(name) && listed.has(name));
+  return { listed, wanted, tools, absent, never };
+}
+
+/** The settings a sweep may change, read before it (undefined where the board cannot say). */
+export async function settingsBefore(
+  context: SuiteContext,
+): Promise<Record<string, unknown> | undefined> {
+  return hasTool(context, STATUS_TOOL)
+    ? await readStatus(context).catch(() => undefined)
+    : undefined;
+}
+
+/**
+ * Puts back, through the board's session, every setting a sweep changed since `before`
+ * ({@link settingsBefore}); says what it restored and what it could not.
+ */
+export async function restoreSettings(
+  context: SuiteContext,
+  before: Record<string, unknown> | undefined,
+  listed: ReadonlyMap<string, DeviceTool>,
+  options: RequestOptions,
+): Promise<{ restored: string[]; problems: string[] }> {
+  const restored: string[] = [];
+  const problems: string[] = [];
+  if (before === undefined) return { restored, problems };
+  const after = await readStatus(context).catch(() => undefined);
+  for (const { path, tool, argument } of RESTORABLE) {
+    const was = statusValue(before, path);
+    if (after === undefined || was === undefined || statusValue(after, path) === was) continue;
+    if (!listed.has(tool)) continue;
+    await context
+      .session()
+      .callTool(tool, { [argument]: was }, options)
+      .then(() => restored.push(`${path.join('.')} ${JSON.stringify(was)}`))
+      .catch((error: unknown) =>
+        problems.push(`restoring ${path.join('.')} with ${tool}: ${describeError(error)}`),
+      );
+  }
+  return { restored, problems };
 }
 
 function statusValue(status: Record<string, unknown>, path: readonly string[]): unknown {
@@ -457,18 +518,12 @@ export const toolsCallSuite: Suite = {
     });
 
     await check(TOOLS_CALL_CHECKS.safeTools, async () => {
-      const listed = new Map(context.record().tools.map((tool) => [tool.name, tool]));
-      const wanted = context.board.safeTools ?? DEFAULT_SAFE_TOOLS;
-      const never = wanted.filter((name) => NEVER_SWEPT.includes(name));
-      const absent = wanted.filter((name) => !never.includes(name) && !listed.has(name));
-      const tools = wanted.filter((name) => !never.includes(name) && listed.has(name));
+      const { listed, tools, absent, never, wanted } = safeToolPlan(context);
       if (tools.length === 0) skip(`the board lists none of the safe tools (${wanted.join(', ')})`);
       const timeoutMs = context.board.safeToolTimeoutMs ?? DEFAULT_SAFE_TOOL_TIMEOUT_MS;
       const session = context.session();
       const options = { ...requestOptions(context, timeoutMs) };
-      const before = hasTool(context, STATUS_TOOL)
-        ? await readStatus(context).catch(() => undefined)
-        : undefined;
+      const before = await settingsBefore(context);
       const problems: string[] = [];
       const called: string[] = [];
       let calls = 0;
@@ -495,22 +550,11 @@ export const toolsCallSuite: Suite = {
         }
       }
       // Settings put back as they were, whatever happened above.
-      const restored: string[] = [];
-      if (before !== undefined && stuck === undefined) {
-        const after = await readStatus(context).catch(() => undefined);
-        for (const { path, tool, argument } of RESTORABLE) {
-          const was = statusValue(before, path);
-          if (after === undefined || was === undefined || statusValue(after, path) === was)
-            continue;
-          if (!listed.has(tool)) continue;
-          await session
-            .callTool(tool, { [argument]: was }, options)
-            .then(() => restored.push(`${path.join('.')} ${JSON.stringify(was)}`))
-            .catch((error: unknown) =>
-              problems.push(`restoring ${path.join('.')} with ${tool}: ${describeError(error)}`),
-            );
-        }
-      }
+      const restored =
+        stuck === undefined
+          ? await restoreSettings(context, before, listed, options)
+          : { restored: [], problems: [] };
+      problems.push(...restored.problems);
       const left = tools.slice(called.length);
       expectThat(
         problems.length === 0,
@@ -520,7 +564,7 @@ export const toolsCallSuite: Suite = {
       );
       const notes = [
         `${calls} calls of ${tools.length} tools answered`,
-        ...(restored.length > 0 ? [`restored ${restored.join(', ')}`] : []),
+        ...(restored.restored.length > 0 ? [`restored ${restored.restored.join(', ')}`] : []),
         ...(absent.length > 0 ? [`not on this board: ${absent.join(', ')}`] : []),
         ...(never.length > 0
           ? [`never swept (the reply is lost, docs/protocol.md §3.4): ${never.join(', ')}`]
