@@ -175,6 +175,16 @@ export async function closeWithin(stream: ClosableStream, ms: number): Promise<b
   return inTime;
 }
 
+/**
+ * The server's API as the rig reaches it in process: its bound address, loopback for a
+ * wildcard one, never `publicUrl` (the boards' way in, which may be a name only they resolve).
+ */
+function rigApiUrl(server: XiaozhiServer): string {
+  const bound = server.config.host;
+  const host = bound === '0.0.0.0' || bound === '' ? '127.0.0.1' : bound === '::' ? '::1' : bound;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${server.port}${server.config.apiPrefix}`;
+}
+
 export class BoardRunner {
   readonly report: BoardReport;
   readonly #options: BoardRunOptions;
@@ -916,6 +926,10 @@ export class BoardRunner {
       bootButton: this.#bootButton(),
       audioStats: () => server.audioStatsFor(deviceId),
       endAudioSession: () => server.endAudioSession(deviceId),
+      serverApi: {
+        url: rigApiUrl(server),
+        ...(server.config.apiTokens[0] === undefined ? {} : { token: server.config.apiTokens[0] }),
+      },
       latency: {
         calls: latency.calls ?? 50,
         warmup: latency.warmup ?? 5,

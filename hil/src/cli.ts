@@ -186,7 +186,7 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     .addOption(
       new Option(
         '--suite <name...>',
-        `suites to run (default: ${DEFAULT_SUITES.join(', ')}; reboot and ota-upgrade are opt-in)`,
+        `suites to run (default: ${DEFAULT_SUITES.join(', ')}; reboot, ota-upgrade and bridge are opt-in)`,
       ),
     )
     .option(

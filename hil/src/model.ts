@@ -18,9 +18,11 @@ export const SUITE_NAMES = [
   'audio',
   'reboot',
   'ota-upgrade',
+  // Opt-in: the board's tools through @xiaozhi-mcp/bridge with the MCP SDK's client (suites/bridge.ts).
+  'bridge',
 ] as const;
 export type SuiteName = (typeof SUITE_NAMES)[number];
-/** Suites that run unless `--suite` says otherwise; `reboot` and `ota-upgrade` are opt-in. */
+/** Suites that run unless `--suite` says otherwise; `reboot`, `ota-upgrade` and `bridge` are opt-in. */
 export const DEFAULT_SUITES: readonly SuiteName[] = [
   'initialize',
   'tools-list',

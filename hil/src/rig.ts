@@ -156,8 +156,9 @@ function nextVersion(version: string): string {
 }
 
 /**
- * The rig's backend: on `--listen` it faces a lab network, so its API stays closed (the rig reads
- * the registry in process). `mqttPort` (a number) runs the embedded MQTT broker too, on `host`
+ * The rig's backend: on `--listen` it faces a lab network, so its API is closed by a random token
+ * (the rig reads the registry in process; only the `bridge` suite's bridge uses the API, with that
+ * token). `mqttPort` (a number) runs the embedded MQTT broker too, on `host`
  * like the rest (0: the OS's port); the server offers boards `publicUrl`'s host with the port it
  * bound, as it does for WebSocket. Its default offer stays WebSocket: the rig offers MQTT board
  * by board.

@@ -72,6 +72,11 @@ export interface SuiteContext {
   audioStats?(): AudioSessionStats | undefined;
   /** Ends the board's open audio session from our side (a goodbye); false when none is open. */
   endAudioSession?(): boolean;
+  /**
+   * The rig's server's HTTP API as the rig itself reaches it (`http://127.0.0.1:PORT/api` on a
+   * wildcard address) and its bearer token: the `bridge` suite's way to the board.
+   */
+  readonly serverApi?: { readonly url: string; readonly token?: string };
   /** Progress lines for the live console. */
   log(text: string): void;
   readonly signal: AbortSignal;

@@ -2,6 +2,7 @@
 import type { SuiteName } from '../model.js';
 import type { CheckSpec, Suite } from '../suite.js';
 import { AUDIO_CHECKS, audioSuite } from './audio.js';
+import { BRIDGE_CHECKS, bridgeSuite } from './bridge.js';
 import { INITIALIZE_CHECKS, initializeSuite } from './initialize.js';
 import { LATENCY_CHECKS, latencySuite } from './latency.js';
 import { OTA_UPGRADE_CHECKS, otaUpgradeSuite } from './ota-upgrade.js';
@@ -21,6 +22,7 @@ export const SUITES: Record<SuiteName, Suite> = {
   audio: audioSuite,
   reboot: rebootSuite,
   'ota-upgrade': otaUpgradeSuite,
+  bridge: bridgeSuite,
 };
 
 /** The checks of each suite, in the order they run; ids are `<suite>.<id>`. */
@@ -34,6 +36,7 @@ export const SUITE_CHECKS: Record<SuiteName, readonly CheckSpec[]> = {
   audio: Object.values(AUDIO_CHECKS),
   reboot: Object.values(REBOOT_CHECKS),
   'ota-upgrade': Object.values(OTA_UPGRADE_CHECKS),
+  bridge: Object.values(BRIDGE_CHECKS),
 };
 
 /** Every check id, `<suite>.<check>`. */
@@ -44,6 +47,7 @@ export function allCheckIds(): string[] {
 }
 
 export { AUDIO_CHECKS, audioSuite, uplinkProblems } from './audio.js';
+export { BRIDGE_CHECKS, bridgeSuite } from './bridge.js';
 export { FIRMWARE_PROTOCOL_VERSION, initializeSuite } from './initialize.js';
 export { latencyStats, latencySuite } from './latency.js';
 export { otaUpgradeSuite } from './ota-upgrade.js';
