@@ -8,7 +8,7 @@ import type { Readable, Writable } from 'node:stream';
 import { BridgeError, serveHttp, serveStdio, XiaozhiBridge } from '@xiaozhi-mcp/bridge';
 import { type Command, Option } from 'commander';
 import { CliError, type CliIo, ExitCode } from '../io.js';
-import { type ClientOptions, DEFAULT_SERVER, normalizeDeviceId, targetOf } from './client.js';
+import { type ClientOptions, normalizeDeviceId, targetOf, withServerOptions } from './client.js';
 
 export interface BridgeCommandOptions extends Omit<ClientOptions, 'json'> {
   /** Serve only this board (its MAC, in any case). */
@@ -231,19 +231,13 @@ function collect(value: string, previous: string[] | undefined): string[] {
 }
 
 export function registerBridge(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  program
-    .command('bridge')
-    .description(
-      "serve the tools of a running server's boards as a standard MCP server (stdio, or Streamable HTTP with --http) for Claude Desktop, Cursor, the MCP Inspector",
-    )
-    .option(
-      '--server <url>',
-      `the server's base URL (default: $XIAOZHI_SERVER, else ${DEFAULT_SERVER})`,
-    )
-    .option(
-      '--token <token>',
-      "the server's API token, sent as a Bearer token (default: $XIAOZHI_TOKEN)",
-    )
+  withServerOptions(
+    program
+      .command('bridge')
+      .description(
+        "serve the tools of a running server's boards as a standard MCP server (stdio, or Streamable HTTP with --http) for Claude Desktop, Cursor, the MCP Inspector",
+      ),
+  )
     .option(
       '--device <id>',
       'serve only this board (its MAC); its tools keep their names, without the MAC prefix',

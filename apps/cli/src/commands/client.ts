@@ -709,7 +709,8 @@ function timeoutMs(value: string): number {
   return n;
 }
 
-function withClientOptions(command: Command): Command {
+/** `--server` and `--token`: how every command that talks to a running server names it. */
+export function withServerOptions(command: Command): Command {
   return command
     .option(
       '--server <url>',
@@ -718,8 +719,11 @@ function withClientOptions(command: Command): Command {
     .option(
       '--token <token>',
       "the server's API token, sent as a Bearer token (default: $XIAOZHI_TOKEN)",
-    )
-    .option('--json', "print the API's JSON answer");
+    );
+}
+
+function withClientOptions(command: Command): Command {
+  return withServerOptions(command).option('--json', "print the API's JSON answer");
 }
 
 export function registerClient(program: Command, io: CliIo, setExit: (code: number) => void): void {
