@@ -229,3 +229,27 @@ describe('OtaClient activation payload (Ota::GetActivationPayload)', () => {
     );
   });
 });
+
+describe('OtaClient.download', () => {
+  it('refuses a Content-Length no app partition can hold, before allocating it', async () => {
+    // 3 GiB declared: the firmware streams into its partition and esp_ota_write refuses the
+    // overflow; the virtual board holds images in memory, so it must not believe the header.
+    const { url } = await serve((_request, res) => {
+      res.writeHead(200, { 'Content-Length': String(3 * 1024 * 1024 * 1024) });
+      res.write(Buffer.alloc(16));
+    });
+    const { ota } = client();
+    await expect(ota.download(url)).rejects.toThrow(
+      'Image of 3221225472 bytes is larger than the 16777216 bytes an app partition can hold',
+    );
+  });
+
+  it('downloads an image of its declared length', async () => {
+    const { url } = await serve((_request, res) => {
+      res.writeHead(200, { 'Content-Length': '4' });
+      res.end(Buffer.from([1, 2, 3, 4]));
+    });
+    const { ota } = client();
+    expect([...(await ota.download(url))]).toEqual([1, 2, 3, 4]);
+  });
+});

@@ -51,6 +51,14 @@ export type ActivationOutcome = 'done' | 'retry' | 'failed';
  */
 export const MAX_OTA_REPLY_BYTES = 64 * 1024;
 
+/**
+ * The largest app image a download is allowed to declare. The firmware streams the image into
+ * its OTA partition (`esp_ota_write`, which refuses writes past the partition's end), so a
+ * hostile Content-Length never reaches its RAM; the virtual board keeps the image in memory,
+ * so it is bounded here: 16 MiB, the largest flash any preset has, above any app partition.
+ */
+export const MAX_OTA_IMAGE_BYTES = 16 * 1024 * 1024;
+
 /** What a board with an eFuse serial number signs activation challenges with (docs/protocol.md §7). */
 export interface ActivationIdentity {
   /** The serial number in eFuse USER_DATA (up to 32 bytes): sent as `Serial-Number`. */
@@ -314,6 +322,7 @@ export class OtaClient {
   async download(
     url: string,
     onProgress?: (received: number, total: number) => void,
+    maxBytes: number = MAX_OTA_IMAGE_BYTES,
   ): Promise<Uint8Array> {
     let response: Response;
     try {
@@ -338,6 +347,13 @@ export class OtaClient {
     if (!Number.isInteger(total) || total <= 0) {
       await response.body?.cancel();
       throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Failed to get content length');
+    }
+    if (total > maxBytes) {
+      await response.body?.cancel();
+      throw new DeviceError(
+        'OTA_DOWNLOAD_FAILED',
+        `Image of ${total} bytes is larger than the ${maxBytes} bytes an app partition can hold`,
+      );
     }
     const image = new Uint8Array(total);
     let received = 0;
