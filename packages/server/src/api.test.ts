@@ -3,18 +3,10 @@
  * an opaque cursor, `DELETE /devices/:id` forgets a device, and a call's `timeoutMs` must be an
  * integer 1..600000 (a 1e10 timeout used to overflow Node's timer).
  */
-import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type StartOptions, XiaozhiServer } from './server.js';
-
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-};
 
 let server: XiaozhiServer | undefined;
 const boards: VirtualBoard[] = [];
@@ -128,7 +120,7 @@ describe('POST /devices/:id/call timeoutMs', () => {
       mac: mac(9),
       wifi: { ssid: 'lab' },
       otaUrl: target.urls.ota,
-      timing: FAST,
+      timing: FAST_TIMING,
     });
     boards.push(board);
     board.powerOn();

@@ -7,19 +7,12 @@
 import { once } from 'node:events';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from '@xiaozhi-mcp/device';
+import { VirtualBoard, type VirtualBoardOptions } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { toolResultText } from '@xiaozhi-mcp/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type StartOptions, XiaozhiServer } from './server.js';
-
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-};
 
 let server: XiaozhiServer | undefined;
 const boards: VirtualBoard[] = [];
@@ -45,7 +38,7 @@ async function connectBoard(
     mac: 'f4:12:fa:20:00:01',
     wifi: { ssid: 'lab' },
     otaUrl: target.urls.ota,
-    timing: FAST,
+    timing: FAST_TIMING,
     ...options,
   });
   boards.push(board);

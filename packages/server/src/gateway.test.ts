@@ -6,21 +6,14 @@
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { Writable } from 'node:stream';
-import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { toolResultText } from '@xiaozhi-mcp/protocol';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type StartOptions, XiaozhiServer } from './server.js';
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-};
 const HELLO =
   '{"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}';
 const INTRUDER = '00000000-0000-4000-8000-00000000beef';
@@ -62,7 +55,7 @@ async function readyBoard(target: XiaozhiServer): Promise<VirtualBoard> {
     mac: `f4:12:fa:30:00:${macCounter.toString(16).padStart(2, '0')}`,
     wifi: { ssid: 'lab' },
     otaUrl: target.urls.ota,
-    timing: FAST,
+    timing: FAST_TIMING,
   });
   boards.push(board);
   board.powerOn();

@@ -4,20 +4,11 @@
  * serial its token only after the HMAC of a random challenge under its key.
  */
 import { createHmac } from 'node:crypto';
-import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type StartOptions, XiaozhiServer } from './server.js';
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-  activationRetryMs: 10,
-  activationFailMs: 10,
-};
 const MAC = 'f4:12:fa:40:00:01';
 const UUID = '6c1f8f0e-0000-4000-8000-00000000a001';
 const SERIAL = 'SN-LAB-0001';
@@ -268,7 +259,7 @@ describe('opt-in activation', () => {
       mac: 'f4:12:fa:40:00:10',
       wifi: { ssid: 'lab' },
       otaUrl: target.urls.ota,
-      timing: FAST,
+      timing: FAST_TIMING,
       serialNumber: SERIAL,
       activationKey: KEY,
     });
@@ -288,7 +279,7 @@ describe('opt-in activation', () => {
       mac: 'f4:12:fa:40:00:11',
       wifi: { ssid: 'lab' },
       otaUrl: target.urls.ota,
-      timing: FAST,
+      timing: FAST_TIMING,
       serialNumber: SERIAL,
       activationKey: 'ee'.repeat(32),
     });

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
-import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from '@xiaozhi-mcp/device';
+import { VirtualBoard, type VirtualBoardOptions } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildAppImage } from '@xiaozhi-mcp/firmware';
 import { toolResultText, WireError } from '@xiaozhi-mcp/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -7,16 +8,6 @@ import WebSocket from 'ws';
 import { ServerError } from './errors.js';
 import { FirmwareStore } from './firmware-store.js';
 import { type StartOptions, XiaozhiServer } from './server.js';
-
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-  upgradeRebootMs: 10,
-};
 
 let server: XiaozhiServer | undefined;
 const boards: VirtualBoard[] = [];
@@ -39,7 +30,7 @@ function newBoard(target: XiaozhiServer, options: VirtualBoardOptions = {}): Vir
     mac: `f4:12:fa:10:00:${macCounter.toString(16).padStart(2, '0')}`,
     wifi: { ssid: 'lab' },
     otaUrl: target.urls.ota,
-    timing: FAST,
+    timing: FAST_TIMING,
     ...options,
   });
   boards.push(board);

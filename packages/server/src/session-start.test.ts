@@ -5,21 +5,13 @@
  * under the wrong id is named as such.
  */
 import { once } from 'node:events';
-import { type BoardTiming, type FaultKnobs, VirtualBoard } from '@xiaozhi-mcp/device';
+import { type FaultKnobs, VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ServerError } from './errors.js';
 import type { HelloRefusal, SessionStage } from './registry.js';
 import { XiaozhiServer } from './server.js';
-
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-};
 
 let server: XiaozhiServer | undefined;
 const boards: VirtualBoard[] = [];
@@ -39,7 +31,7 @@ async function clicked(
     mac,
     wifi: { ssid: 'lab' },
     otaUrl: server.urls.ota,
-    timing: FAST,
+    timing: FAST_TIMING,
     faults,
   });
   boards.push(board);

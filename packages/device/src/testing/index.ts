@@ -5,3 +5,4 @@ export {
   TestBackend,
   type TestBackendOptions,
 } from './backend.js';
+export { FAST_TIMING } from './timing.js';
