@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { CliIo } from './io.js';
 import { run } from './program.js';
@@ -19,4 +20,43 @@ export async function runCli(
   };
   const code = await run(argv, io);
   return { code, stdout, stderr };
+}
+
+/** What a spawned command printed and how it ended (`code` null until it has). */
+export interface SpawnedRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a built binary (`node BIN ARGS`) as a shell would, collecting its output. Every run is
+ * bounded: a command that hangs is killed after `timeoutMs` (default 60 s), so it fails its test
+ * instead of hanging it.
+ */
+export function spawnCommand(
+  bin: string,
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; stdin?: 'pipe' | 'ignore'; timeoutMs?: number } = {},
+): { child: ChildProcess; run: SpawnedRun; done: Promise<SpawnedRun> } {
+  const child = spawn(process.execPath, [bin, ...args], {
+    env: options.env ?? process.env,
+    stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'],
+  });
+  const run: SpawnedRun = { code: null, stdout: '', stderr: '' };
+  child.stdout?.on('data', (chunk: Buffer) => {
+    run.stdout += chunk.toString();
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    run.stderr += chunk.toString();
+  });
+  const done = new Promise<SpawnedRun>((resolveRun) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      run.code = code;
+      resolveRun(run);
+    });
+  });
+  return { child, run, done };
 }

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
@@ -9,7 +8,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../test-io.js';
+import { runCli, spawnCommand } from '../test-io.js';
 import { isLoopback, parseHttpAddress } from './bridge.js';
 
 // The binary needs the workspace built (`npx turbo run build`; `npm test` builds first).
@@ -55,12 +54,6 @@ async function serverWithBoard(options: StartOptions = {}): Promise<XiaozhiServe
   return server;
 }
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Environment without the variables that would change what the command is told. */
 function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
@@ -71,31 +64,17 @@ function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 
 function start(args: string[], env: NodeJS.ProcessEnv = {}) {
   expect(existsSync(join(root, 'apps/cli/dist/bin.js')), 'build apps/cli first').toBe(true);
-  const child: ChildProcess = spawn(process.execPath, [xiaozhiMcp, 'bridge', ...args], {
+  // A hung bridge fails the test instead of hanging it.
+  const started = spawnCommand(xiaozhiMcp, ['bridge', ...args], {
     env: cleanEnv(env),
-    stdio: ['pipe', 'pipe', 'pipe'],
+    stdin: 'pipe',
   });
-  const run: Run = { code: null, stdout: '', stderr: '' };
-  child.stdout?.on('data', (chunk: Buffer) => {
-    run.stdout += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    run.stderr += chunk.toString();
-  });
-  const done = new Promise<Run>((resolveRun) => {
-    // A hung bridge fails the test instead of hanging it.
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      run.code = code;
-      resolveRun(run);
-    });
-  });
+  const { child, done } = started;
   cleanups.push(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await done;
   });
-  return { child, run, done };
+  return started;
 }
 
 async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {

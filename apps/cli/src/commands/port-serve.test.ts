@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -6,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../test-io.js';
+import { runCli, spawnCommand } from '../test-io.js';
 
 // The binary needs the workspace built (`npx turbo run build`; `npm test` builds first).
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
@@ -20,36 +19,10 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function start(args: string[]): { child: ChildProcess; run: Run; done: Promise<Run> } {
+function start(args: string[]) {
   const env: NodeJS.ProcessEnv = { ...process.env, XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') };
   delete env.FORCE_COLOR;
-  const child = spawn(process.execPath, [xiaozhiMcp, ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const run: Run = { code: null, stdout: '', stderr: '' };
-  child.stdout?.on('data', (chunk: Buffer) => {
-    run.stdout += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    run.stderr += chunk.toString();
-  });
-  const done = new Promise<Run>((resolveRun) => {
-    // A hung server fails the test instead of hanging it.
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      run.code = code;
-      resolveRun(run);
-    });
-  });
-  return { child, run, done };
+  return spawnCommand(xiaozhiMcp, args, { env });
 }
 
 async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {

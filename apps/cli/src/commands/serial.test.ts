@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -6,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { TestBackend } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../test-io.js';
+import { runCli, spawnCommand } from '../test-io.js';
 
 // The binaries need the workspace built (`npx turbo run build`; `npm test` builds first).
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
@@ -18,12 +17,6 @@ let dir: string;
 let firmware: string;
 let backend: TestBackend;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function env(): NodeJS.ProcessEnv {
   const vars: NodeJS.ProcessEnv = { ...process.env, XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') };
   // Plain output whatever the test runner's terminal is.
@@ -32,28 +25,9 @@ function env(): NodeJS.ProcessEnv {
   return vars;
 }
 
-function start(bin: string, args: string[]): { child: ChildProcess; done: Promise<Run> } {
-  const child = spawn(process.execPath, [bin, ...args], {
-    env: env(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const run: Run = { code: null, stdout: '', stderr: '' };
-  child.stdout?.on('data', (chunk: Buffer) => {
-    run.stdout += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    run.stderr += chunk.toString();
-  });
-  const done = new Promise<Run>((resolvePromise) => {
-    // Every run is bounded: a hung command fails the test instead of hanging it.
-    const timer = setTimeout(() => child.kill('SIGKILL'), 45_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      run.code = code;
-      resolvePromise(run);
-    });
-  });
-  return { child, done };
+function start(bin: string, args: string[]) {
+  // Every run is bounded: a hung command fails the test instead of hanging it.
+  return spawnCommand(bin, args, { env: env(), timeoutMs: 45_000 });
 }
 
 const shell = (bin: string, ...args: string[]) => start(bin, args).done;
