@@ -4,6 +4,7 @@
 import { fuzzProperty } from '@xiaozhi-mcp/fuzz-kit';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MqttFuzzWorld, mqttTarget } from '../fuzz/mqtt.js';
 import {
   apiTarget,
   FuzzWorld,
@@ -43,6 +44,18 @@ describe('hostile input (issue 12), fixed seed', () => {
 
   it('d. API: a documented status with a JSON answer, never 500 or a reset; no token or a foreign Origin/Host is refused', async () => {
     await fc.assert(fuzzProperty(apiTarget(world), world.watch), { seed: 12, numRuns: 200 });
+  });
+
+  it('e. MQTT broker: hostile packet streams over TCP; it ends the connection, holds nothing, an operator connects, the board keeps its connection', async () => {
+    const mqttWorld = await MqttFuzzWorld.start(world.watch);
+    try {
+      await fc.assert(fuzzProperty(mqttTarget(mqttWorld), world.watch), {
+        seed: 12,
+        numRuns: 200,
+      });
+    } finally {
+      await mqttWorld.close();
+    }
   });
 
   it('after all that, the server shuts down: no connection is left that it cannot end', async () => {
