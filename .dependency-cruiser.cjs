@@ -29,7 +29,11 @@ const TESTS_AND_BENCH = [...TESTS, `${OURS}bench/`, `${OURS}fuzz/`];
 const LAYERS = {
   protocol: { dir: 'packages/protocol', may: [] },
   firmware: { dir: 'packages/firmware', may: ['protocol'] },
-  serial: { dir: 'packages/serial', may: ['protocol', 'firmware'] },
+  serial: {
+    dir: 'packages/serial',
+    may: ['protocol', 'firmware'],
+    mayInTestsAndBench: ['fuzz-kit'],
+  },
   device: {
     dir: 'packages/device',
     may: ['protocol', 'firmware', 'serial'],
