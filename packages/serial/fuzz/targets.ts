@@ -46,6 +46,10 @@ const HELD_MAX_BYTES = 1024 * 1024 + 64 * 1024;
 class FakeDevice {
   readonly path = '/dev/ttyFUZZ0';
   written = 0;
+  /** Each write takes this long (a slow port: the client's bytes are held meanwhile). */
+  writeMs = 0;
+  /** While set, writes wait for it (a port that takes nothing). */
+  gate: Promise<void> | undefined;
   #pending: ((r: { buffer: Buffer; bytesRead: number }) => void) | undefined;
   #pendingReject: ((e: Error) => void) | undefined;
   #pendingBuffer: { buffer: Buffer; offset: number; length: number } | undefined;
@@ -76,6 +80,8 @@ class FakeDevice {
             });
           },
           async write(buffer: Buffer) {
+            if (device.writeMs > 0)
+              await new Promise((resolve) => setTimeout(resolve, device.writeMs));
             device.written += buffer.length;
             // The chip answers some of what it is sent (a sync): a line back, with a 0xFF in it.
             if (buffer.includes(0x55)) device.emit(Buffer.from([0x0d, 0x0a, 0xff, 0x55, 0xff]));
@@ -249,12 +255,22 @@ const segment: fc.Arbitrary<readonly number[]> = fc.oneof(
 
 export interface Rfc2217Case {
   readonly segments: readonly (readonly number[])[];
+  /**
+   * Milliseconds each write to the port takes (0 mostly; a slow port holds the client's bytes),
+   * or 'stuck': the port takes nothing until the client has gone.
+   */
+  readonly writeMs: number | 'stuck';
   /** Cut points (fractions of the stream) where the bytes go out as separate writes. */
   readonly cuts: readonly number[];
 }
 
 export const rfc2217Case: fc.Arbitrary<Rfc2217Case> = fc.record({
   segments: fc.array(segment, { minLength: 1, maxLength: 8 }),
+  writeMs: fc.oneof(
+    { weight: 12, arbitrary: fc.constant(0) },
+    { weight: 2, arbitrary: fc.constantFrom(1, 20) },
+    { weight: 1, arbitrary: fc.constant('stuck' as const) },
+  ),
   cuts: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 6 }),
 });
 
@@ -415,7 +431,7 @@ function chunks(bytes: Buffer, cuts: readonly number[]): Buffer[] {
 
 export function describeRfc2217Case(c: Rfc2217Case): string {
   const total = c.segments.reduce((n, s) => n + s.length, 0);
-  return `${c.segments.length} segments (${total} bytes: ${c.segments.map((s) => Buffer.from(s.slice(0, 6)).toString('hex')).join(' ')}…), ${c.cuts.length} cuts`;
+  return `${c.writeMs === 'stuck' ? 'a stuck port, ' : c.writeMs > 0 ? `a port taking ${c.writeMs} ms a write, ` : ''}${c.segments.length} segments (${total} bytes: ${c.segments.map((s) => Buffer.from(s.slice(0, 6)).toString('hex')).join(' ')}…), ${c.cuts.length} cuts`;
 }
 
 /**
@@ -432,6 +448,12 @@ export function rfc2217Target(world: SerialFuzzWorld): FuzzTarget<Rfc2217Case> {
     arbitrary: rfc2217Case,
     describe: describeRfc2217Case,
     async run(c) {
+      let unstick = () => {};
+      world.device.writeMs = c.writeMs === 'stuck' ? 0 : c.writeMs;
+      if (c.writeMs === 'stuck')
+        world.device.gate = new Promise((resolve) => {
+          unstick = resolve;
+        });
       const client = await RawClient.open(world.port);
       let ms = 0;
       try {
@@ -444,7 +466,8 @@ export function rfc2217Target(world: SerialFuzzWorld): FuzzTarget<Rfc2217Case> {
             throw new CaseFailure(`the server holds ${world.server.heldBytes} bytes of the client`);
         }
         if (!client.socket.destroyed) client.socket.write(RESYNC_AND_ASK);
-        const answered = await client.waitFor(SIGNATURE_REPLY);
+        // A stuck port answers nothing queued behind the client's bytes: only the end is owed.
+        const answered = c.writeMs === 'stuck' ? 'skipped' : await client.waitFor(SIGNATURE_REPLY);
         if (answered === 'timeout')
           throw new CaseFailure(
             `a stall: no signature and no close within ${ANSWER_TIMEOUT_MS} ms of the request`,
@@ -462,8 +485,11 @@ export function rfc2217Target(world: SerialFuzzWorld): FuzzTarget<Rfc2217Case> {
           );
       } finally {
         client.socket.destroy();
+        world.device.gate = undefined;
+        unstick();
       }
       await world.checkReleased();
+      world.device.writeMs = 0;
       await world.checkLegitimate();
       return ms;
     },
