@@ -218,7 +218,7 @@ describe('esptool-js through our RFC 2217 client and server', () => {
     );
     // The app starting after the hard reset re-enumerated the port under a new path; the server
     // found it again by its serial number and reopened it.
-    await until(() => serverLog.some((l) => / back on /.test(l)), 'the port back');
+    await until(() => serverLog.some((l) => /^virtual:remote: back on /.test(l)), 'the port back');
     expect(serverLog).toContainEqual(
       expect.stringMatching(/^virtual:remote: .*disconnected; waiting up to 10 s/),
     );

@@ -737,7 +737,7 @@ class ClientSession {
             this.#recognizer.played();
             if (this.#playing === playing) this.#playing = undefined;
             this.#log(
-              `client ${this.peer}: hard reset (an RTS pulse, held back on USB-Serial-JTAG) played locally`,
+              `client ${this.peer}: hard reset (an RTS pulse) played locally: RTS alone waits for its release on a USB-Serial-JTAG port`,
             );
           });
           this.#playing = playing;
