@@ -33,4 +33,27 @@ describe('ReceiveQueue', () => {
     expect(queue.size).toBe(0);
     expect(queue.overruns).toBe(0);
   });
+
+  it('answers a read at once with what waits, else with the next bytes to arrive', async () => {
+    const queue = new ReceiveQueue(10);
+    const out = new Uint8Array(4);
+    const waiting = queue.read(out, 0, 4);
+    queue.push(Uint8Array.of(9, 8));
+    expect(await waiting).toBe(2);
+    expect([...out.subarray(0, 2)]).toEqual([9, 8]);
+    expect(queue.size).toBe(0);
+    queue.push(Uint8Array.of(7));
+    expect(await queue.read(out, 0, 4)).toBe(1);
+  });
+
+  it('refuses a second waiting read, and fails the waiting one on fail()', async () => {
+    const queue = new ReceiveQueue(10);
+    const out = new Uint8Array(4);
+    const waiting = queue.read(out, 0, 4);
+    await expect(queue.read(out, 0, 4, () => new Error('busy'))).rejects.toThrow('busy');
+    queue.fail(new Error('port is closed'));
+    await expect(waiting).rejects.toThrow('port is closed');
+    queue.push(Uint8Array.of(1));
+    expect(queue.size).toBe(1);
+  });
 });

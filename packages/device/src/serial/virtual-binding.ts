@@ -551,15 +551,6 @@ export class VirtualBindingPort implements BindingPortInterface {
   readonly #platform: HostPlatform | undefined;
   #baudRate: number;
   readonly #rx = new ReceiveQueue(RX_BUFFER_LIMIT);
-  #pendingRead:
-    | {
-        resolve: (bytesRead: number) => void;
-        reject: (error: Error) => void;
-        buffer: Buffer;
-        offset: number;
-        length: number;
-      }
-    | undefined;
   #lost: Error | undefined;
 
   constructor(
@@ -584,11 +575,12 @@ export class VirtualBindingPort implements BindingPortInterface {
     length: number,
   ): Promise<{ buffer: Buffer; bytesRead: number }> {
     this.#check();
-    if (this.#rx.size > 0) return { buffer, bytesRead: this.#rx.take(buffer, offset, length) };
-    if (this.#pendingRead !== undefined) throw new PortError('a read is already pending');
-    const bytesRead = await new Promise<number>((resolve, reject) => {
-      this.#pendingRead = { resolve, reject, buffer, offset, length };
-    });
+    const bytesRead = await this.#rx.read(
+      buffer,
+      offset,
+      length,
+      () => new PortError('a read is already pending'),
+    );
     return { buffer, bytesRead };
   }
 
@@ -640,7 +632,7 @@ export class VirtualBindingPort implements BindingPortInterface {
   async close(): Promise<void> {
     if (!this.isOpen) return;
     this.isOpen = false;
-    this.#failPendingRead(new PortError('port is closed', true));
+    this.#rx.fail(new PortError('port is closed', true));
     this.#device.detachPort(this, this.openOptions.hupcl);
   }
 
@@ -649,28 +641,18 @@ export class VirtualBindingPort implements BindingPortInterface {
     if (!this.isOpen) return;
     const data = baud === undefined || baud === this.#baudRate ? bytes : garble(bytes);
     // A copy: the board reuses its buffers.
-    if (this.#rx.push(new Uint8Array(data)) === 0) return;
-    const pending = this.#pendingRead;
-    if (pending === undefined) return;
-    this.#pendingRead = undefined;
-    pending.resolve(this.#rx.take(pending.buffer, pending.offset, pending.length));
+    this.#rx.push(new Uint8Array(data));
   }
 
   /** @internal The device went away: operations fail, not as cancellations. */
   lose(error: Error): void {
     this.#lost = error;
-    this.#failPendingRead(error);
+    this.#rx.fail(error);
   }
 
   #check(): void {
     if (this.#lost !== undefined) throw this.#lost;
     if (!this.isOpen) throw new PortError('Port is not open');
-  }
-
-  #failPendingRead(error: Error): void {
-    const pending = this.#pendingRead;
-    this.#pendingRead = undefined;
-    pending?.reject(error);
   }
 }
 

@@ -212,15 +212,6 @@ export class Rfc2217Port implements BindingPortInterface {
   #queue: Promise<unknown> = Promise.resolve();
   #writing: Promise<unknown> = Promise.resolve();
   readonly #rx: ReceiveQueue;
-  #pendingRead:
-    | {
-        resolve: (bytesRead: number) => void;
-        reject: (error: Error) => void;
-        buffer: Buffer;
-        offset: number;
-        length: number;
-      }
-    | undefined;
   #signature: string | undefined;
 
   /** @internal Use {@link Rfc2217Binding.open}. */
@@ -265,11 +256,7 @@ export class Rfc2217Port implements BindingPortInterface {
     length: number,
   ): Promise<{ buffer: Buffer; bytesRead: number }> {
     this.#check();
-    if (this.#rx.size > 0) return { buffer, bytesRead: this.#rx.take(buffer, offset, length) };
-    if (this.#pendingRead !== undefined) throw new Error('a read is already pending');
-    const bytesRead = await new Promise<number>((resolve, reject) => {
-      this.#pendingRead = { resolve, reject, buffer, offset, length };
-    });
+    const bytesRead = await this.#rx.read(buffer, offset, length);
     return { buffer, bytesRead };
   }
 
@@ -345,7 +332,7 @@ export class Rfc2217Port implements BindingPortInterface {
     this.#setState('closed');
     this.isOpen = false;
     this.#abort.abort();
-    this.#failPendingRead(canceledError('port is closed'));
+    this.#rx.fail(canceledError('port is closed'));
     const session = this.#session;
     this.#session = undefined;
     await session?.close();
@@ -597,23 +584,13 @@ export class Rfc2217Port implements BindingPortInterface {
   #fail(error: Error): void {
     this.#failure = error;
     this.#setState('failed');
-    this.#failPendingRead(error);
+    this.#rx.fail(error);
     this.#options.onEvent?.({ kind: 'failed', url: this.url, error });
   }
 
   #receive(bytes: Uint8Array): void {
     if (this.#state === 'closed') return;
-    if (this.#rx.push(bytes) === 0) return;
-    const pending = this.#pendingRead;
-    if (pending === undefined) return;
-    this.#pendingRead = undefined;
-    pending.resolve(this.#rx.take(pending.buffer, pending.offset, pending.length));
-  }
-
-  #failPendingRead(error: Error): void {
-    const pending = this.#pendingRead;
-    this.#pendingRead = undefined;
-    pending?.reject(error);
+    this.#rx.push(bytes);
   }
 }
 
