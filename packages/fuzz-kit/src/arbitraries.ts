@@ -238,3 +238,26 @@ export function binaryBytes(maxBytes: number): fc.Arbitrary<Uint8Array> {
     },
   );
 }
+
+/**
+ * Cut points for {@link splitAtCuts}: fractions of a stream's length, so that one case splits
+ * streams of any size (a reader must not care where TCP happens to cut).
+ */
+export const cutFractions: fc.Arbitrary<number[]> = fc.array(
+  fc.double({ min: 0, max: 1, noNaN: true }),
+  { maxLength: 6 },
+);
+
+/** Splits `bytes` at the given fractions of its length: the writes a stream arrives in. */
+export function splitAtCuts<T extends Uint8Array>(bytes: T, cuts: readonly number[]): T[] {
+  const at = [...new Set(cuts.map((c) => Math.floor(c * bytes.length)))]
+    .filter((n) => n > 0 && n < bytes.length)
+    .sort((a, b) => a - b);
+  const out: T[] = [];
+  let from = 0;
+  for (const n of [...at, bytes.length]) {
+    out.push(bytes.subarray(from, n) as T);
+    from = n;
+  }
+  return out;
+}

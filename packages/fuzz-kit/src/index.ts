@@ -2,6 +2,7 @@ export {
   badUtf8,
   binaryBytes,
   capped,
+  cutFractions,
   deepNesting,
   fragment,
   hugeString,
@@ -9,6 +10,7 @@ export {
   repeatedToken,
   scalarText,
   small,
+  splitAtCuts,
 } from './arbitraries.js';
 export {
   type AnyTarget,

@@ -9,9 +9,11 @@ import { connect, type Socket } from 'node:net';
 import {
   type AnyTarget,
   CaseFailure,
+  cutFractions,
   erase,
   type FuzzTarget,
   ProcessWatch,
+  splitAtCuts,
 } from '@xiaozhi-mcp/fuzz-kit';
 import { type ResolvedPort, Rfc2217Server, type SerialBinding } from '@xiaozhi-mcp/serial';
 import fc from 'fast-check';
@@ -29,6 +31,24 @@ const BINARY = 0;
 const ECHO = 1;
 const SGA = 3;
 const COM_PORT = 44;
+/** What pyserial's client sends as it opens (`serial/rfc2217.py` `open`): DO ECHO, WILL/DO SGA, WILL/DO COM-PORT. */
+const PYSERIAL_OPEN: readonly number[] = [
+  IAC,
+  DO,
+  ECHO,
+  IAC,
+  WILL,
+  SGA,
+  IAC,
+  DO,
+  SGA,
+  IAC,
+  WILL,
+  COM_PORT,
+  IAC,
+  DO,
+  COM_PORT,
+];
 /** RFC 2217: the server's answer codes are the client's plus 100; SIGNATURE is 0. */
 const SIGNATURE_ANSWER = 100;
 
@@ -146,23 +166,7 @@ const segment: fc.Arbitrary<readonly number[]> = fc.oneof(
   {
     // pyserial's negotiation (serial/rfc2217.py `open`), so what follows is read as RFC 2217.
     weight: 2,
-    arbitrary: fc.constant([
-      IAC,
-      DO,
-      ECHO,
-      IAC,
-      WILL,
-      SGA,
-      IAC,
-      DO,
-      SGA,
-      IAC,
-      WILL,
-      COM_PORT,
-      IAC,
-      DO,
-      COM_PORT,
-    ]),
+    arbitrary: fc.constant(PYSERIAL_OPEN),
   },
   {
     weight: 3,
@@ -271,7 +275,7 @@ export const rfc2217Case: fc.Arbitrary<Rfc2217Case> = fc.record({
     { weight: 2, arbitrary: fc.constantFrom(1, 20) },
     { weight: 1, arbitrary: fc.constant('stuck' as const) },
   ),
-  cuts: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 6 }),
+  cuts: cutFractions,
 });
 
 // --- a client that speaks bytes -------------------------------------------------------------------
@@ -376,25 +380,7 @@ export class SerialFuzzWorld {
   async checkLegitimate(): Promise<void> {
     const client = await RawClient.open(this.port);
     try {
-      client.socket.write(
-        Buffer.from([
-          IAC,
-          DO,
-          ECHO,
-          IAC,
-          WILL,
-          SGA,
-          IAC,
-          DO,
-          SGA,
-          IAC,
-          WILL,
-          COM_PORT,
-          IAC,
-          DO,
-          COM_PORT,
-        ]),
-      );
+      client.socket.write(Buffer.from(PYSERIAL_OPEN));
       client.socket.write(Buffer.from([IAC, SB, COM_PORT, 0, IAC, SE]));
       const outcome = await client.waitFor(SIGNATURE_REPLY);
       if (outcome !== 'found')
@@ -415,19 +401,6 @@ export class SerialFuzzWorld {
 }
 
 // --- the target -----------------------------------------------------------------------------------
-
-function chunks(bytes: Buffer, cuts: readonly number[]): Buffer[] {
-  const at = [...new Set(cuts.map((c) => Math.floor(c * bytes.length)))]
-    .filter((n) => n > 0 && n < bytes.length)
-    .sort((a, b) => a - b);
-  const out: Buffer[] = [];
-  let from = 0;
-  for (const n of [...at, bytes.length]) {
-    out.push(bytes.subarray(from, n));
-    from = n;
-  }
-  return out;
-}
 
 export function describeRfc2217Case(c: Rfc2217Case): string {
   const total = c.segments.reduce((n, s) => n + s.length, 0);
@@ -458,7 +431,7 @@ export function rfc2217Target(world: SerialFuzzWorld): FuzzTarget<Rfc2217Case> {
       let ms = 0;
       try {
         const bytes = Buffer.concat(c.segments.map((s) => Buffer.from(s)));
-        for (const chunk of chunks(bytes, c.cuts)) {
+        for (const chunk of splitAtCuts(bytes, c.cuts)) {
           if (client.socket.destroyed) break;
           client.socket.write(chunk);
           await new Promise((resolve) => setImmediate(resolve));

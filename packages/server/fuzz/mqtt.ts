@@ -11,9 +11,11 @@ import { McpServer } from '@xiaozhi-mcp/device';
 import {
   type AnyTarget,
   CaseFailure,
+  cutFractions,
   erase,
   type FuzzTarget,
   ProcessWatch,
+  splitAtCuts,
 } from '@xiaozhi-mcp/fuzz-kit';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import fc from 'fast-check';
@@ -355,7 +357,7 @@ export const mqttCase: fc.Arbitrary<MqttCase> = fc.record({
   ),
   connect: connectFields,
   packets: fc.array(mqttPacket, { minLength: 1, maxLength: 6 }),
-  cuts: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 6 }),
+  cuts: cutFractions,
 });
 
 // --- the world: a server with its broker, and a board on it ---------------------------------------
@@ -557,20 +559,6 @@ function opening(kind: MqttOpening, fuzzed: ConnectFields): Buffer {
   }
 }
 
-/** Splits `bytes` at the cut fractions. */
-function chunks(bytes: Buffer, cuts: readonly number[]): Buffer[] {
-  const at = [...new Set(cuts.map((c) => Math.floor(c * bytes.length)))]
-    .filter((n) => n > 0 && n < bytes.length)
-    .sort((a, b) => a - b);
-  const out: Buffer[] = [];
-  let from = 0;
-  for (const n of [...at, bytes.length]) {
-    out.push(bytes.subarray(from, n));
-    from = n;
-  }
-  return out;
-}
-
 export function describeMqttCase(c: MqttCase): string {
   const total = c.packets.reduce((n, p) => n + p.length, 0);
   return `opening ${c.opening}, ${c.packets.length} packets (${total} bytes: ${c.packets.map((p) => p.subarray(0, 6).toString('hex')).join(' ')}…), ${c.cuts.length} cuts`;
@@ -604,7 +592,7 @@ export function mqttTarget(world: MqttFuzzWorld): FuzzTarget<MqttCase> {
           ANSWER_TIMEOUT_MS,
           undefined,
         );
-        for (const chunk of chunks(bytes, c.cuts)) {
+        for (const chunk of splitAtCuts(bytes, c.cuts)) {
           if (socket.destroyed) break;
           socket.write(chunk);
           await new Promise((resolve) => setImmediate(resolve));
