@@ -71,10 +71,13 @@ export {
   type JsonRpcRequest,
   readJsonRpc,
 } from './jsonrpc.js';
+export type {
+  BoardIdentity,
+  DispatchContext,
+  VisionCapability,
+} from './mcp-context.js';
 export {
-  type BoardIdentity,
   type DeviceAction,
-  type DispatchContext,
   dispatchMcpRequest,
   initializeResult,
   MainLoop,
@@ -82,7 +85,6 @@ export {
   McpRequestLoop,
   type McpRequestLoopOptions,
   type ToolRunner,
-  type VisionCapability,
 } from './mcp-server.js';
 export {
   type AbortMessage,

@@ -1,12 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  dispatchMcpRequest,
-  MainLoop,
-  type McpProfile,
-  McpRequestLoop,
-  type VisionCapability,
-} from './mcp-server.js';
+import type { VisionCapability } from './mcp-context.js';
+import { dispatchMcpRequest, MainLoop, type McpProfile, McpRequestLoop } from './mcp-server.js';
 import { ImageContent, type ToolReturn } from './results.js';
 import { encodeStrictToolError, encodeStrictToolResult } from './strict.js';
 import { Prop, ToolRegistry } from './tools.js';

@@ -10,6 +10,7 @@ import { type ArgumentValues, validateToolCall } from './arguments.js';
 import { type CJsonNode, cString, getItem, parseCJson, printCJsonNode, toCInt } from './cjson.js';
 import { textForMessage } from './errors.js';
 import { encodeDeviceError, encodeDeviceResult } from './jsonrpc.js';
+import type { BoardIdentity, DispatchContext, VisionCapability } from './mcp-context.js';
 import { buildToolsPage } from './paging.js';
 import { encodeToolResult, type ToolReturn } from './results.js';
 import { dispatchStrictRequest, encodeStrictToolError, encodeStrictToolResult } from './strict.js';
@@ -17,20 +18,6 @@ import type { Tool, ToolRegistry } from './tools.js';
 
 /** `firmware`: byte for byte what xiaozhi-esp32 sends. `strict`: a spec-compliant MCP server. */
 export type McpProfile = 'firmware' | 'strict';
-
-/** What `initialize` reports as `serverInfo`. */
-export interface BoardIdentity {
-  /** The build variant, e.g. `bread-compact-wifi`. */
-  readonly name: string;
-  /** The app version, e.g. `2.4.2`. */
-  readonly version: string;
-}
-
-/** The vision endpoint a backend offers in `initialize` (used by `self.camera.take_photo`). */
-export interface VisionCapability {
-  readonly url: string;
-  readonly token: string | undefined;
-}
 
 export type DeviceAction<H> =
   /** The device sends nothing; `log` is the line the firmware logs, if any. */
@@ -50,15 +37,6 @@ export type DeviceAction<H> =
       readonly handler: H;
       readonly values: ArgumentValues;
     };
-
-export interface DispatchContext<H> {
-  readonly tools: ToolRegistry<H>;
-  readonly board: BoardIdentity;
-  /** Called when `initialize` carries a vision capability. */
-  readonly onVision?: ((vision: VisionCapability) => void) | undefined;
-  /** Page budget; the firmware's 8000 unless a fault knob says otherwise. */
-  readonly pageBudgetBytes?: number | undefined;
-}
 
 /** `initialize`'s result: it never negotiates. */
 export function initializeResult(board: BoardIdentity): string {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { JsonRpcErrorCode } from './errors.js';
 import type { JsonRpcId } from './jsonrpc.js';
-import type { DispatchContext, VisionCapability } from './mcp-server.js';
+import type { DispatchContext, VisionCapability } from './mcp-context.js';
 import { buildToolsPage, walkToolsPages } from './paging.js';
 import { ImageContent, type ToolReturn } from './results.js';
 import {

@@ -10,7 +10,7 @@ import { type ArgumentValues, CallErrorMessage, validateToolCall } from './argum
 import { type CJsonNode, fromJsonValueShallow } from './cjson.js';
 import { JsonRpcErrorCode, textForMessage } from './errors.js';
 import { encodeErrorReply, encodeResultReply, type JsonRpcId } from './jsonrpc.js';
-import type { BoardIdentity, DispatchContext, VisionCapability } from './mcp-server.js';
+import type { BoardIdentity, DispatchContext, VisionCapability } from './mcp-context.js';
 import { buildToolsPage } from './paging.js';
 import { encodeBase64, ImageContent, type ToolReturn } from './results.js';
 import type { PropertyValue, Tool, ToolRegistry } from './tools.js';
