@@ -12,14 +12,8 @@ export {
 } from './baseline.js';
 export { type CompareOptions, compareReports } from './compare/compare.js';
 export { type LoadedReport, loadReport, ReportInputError } from './compare/load.js';
+export { DEFAULT_COMPARE_THRESHOLDS } from './compare/rules.js';
 export { type MannWhitneyResult, mannWhitneyU } from './compare/stats.js';
-export {
-  type CompareThresholds,
-  type Comparison,
-  type ComparisonFinding,
-  DEFAULT_COMPARE_THRESHOLDS,
-  type LatencyComparison,
-} from './compare/types.js';
 export {
   type BoardConfig,
   boardEntryFor,
@@ -34,23 +28,23 @@ export {
   type SessionStart,
   sessionStartFor,
 } from './inventory.js';
-export {
-  type MergeInput,
-  type MergeOptions,
-  mergeReports,
-  type Qualification,
-  type QualificationEntry,
-} from './merge.js';
+export { type MergeInput, type MergeOptions, mergeReports } from './merge.js';
 export {
   type BoardReport,
   type BoardStatus,
   type BoardTransport,
   type CheckResult,
   type CheckStatus,
+  type CompareThresholds,
+  type Comparison,
+  type ComparisonFinding,
   DEFAULT_SUITES,
   type ExitCode,
   exitCodeFor,
+  type LatencyComparison,
   type LatencyStats,
+  type Qualification,
+  type QualificationEntry,
   type RigStep,
   type RigStepName,
   type RunReport,

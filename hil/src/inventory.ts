@@ -17,8 +17,7 @@ import {
   portIdentity,
 } from '@xiaozhi-mcp/serial';
 import { Ajv, type ErrorObject } from 'ajv';
-import type { CompareThresholds } from './compare/types.js';
-import type { SuiteName } from './model.js';
+import type { CompareThresholds, SuiteName } from './model.js';
 
 /** The inventory's `compare` thresholds; unset ones keep their defaults. */
 export type CompareConfig = Partial<CompareThresholds>;

@@ -5,52 +5,22 @@
  * report is a `RunReport`, so every reporter renders it and `hil compare` compares it.
  */
 import { basename, dirname, relative, resolve, sep } from 'node:path';
-import { mdCode, mdTable, mdText } from './compare/render.js';
 import {
   type BoardReport,
-  type BoardStatus,
   type ExitCode,
+  type Qualification,
+  type QualificationEntry,
   type RunReport,
   SUITE_NAMES,
   summarize,
 } from './model.js';
-import { stripControl } from './reporters/format.js';
-
-export interface QualificationSource {
-  /** The rig's name: `NAME=PATH` on the command line, else the report's folder name. */
-  readonly rig: string;
-  readonly file: string;
-  readonly startedAt: string;
-  readonly exitCode: number;
-  readonly interrupted: boolean;
-  readonly boards: number;
-  readonly firmware?: string;
-  /** The machine the rig's run ran on. */
-  readonly host?: string;
-}
-
-/** One board of one rig on one build. */
-export interface QualificationEntry {
-  readonly rig: string;
-  /** The board's inventory name on its rig. */
-  readonly board: string;
-  /** Its name in the merged report. */
-  readonly key: string;
-  readonly build: string;
-  /** `missing`: a rig named by `--expect` sent no report. */
-  readonly status: BoardStatus | 'missing';
-  readonly variant?: string;
-  readonly firmwareVersion?: string;
-}
-
-export interface Qualification {
-  readonly sources: QualificationSource[];
-  /** The builds, in order of appearance: the table's columns. */
-  readonly builds: string[];
-  readonly entries: QualificationEntry[];
-  /** Rigs `--expect` named that sent no report: each a rig failure. */
-  readonly missing: string[];
-}
+import {
+  escapeHtml,
+  markdownCode,
+  markdownTable,
+  markdownText,
+  stripControl,
+} from './reporters/escape.js';
 
 export interface MergeInput {
   readonly rig: string;
@@ -281,12 +251,12 @@ export function renderQualificationMarkdown(q: Qualification): string {
   const out = [
     '### Qualification: boards × builds',
     '',
-    ...mdTable(
-      ['Rig', 'Board', 'Variant', ...q.builds.map(mdText)],
+    ...markdownTable(
+      ['Rig', 'Board', 'Variant', ...q.builds.map(markdownText)],
       rows.map((row) => [
-        mdCode(row.rig),
-        mdCode(row.board),
-        mdText(row.variant ?? '–'),
+        markdownCode(row.rig),
+        markdownCode(row.board),
+        markdownText(row.variant ?? '–'),
         ...row.cells.map(
           (cell) =>
             cell.map((e) => `${STATUS_EMOJI[e.status] ?? '⚠️'} ${word(e.status)}`).join('<br>') ||
@@ -295,22 +265,20 @@ export function renderQualificationMarkdown(q: Qualification): string {
       ]),
     ),
     '',
-    `From ${q.sources.length} report${q.sources.length === 1 ? '' : 's'}: ${q.sources.map((s) => `${mdCode(s.rig)} (${s.host === undefined ? '' : `on ${mdText(s.host)}, `}exit ${s.exitCode}${s.interrupted ? ', interrupted' : ''})`).join(', ')}.`,
+    `From ${q.sources.length} report${q.sources.length === 1 ? '' : 's'}: ${q.sources.map((s) => `${markdownCode(s.rig)} (${s.host === undefined ? '' : `on ${markdownText(s.host)}, `}exit ${s.exitCode}${s.interrupted ? ', interrupted' : ''})`).join(', ')}.`,
     ...(q.missing.length === 0
       ? []
-      : ['', `**No report from ${q.missing.map(mdCode).join(', ')}**: counted as rig failures.`]),
+      : [
+          '',
+          `**No report from ${q.missing.map(markdownCode).join(', ')}**: counted as rig failures.`,
+        ]),
     '',
   ];
   return `${out.join('\n')}\n`;
 }
 
 export function renderQualificationHtml(q: Qualification): string {
-  const h = (text: string) =>
-    stripControl(text)
-      .replace(/&/g, '&amp;')
-      .replace(/</g, '&lt;')
-      .replace(/>/g, '&gt;')
-      .replace(/"/g, '&quot;');
+  const h = escapeHtml;
   const { rows } = qualificationMatrix(q);
   const cls = (status: QualificationEntry['status']) =>
     status === 'passed' || status === 'failed' ? status : 'rig-failed';

@@ -1,9 +1,9 @@
 /**
  * What a `hil run` produces: per board, the rig steps it went through and the checks of each
- * suite. Every reporter (console, JUnit, JSON, HTML, OpenMetrics, GitHub summary) reads this.
+ * suite; with `--compare-to` its comparison with a base, and from `hil merge` the qualification
+ * table. Every reporter (console, JUnit, JSON, HTML, OpenMetrics, GitHub summary) reads this,
+ * and `hil compare` and `hil merge` build on it: the model imports none of them.
  */
-import type { Comparison } from './compare/types.js';
-import type { Qualification } from './merge.js';
 
 export const SUITE_NAMES = [
   // Judged while the rig opens the session (the device hello, initialize, the tools walk); it
@@ -22,15 +22,12 @@ export const SUITE_NAMES = [
   'bridge',
 ] as const;
 export type SuiteName = (typeof SUITE_NAMES)[number];
-/** Suites that run unless `--suite` says otherwise; `reboot`, `ota-upgrade` and `bridge` are opt-in. */
-export const DEFAULT_SUITES: readonly SuiteName[] = [
-  'initialize',
-  'tools-list',
-  'tools-call',
-  'robustness',
-  'latency',
-  'audio',
-];
+/** Suites that run only when `--suite` names them. */
+const OPT_IN_SUITES: readonly SuiteName[] = ['reboot', 'ota-upgrade', 'bridge'];
+/** Suites that run unless `--suite` says otherwise: all but `session` (always judged) and the opt-in ones. */
+export const DEFAULT_SUITES: readonly SuiteName[] = SUITE_NAMES.filter(
+  (suite) => suite !== 'session' && !OPT_IN_SUITES.includes(suite),
+);
 
 export type Severity = 'critical' | 'major' | 'minor';
 
@@ -229,6 +226,179 @@ export interface RunReport {
   /** `hil merge`: the rigs' reports this one combines (docs/ci.md §2). */
   qualification?: Qualification;
 }
+
+// ---- The comparison section: `hil compare`, `hil run --compare-to` (docs/ci.md §1) ---------
+
+/**
+ * When a difference is a regression. Ratios say how many times worse the candidate must be
+ * (slower, bigger, or less free heap); the absolute floors keep tiny figures from tripping
+ * them. Set in the inventory's `compare` (hil.config.schema.json).
+ */
+export interface CompareThresholds {
+  /** The rank test's one-sided p-value below which a latency difference is real. */
+  readonly latencyPValue: number;
+  /** The candidate's median over the base's, at least (1.1: 10 % slower). */
+  readonly latencyMinRatio: number;
+  /** And the medians at least this far apart. */
+  readonly latencyMinMs: number;
+  /** Fewer samples on either side: latency is listed, not judged. */
+  readonly latencyMinSamples: number;
+  /** Boot (reset to the board's identity line on the console) this many times slower... */
+  readonly bootMinRatio: number;
+  /** ...and at least this much slower. */
+  readonly bootMinMs: number;
+  readonly flashMinRatio: number;
+  readonly flashMinMs: number;
+  /** The flashed image this many times bigger, and at least `imageMinBytes` bigger. */
+  readonly imageMinRatio: number;
+  readonly imageMinBytes: number;
+  /** `minimum_free_heap_size` of the OTA request: the base's over the candidate's, at least... */
+  readonly heapMinRatio: number;
+  /** ...and at least this many bytes less. */
+  readonly heapMinBytes: number;
+}
+
+export type FindingKind = 'regression' | 'improvement' | 'change';
+
+export type FindingSubject =
+  | 'board'
+  | 'check'
+  | 'tool'
+  | 'pages'
+  | 'latency'
+  | 'boot'
+  | 'flash'
+  | 'image'
+  | 'heap';
+
+export interface ComparisonFinding {
+  readonly kind: FindingKind;
+  readonly subject: FindingSubject;
+  /**
+   * What it is about, stable between runs (a JUnit testcase name): `check tools-list.walk`,
+   * `tool self.lamp.turn_on`, `latency tools/call self.get_device_status`, `boot`.
+   */
+  readonly id: string;
+  /** One line: what it was, what it is. */
+  readonly text: string;
+  readonly base?: string;
+  readonly candidate?: string;
+}
+
+export type LatencyVerdict = 'slower' | 'faster' | 'same' | 'too-few-samples';
+
+/** One method's samples, base against candidate. */
+export interface LatencyComparison {
+  readonly method: string;
+  readonly baseSamples: number;
+  readonly candidateSamples: number;
+  readonly baseMedianMs: number;
+  readonly candidateMedianMs: number;
+  /** The candidate's median over the base's. */
+  readonly ratio: number;
+  readonly deltaMs: number;
+  /** Mann-Whitney U of the candidate's samples against the base's. */
+  readonly u: number;
+  /** One-sided p-values: the candidate is slower; the candidate is faster. */
+  readonly pSlower: number;
+  readonly pFaster: number;
+  readonly verdict: LatencyVerdict;
+}
+
+/** A single figure of each side (boot time, flash time, image size, free heap). */
+export interface MetricComparison {
+  readonly metric: 'boot' | 'flash' | 'image' | 'heap';
+  readonly unit: 'ms' | 'bytes';
+  readonly base: number | undefined;
+  readonly candidate: number | undefined;
+  readonly verdict: 'worse' | 'better' | 'same' | 'not-compared';
+}
+
+export interface BoardSideSummary {
+  readonly status: BoardStatus;
+  readonly firmwareVersion?: string;
+}
+
+export interface BoardComparison {
+  readonly board: string;
+  /** Absent when the board is only in the other report. */
+  readonly base?: BoardSideSummary;
+  readonly candidate?: BoardSideSummary;
+  readonly findings: ComparisonFinding[];
+  readonly latency: LatencyComparison[];
+  readonly metrics: MetricComparison[];
+  /** What could not be compared, and why (a report without tool list, too few samples). */
+  readonly notes: string[];
+}
+
+export interface ComparisonSide {
+  /** Where the report came from (its path), or `this run`. */
+  readonly label: string;
+  readonly startedAt: string;
+  readonly exitCode: number;
+  /** The firmware the report names (the flashed file's version), if any. */
+  readonly firmware?: string;
+}
+
+/**
+ * What `hil compare` finds between a base report and a candidate report: per board, what got
+ * worse (regressions, exit 1), what got better, and what merely changed.
+ */
+export interface Comparison {
+  readonly base: ComparisonSide;
+  readonly candidate: ComparisonSide;
+  readonly thresholds: CompareThresholds;
+  readonly boards: BoardComparison[];
+  readonly regressions: number;
+  readonly improvements: number;
+  readonly changes: number;
+  /**
+   * 0 no regression, 1 a regression, 3 the candidate's rig failed (a board could not be
+   * qualified, so it could not be compared either).
+   */
+  readonly exitCode: 0 | 1 | 3;
+}
+
+// ---- The qualification section: `hil merge` (docs/ci.md §2) --------------------------------
+
+export interface QualificationSource {
+  /** The rig's name: `NAME=PATH` on the command line, else the report's folder name. */
+  readonly rig: string;
+  readonly file: string;
+  readonly startedAt: string;
+  readonly exitCode: number;
+  readonly interrupted: boolean;
+  readonly boards: number;
+  readonly firmware?: string;
+  /** The machine the rig's run ran on. */
+  readonly host?: string;
+}
+
+/** One board of one rig on one build. */
+export interface QualificationEntry {
+  readonly rig: string;
+  /** The board's inventory name on its rig. */
+  readonly board: string;
+  /** Its name in the merged report. */
+  readonly key: string;
+  readonly build: string;
+  /** `missing`: a rig named by `--expect` sent no report. */
+  readonly status: BoardStatus | 'missing';
+  readonly variant?: string;
+  readonly firmwareVersion?: string;
+}
+
+/** The reports of several rigs as one: each board's verdict per build. */
+export interface Qualification {
+  readonly sources: QualificationSource[];
+  /** The builds, in order of appearance: the table's columns. */
+  readonly builds: string[];
+  readonly entries: QualificationEntry[];
+  /** Rigs `--expect` named that sent no report: each a rig failure. */
+  readonly missing: string[];
+}
+
+// ---- Derived from the boards ----------------------------------------------------------------
 
 /** Counts checks and boards; a board that failed its rig steps counts as a rig failure. */
 export function summarize(boards: readonly BoardReport[]): RunSummary {

@@ -9,7 +9,7 @@ import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { loadInventory } from '../inventory.js';
 import { type MergeInput, mergeReports, parseMergeArgument, rigNameFor } from '../merge.js';
-import type { RunReport } from '../model.js';
+import type { CompareThresholds, Comparison, RunReport } from '../model.js';
 import { renderConsoleSummary } from '../reporters/console.js';
 import { renderGithubSummary } from '../reporters/github.js';
 import { writeReports } from '../reporters/index.js';
@@ -17,7 +17,6 @@ import { HIL_VERSION } from '../rig.js';
 import { compareReports } from './compare.js';
 import { type LoadedReport, loadReport, ReportInputError } from './load.js';
 import { comparisonLine, renderComparisonMarkdown, renderComparisonText } from './render.js';
-import type { CompareThresholds, Comparison } from './types.js';
 
 export interface CommandOutput {
   stdout(text: string): void;

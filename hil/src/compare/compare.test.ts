@@ -17,6 +17,7 @@ import { renderJunit } from '../reporters/junit.js';
 import { attachComparison } from './commands.js';
 import { compareLatency, compareReports } from './compare.js';
 import { renderComparisonText } from './render.js';
+import { DEFAULT_COMPARE_THRESHOLDS } from './rules.js';
 import {
   check,
   latencyOf,
@@ -25,7 +26,6 @@ import {
   syntheticReport,
   TOOLS,
 } from './synthetic.js';
-import { DEFAULT_COMPARE_THRESHOLDS } from './types.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hil-compare-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

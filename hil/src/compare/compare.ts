@@ -5,25 +5,22 @@
  * flash time, image size and the free heap the board reported in its OTA check.
  */
 import type {
+  BoardComparison,
   BoardReport,
   CheckResult,
+  CompareThresholds,
+  Comparison,
+  ComparisonFinding,
+  ComparisonSide,
+  LatencyComparison,
   LatencyStats,
+  MetricComparison,
   PageSize,
   RunReport,
   ToolSummary,
 } from '../model.js';
+import { checkChangeKind, DEFAULT_COMPARE_THRESHOLDS } from './rules.js';
 import { mannWhitneyU, median } from './stats.js';
-import {
-  type BoardComparison,
-  type CompareThresholds,
-  type Comparison,
-  type ComparisonFinding,
-  type ComparisonSide,
-  checkChangeKind,
-  DEFAULT_COMPARE_THRESHOLDS,
-  type LatencyComparison,
-  type MetricComparison,
-} from './types.js';
 
 export interface CompareOptions {
   /** Overrides of the default thresholds (the inventory's `compare`). */

@@ -2,45 +2,24 @@
  * A comparison (docs/ci.md §1) in each report format: console text, Markdown (the GitHub step
  * summary), an HTML section and a JUnit testsuite with a testcase per regression.
  */
-import { stripControl } from '../reporters/format.js';
-import { describeLatency, formatP } from './compare.js';
 import type {
   BoardComparison,
   Comparison,
   ComparisonFinding,
   FindingKind,
   MetricComparison,
-} from './types.js';
-
-// ---- Escaping (each format's own, as the reporters do) --------------------------------------
-
-export function mdText(text: string): string {
-  return stripControl(text)
-    .replace(/[\\`*_[\]<>|~&]/g, '\\$&')
-    .replace(/\r?\n/g, '<br>');
-}
-
-export function mdCode(text: string): string {
-  return `\`${stripControl(text).replace(/`/g, "'").replace(/\|/g, '\\|')}\``;
-}
-
-export function mdTable(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
-  const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
-  return [line(header), line(header.map(() => '---')), ...rows.map(line)];
-}
-
-export function htmlText(text: string): string {
-  return stripControl(text)
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
-}
-
-export function xmlAttrText(text: string): string {
-  return htmlText(text).replace(/\t/g, '&#9;').replace(/\n/g, '&#10;').replace(/\r/g, '&#13;');
-}
+} from '../model.js';
+import {
+  escapeHtml,
+  markdownCode,
+  markdownTable,
+  markdownText,
+  singleLine,
+  xmlAttr,
+  xmlText,
+} from '../reporters/escape.js';
+import { plural } from '../reporters/format.js';
+import { describeLatency, formatP } from './compare.js';
 
 // ---- Wording --------------------------------------------------------------------------------
 
@@ -64,10 +43,6 @@ const KIND_RANK: Readonly<Record<FindingKind, number>> = {
 
 function sorted(findings: readonly ComparisonFinding[]): ComparisonFinding[] {
   return [...findings].sort((a, b) => KIND_RANK[a.kind] - KIND_RANK[b.kind]);
-}
-
-function plural(n: number, one: string, many = `${one}s`): string {
-  return `${n} ${n === 1 ? one : many}`;
 }
 
 /** `1 regression, 2 improvements, 5 changes`, or `no difference`. */
@@ -135,7 +110,7 @@ export function renderComparisonText(c: Comparison): string {
     const quiet = board.findings.length === 0;
     out.push(`${board.board} (${statusText(board)})${quiet ? ': no difference' : ''}`);
     for (const f of sorted(board.findings)) {
-      out.push(`  ${KIND_GLYPH[f.kind]} ${f.kind.padEnd(11)} ${clean(f.text)}`);
+      out.push(`  ${KIND_GLYPH[f.kind]} ${f.kind.padEnd(11)} ${singleLine(f.text)}`);
     }
     for (const l of board.latency) {
       if (l.verdict !== 'same') continue;
@@ -146,13 +121,9 @@ export function renderComparisonText(c: Comparison): string {
     }
     const figures = metricsText(board);
     if (figures !== '') out.push(`    ${figures}`);
-    for (const note of board.notes) out.push(`    note: ${clean(note)}`);
+    for (const note of board.notes) out.push(`    note: ${singleLine(note)}`);
   }
   return `${out.join('\n')}\n`;
-}
-
-function clean(text: string): string {
-  return stripControl(text).replace(/[\r\n\t]+/g, ' ');
 }
 
 // ---- Markdown -------------------------------------------------------------------------------
@@ -160,25 +131,25 @@ function clean(text: string): string {
 export function renderComparisonMarkdown(c: Comparison): string {
   const icon = c.regressions > 0 ? '❌' : '✅';
   const out: string[] = [
-    `### ${icon} Comparison with the base: ${mdText(comparisonLine(c))}`,
+    `### ${icon} Comparison with the base: ${markdownText(comparisonLine(c))}`,
     '',
-    `Base: ${mdCode(c.base.label)}${c.base.firmware ? ` (${mdText(c.base.firmware)})` : ''} · candidate: ${mdCode(c.candidate.label)}${c.candidate.firmware ? ` (${mdText(c.candidate.firmware)})` : ''}. ${mdText(thresholdsText(c))}.`,
+    `Base: ${markdownCode(c.base.label)}${c.base.firmware ? ` (${markdownText(c.base.firmware)})` : ''} · candidate: ${markdownCode(c.candidate.label)}${c.candidate.firmware ? ` (${markdownText(c.candidate.firmware)})` : ''}. ${markdownText(thresholdsText(c))}.`,
     '',
   ];
   const rows = c.boards.flatMap((board) =>
     sorted(board.findings).map((f) => [
-      mdCode(board.board),
+      markdownCode(board.board),
       `${KIND_EMOJI[f.kind]} ${f.kind}`,
-      mdCode(f.id),
-      mdText(f.text),
+      markdownCode(f.id),
+      markdownText(f.text),
     ]),
   );
-  if (rows.length > 0) out.push(...mdTable(['Board', 'Kind', 'What', 'Detail'], rows), '');
+  if (rows.length > 0) out.push(...markdownTable(['Board', 'Kind', 'What', 'Detail'], rows), '');
 
   const latency = c.boards.flatMap((board) => board.latency.map((l) => ({ board, l })));
   if (latency.length > 0) {
     out.push(
-      ...mdTable(
+      ...markdownTable(
         [
           'Board',
           'Method',
@@ -190,8 +161,8 @@ export function renderComparisonMarkdown(c: Comparison): string {
           'Verdict',
         ],
         latency.map(({ board, l }) => [
-          mdCode(board.board),
-          mdCode(l.method),
+          markdownCode(board.board),
+          markdownCode(l.method),
           `${l.baseSamples}/${l.candidateSamples}`,
           `${l.baseMedianMs} ms`,
           `${l.candidateMedianMs} ms`,
@@ -206,10 +177,10 @@ export function renderComparisonMarkdown(c: Comparison): string {
   const figures = c.boards.filter((b) => metricsText(b) !== '');
   if (figures.length > 0) {
     out.push(
-      ...mdTable(
+      ...markdownTable(
         ['Board', 'Boot', 'Flash', 'Image', 'Min free heap'],
         figures.map((board) => [
-          mdCode(board.board),
+          markdownCode(board.board),
           ...(['boot', 'flash', 'image', 'heap'] as const).map((metric) => {
             const m = board.metrics.find((x) => x.metric === metric);
             if (m === undefined || m.verdict === 'not-compared') return '–';
@@ -223,7 +194,10 @@ export function renderComparisonMarkdown(c: Comparison): string {
   }
   const notes = c.boards.flatMap((board) => board.notes.map((note) => ({ board, note })));
   if (notes.length > 0) {
-    out.push(...notes.map(({ board, note }) => `- ${mdCode(board.board)}: ${mdText(note)}`), '');
+    out.push(
+      ...notes.map(({ board, note }) => `- ${markdownCode(board.board)}: ${markdownText(note)}`),
+      '',
+    );
   }
   return `${out.join('\n')}\n`;
 }
@@ -238,7 +212,7 @@ const KIND_CLASS: Readonly<Record<FindingKind, string>> = {
 
 /** A card for the HTML report, styled with the report's own classes. */
 export function renderComparisonHtml(c: Comparison): string {
-  const h = htmlText;
+  const h = escapeHtml;
   const rows = c.boards.flatMap((board) =>
     sorted(board.findings).map(
       (f) =>
@@ -290,18 +264,18 @@ export function renderComparisonTestsuite(c: Comparison): {
   tests: number;
   failures: number;
 } {
-  const a = xmlAttrText;
+  const a = xmlAttr;
   const regressions = c.boards.flatMap((board) =>
     board.findings.filter((f) => f.kind === 'regression').map((f) => ({ board, f })),
   );
   const cases =
     regressions.length === 0
       ? [
-          `    <testcase classname="comparison" name="no regression" time="0.000">\n      <system-out>${htmlText(`against ${c.base.label}: ${comparisonLine(c)}`)}</system-out>\n    </testcase>`,
+          `    <testcase classname="comparison" name="no regression" time="0.000">\n      <system-out>${xmlText(`against ${c.base.label}: ${comparisonLine(c)}`)}</system-out>\n    </testcase>`,
         ]
       : regressions.map(
           ({ board, f }) =>
-            `    <testcase classname="${a(`comparison.${board.board}`)}" name="${a(f.id)}" time="0.000">\n      <failure message="${a(f.text)}" type="regression">${htmlText(
+            `    <testcase classname="${a(`comparison.${board.board}`)}" name="${a(f.id)}" time="0.000">\n      <failure message="${a(f.text)}" type="regression">${xmlText(
               [
                 f.text,
                 ...(f.base === undefined ? [] : [`base: ${f.base}`]),

@@ -6,6 +6,7 @@
 import { renderComparisonText } from '../compare/render.js';
 import { renderQualificationText } from '../merge.js';
 import type { CheckResult, RigStep, RigStepName, RunReport } from '../model.js';
+import { singleLine } from './escape.js';
 import {
   boardStatusText,
   checkText,
@@ -19,7 +20,6 @@ import {
   plural,
   resultLine,
   rigFailures,
-  stripControl,
   transportText,
   versionText,
 } from './format.js';
@@ -121,7 +121,7 @@ export class ConsoleReporter {
     }
     line.step = step;
     line.stepStatus = status;
-    line.last = clean(message ?? '');
+    line.last = singleLine(message ?? '');
 
     const glyph =
       detail.flaky === true && status === 'passed'
@@ -132,7 +132,7 @@ export class ConsoleReporter {
     let text = `${this.prefix(board)} ${step} ${this.paint(glyph, tone)}`;
     if (durationMs !== undefined) text += ` ${formatDuration(durationMs)}`;
     const notes = [
-      clean(message ?? ''),
+      singleLine(message ?? ''),
       detail.flaky === true ? 'flaky: passed on a retry' : '',
     ].filter((n) => n !== '');
     if (notes.length > 0)
@@ -152,16 +152,16 @@ export class ConsoleReporter {
 
     let text = `${this.prefix(board)} ${result.id} `;
     if (result.status === 'failed') {
-      text += `${this.paint(GLYPH.failed, 'red')} ${clean(checkText(result))}`;
+      text += `${this.paint(GLYPH.failed, 'red')} ${singleLine(checkText(result))}`;
       if (result.retries > 0) text += ` (after ${plural(result.retries, 'retry', 'retries')})`;
     } else if (result.status === 'known-deviation') {
-      text += `${this.paint(GLYPH['known-deviation'], 'yellow')} known deviation: ${clean(result.deviation?.reason ?? checkText(result))}`;
+      text += `${this.paint(GLYPH['known-deviation'], 'yellow')} known deviation: ${singleLine(result.deviation?.reason ?? checkText(result))}`;
     } else if (result.status === 'skipped') {
-      text += `${this.paint(GLYPH.skipped, 'dim')} skipped${result.message === '' ? '' : `: ${clean(result.message)}`}`;
+      text += `${this.paint(GLYPH.skipped, 'dim')} skipped${result.message === '' ? '' : `: ${singleLine(result.message)}`}`;
     } else {
       text += this.paint(GLYPH.passed, 'green');
       const notes: string[] = [];
-      if (result.message !== '') notes.push(clean(result.message));
+      if (result.message !== '') notes.push(singleLine(result.message));
       if (isFlaky(result))
         notes.push(`flaky: passed after ${plural(result.retries, 'retry', 'retries')}`);
       if (isFixedDeviation(result))
@@ -175,7 +175,7 @@ export class ConsoleReporter {
   log(board: string, text: string): void {
     const lines = text
       .split(/\r?\n/)
-      .map(clean)
+      .map(singleLine)
       .filter((l) => l.trim() !== '');
     const last = lines[lines.length - 1];
     if (last === undefined) return;
@@ -309,12 +309,12 @@ export function renderConsoleSummary(
     out.push('', c(`Failures (${failureCount})`, 'red'));
     for (const { board, failure } of rig) {
       out.push(
-        `  ${c(GLYPH.failed, 'red')} ${board.name}  rig.${failure.step}  ${clean(failure.reason)}`,
+        `  ${c(GLYPH.failed, 'red')} ${board.name}  rig.${failure.step}  ${singleLine(failure.reason)}`,
       );
     }
     for (const { board, check } of found.failed) {
       out.push(`  ${c(GLYPH.failed, 'red')} ${board.name}  ${check.id}  [${check.severity}]`);
-      out.push(`      ${clean(checkText(check))}`);
+      out.push(`      ${singleLine(checkText(check))}`);
       if (check.retries > 0) out.push(`      failed on all ${check.retries + 1} attempts`);
     }
   }
@@ -323,9 +323,9 @@ export function renderConsoleSummary(
     out.push('', c(`Known deviations (${found.deviations.length})`, 'yellow'));
     for (const { board, check } of found.deviations) {
       out.push(
-        `  ${GLYPH['known-deviation']} ${board.name}  ${check.id}  ${clean(check.deviation?.reason ?? '')}`,
+        `  ${GLYPH['known-deviation']} ${board.name}  ${check.id}  ${singleLine(check.deviation?.reason ?? '')}`,
       );
-      out.push(`      ${clean(checkText(check))}`);
+      out.push(`      ${singleLine(checkText(check))}`);
     }
   }
 
@@ -339,7 +339,7 @@ export function renderConsoleSummary(
     );
     for (const { board, check } of found.fixed) {
       out.push(
-        `  ${GLYPH.fixed} ${board.name}  ${check.id}  passes now (baseline: ${clean(check.deviation?.reason ?? '')})`,
+        `  ${GLYPH.fixed} ${board.name}  ${check.id}  passes now (baseline: ${singleLine(check.deviation?.reason ?? '')})`,
       );
     }
   }
@@ -376,10 +376,6 @@ export function renderConsoleSummary(
 
 function paint(text: string, tone: Tone | undefined, color: boolean): string {
   return color && tone !== undefined ? `\u001b[${ANSI[tone]}m${text}\u001b[0m` : text;
-}
-
-function clean(text: string): string {
-  return stripControl(text).replace(/[\r\n\t]+/g, ' ');
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping colours to measure.

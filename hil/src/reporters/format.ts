@@ -67,21 +67,6 @@ export function versionText(board: BoardReport): string | undefined {
     : `${board.firmwareVersion} → ${board.upgradedVersion}`;
 }
 
-/**
- * Removes what no report format should carry: ANSI escape sequences (a board's coloured console
- * output), C0 controls but tab/LF/CR, DEL, lone surrogates and U+FFFE/U+FFFF (invalid in XML 1.0).
- */
-export function stripControl(text: string): string {
-  return (
-    text
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: removing them is the point.
-      .replace(/\u001b\[[0-9;?]*[ -/]*[@-~]/g, '')
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: removing them is the point.
-      .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f\ufffe\uffff]/g, '')
-      .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '')
-  );
-}
-
 /** `850 ms`, `4.1 s`, `2 min 03 s`. */
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms) || ms < 0) return '?';

@@ -2,8 +2,9 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { markdownText } from './escape.js';
 import { fixtureReport, passingReport, reportOf } from './fixture.js';
-import { markdownText, renderGithubSummary, writeGithubSummary } from './github.js';
+import { renderGithubSummary, writeGithubSummary } from './github.js';
 
 /** The rows of the Markdown table that starts with `header`. */
 function tableAfter(markdown: string, header: string): string[] {

@@ -6,6 +6,7 @@ import { appendFile } from 'node:fs/promises';
 import { renderComparisonMarkdown } from '../compare/render.js';
 import { renderQualificationMarkdown } from '../merge.js';
 import type { BoardReport, RunReport } from '../model.js';
+import { markdownCode, markdownTable, markdownText } from './escape.js';
 import {
   boardStatusText,
   checkText,
@@ -17,7 +18,6 @@ import {
   imageText,
   resultLine,
   rigFailures,
-  stripControl,
   versionText,
 } from './format.js';
 
@@ -27,34 +27,6 @@ const BOARD_EMOJI: Readonly<Record<BoardReport['status'], string>> = {
   'rig-failed': '💥',
   interrupted: '⏹️',
 };
-
-/**
- * Free text in Markdown: punctuation that would format, link or break a table row is
- * backslash-escaped (CommonMark), line breaks become `<br>`.
- */
-export function markdownText(text: string): string {
-  return stripControl(text)
-    .replace(/[\\`*_[\]<>|~&]/g, '\\$&')
-    .replace(/\r?\n/g, '<br>');
-}
-
-/** Ids and names as inline code; a backtick inside cannot occur in them, but stay safe. */
-function code(text: string): string {
-  return `\`${text.replace(/`/g, "'").replace(/\|/g, '\\|')}\``;
-}
-
-function row(cells: readonly string[]): string {
-  return `| ${cells.join(' | ')} |`;
-}
-
-function table(
-  header: readonly string[],
-  rows: readonly (readonly string[])[],
-  align?: readonly ('l' | 'r')[],
-): string[] {
-  const rule = header.map((_, i) => (align?.[i] === 'r' ? '---:' : '---'));
-  return [row(header), row(rule), ...rows.map(row)];
-}
 
 export function renderGithubSummary(report: RunReport): string {
   const out: string[] = [];
@@ -81,7 +53,7 @@ export function renderGithubSummary(report: RunReport): string {
   );
 
   out.push(
-    ...table(
+    ...markdownTable(
       [
         '',
         'Board',
@@ -109,7 +81,7 @@ export function renderGithubSummary(report: RunReport): string {
         const status = boardStatusText(b);
         return [
           BOARD_EMOJI[b.status],
-          code(b.name),
+          markdownCode(b.name),
           status,
           markdownText(b.variant ?? '–'),
           markdownText(b.chip ?? '–'),
@@ -137,18 +109,18 @@ export function renderGithubSummary(report: RunReport): string {
   if (rig.length > 0 || found.failed.length > 0) {
     out.push('### Failures', '');
     out.push(
-      ...table(
+      ...markdownTable(
         ['Board', 'Check', 'Severity', 'Message'],
         [
           ...rig.map(({ board, failure }) => [
-            code(board.name),
-            code(`rig.${failure.step}`),
+            markdownCode(board.name),
+            markdownCode(`rig.${failure.step}`),
             'rig',
             markdownText(failure.reason),
           ]),
           ...found.failed.map(({ board, check }) => [
-            code(board.name),
-            code(check.id),
+            markdownCode(board.name),
+            markdownCode(check.id),
             check.severity,
             markdownText(checkText(check)) +
               (check.retries > 0 ? ` (failed on all ${check.retries + 1} attempts)` : ''),
@@ -162,11 +134,11 @@ export function renderGithubSummary(report: RunReport): string {
   if (found.deviations.length > 0) {
     out.push('### Known deviations', '');
     out.push(
-      ...table(
+      ...markdownTable(
         ['Board', 'Check', 'Baseline reason', 'What came back'],
         found.deviations.map(({ board, check }) => [
-          code(board.name),
-          code(check.id),
+          markdownCode(board.name),
+          markdownCode(check.id),
           markdownText(check.deviation?.reason ?? ''),
           markdownText(checkText(check)),
         ]),
@@ -184,7 +156,7 @@ export function renderGithubSummary(report: RunReport): string {
       '',
       ...found.fixed.map(
         ({ board, check }) =>
-          `- ${code(board.name)} ${code(check.id)}: ${markdownText(check.deviation?.reason ?? '')}`,
+          `- ${markdownCode(board.name)} ${markdownCode(check.id)}: ${markdownText(check.deviation?.reason ?? '')}`,
       ),
       '',
     );
@@ -196,7 +168,7 @@ export function renderGithubSummary(report: RunReport): string {
       '',
       ...found.flaky.map(
         ({ board, check }) =>
-          `- ${code(board.name)} ${code(check.id)} passed after ${check.retries} ${check.retries === 1 ? 'retry' : 'retries'}`,
+          `- ${markdownCode(board.name)} ${markdownCode(check.id)} passed after ${check.retries} ${check.retries === 1 ? 'retry' : 'retries'}`,
       ),
       '',
     );
@@ -208,11 +180,11 @@ export function renderGithubSummary(report: RunReport): string {
   if (latency.length > 0) {
     out.push('### Latency', '');
     out.push(
-      ...table(
+      ...markdownTable(
         ['Board', 'Method', 'Samples', 'min', 'p50', 'p90', 'p99', 'max', 'ping p50', 'ping p99'],
         latency.map(({ board, stats }) => [
-          code(board.name),
-          code(stats.method),
+          markdownCode(board.name),
+          markdownCode(stats.method),
           String(stats.samples),
           formatMs(stats.minMs),
           formatMs(stats.p50Ms),

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { escapeHtml } from './escape.js';
 import {
   elements,
   fixtureReport,
@@ -7,7 +8,7 @@ import {
   textContent,
   type XmlElement,
 } from './fixture.js';
-import { artefactHref, escapeHtml, LABEL_GAP, renderHtml, spreadLabels } from './html.js';
+import { artefactHref, LABEL_GAP, renderHtml, spreadLabels } from './html.js';
 
 /**
  * The report is written as well-formed markup, so after closing the HTML void elements and

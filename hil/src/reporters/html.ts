@@ -6,6 +6,7 @@
 import { renderComparisonHtml } from '../compare/render.js';
 import { renderQualificationHtml } from '../merge.js';
 import type { BoardReport, CheckResult, LatencyStats, RigStep, RunReport } from '../model.js';
+import { escapeHtml } from './escape.js';
 import {
   boardStatusText,
   checkText,
@@ -18,19 +19,8 @@ import {
   isFlaky,
   orderChecks,
   resultLine,
-  stripControl,
   transportText,
 } from './format.js';
-
-/** Text and attribute values. */
-export function escapeHtml(text: string): string {
-  return stripControl(text)
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
-}
 
 const h = escapeHtml;
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { xmlAttr, xmlText } from './escape.js';
 import { elements, fixtureReport, parseXml, reportOf, type XmlElement } from './fixture.js';
-import { renderJunit, xmlAttr, xmlText } from './junit.js';
+import { renderJunit } from './junit.js';
 
 function suiteOf(root: XmlElement, board: string): XmlElement {
   const suite = elements(root, 'testsuite').find((s) => s.attributes.name === board);

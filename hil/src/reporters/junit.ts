@@ -5,21 +5,8 @@
  */
 import { renderComparisonTestsuite } from '../compare/render.js';
 import type { BoardReport, CheckResult, RunReport } from '../model.js';
-import { checkText, type RigFailure, rigFailures, stripControl } from './format.js';
-
-export function xmlText(text: string): string {
-  return stripControl(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-}
-
-/** Attribute values also keep their line breaks and tabs (a parser would normalise them to spaces). */
-export function xmlAttr(text: string): string {
-  return xmlText(text)
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&apos;')
-    .replace(/\t/g, '&#9;')
-    .replace(/\n/g, '&#10;')
-    .replace(/\r/g, '&#13;');
-}
+import { xmlAttr, xmlText } from './escape.js';
+import { checkText, type RigFailure, rigFailures } from './format.js';
 
 function seconds(ms: number): string {
   return Number.isFinite(ms) && ms > 0 ? (ms / 1000).toFixed(3) : '0.000';
