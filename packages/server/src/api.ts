@@ -14,9 +14,29 @@
  * Errors are `{error: {code, message}}`: 400 bad request, 404 unknown device, 409 not
  * connected or not ready, 502 the device answered with an error (`code` is the JSON-RPC code,
  * `codeless` tells whether the device sent one) or an unusable reply, 504 no reply in time.
+ *
+ * Every request and answer is one of the protocol's API wire types (module `api` of
+ * `@xiaozhi-mcp/protocol`), which the API's client reads with.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { WireError } from '@xiaozhi-mcp/protocol';
+import {
+  API_CALL_TIMEOUT_MAX_MS,
+  API_DEVICES_PAGE_DEFAULT,
+  API_DEVICES_PAGE_MAX,
+  API_OTA_CHECKS_DEFAULT,
+  type ApiCallRequest,
+  type ApiCallResponse,
+  type ApiDevice,
+  type ApiDeviceResponse,
+  type ApiDevicesResponse,
+  type ApiErrorBody,
+  type ApiForgetResponse,
+  type ApiOtaChecksResponse,
+  type ApiToolsResponse,
+  type ApiTransportRequest,
+  type ApiTransportResponse,
+  WireError,
+} from '@xiaozhi-mcp/protocol';
 import type { DeviceTransport } from './device-link.js';
 import { ServerError } from './errors.js';
 import { HttpError, readBody, sendJson } from './http.js';
@@ -40,13 +60,11 @@ export interface ApiControls {
 
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
-/** `GET /devices`: the default page, and the largest. */
-export const DEVICES_PAGE_DEFAULT = 100;
-export const DEVICES_PAGE_MAX = 1000;
-/** `timeoutMs` of a call: at most 10 minutes. */
-export const CALL_TIMEOUT_MAX_MS = 600_000;
+/** A request body as parsed, before its fields are checked against their wire type. */
+type Unchecked<T> = { [K in keyof T]?: unknown };
 
-export function deviceSummary(record: DeviceRecord) {
+/** A device as the API lists it, but for what the server knows beyond the registry. */
+export function deviceSummary(record: DeviceRecord): Omit<ApiDevice, 'offeredTransport'> {
   return {
     deviceId: record.deviceId,
     clientId: record.clientId,
@@ -86,20 +104,24 @@ function sendError(res: ServerResponse, error: unknown): void {
         message: error.message,
         source: 'device',
       },
-    });
+    } satisfies ApiErrorBody);
   } else if (error instanceof ServerError) {
     sendJson(res, STATUS[error.code] ?? 500, {
       error: { code: error.code, message: error.message },
-    });
+    } satisfies ApiErrorBody);
   } else if (error instanceof HttpError) {
-    sendJson(res, error.status, { error: { code: error.code, message: error.message } });
+    sendJson(res, error.status, {
+      error: { code: error.code, message: error.message },
+    } satisfies ApiErrorBody);
   } else {
-    sendJson(res, 500, { error: { code: 'INTERNAL', message: (error as Error).message } });
+    sendJson(res, 500, {
+      error: { code: 'INTERNAL', message: (error as Error).message },
+    } satisfies ApiErrorBody);
   }
 }
 
 /** A device's summary with what the server knows of it beyond the registry. */
-function summaryWith(record: DeviceRecord, controls: ApiControls | undefined) {
+function summaryWith(record: DeviceRecord, controls: ApiControls | undefined): ApiDevice {
   return {
     ...deviceSummary(record),
     offeredTransport: controls?.transportFor(record.deviceId) ?? null,
@@ -111,18 +133,18 @@ function devicesPage(
   registry: DeviceRegistry,
   query: URLSearchParams,
   controls: ApiControls | undefined,
-): { devices: ReturnType<typeof summaryWith>[]; nextCursor?: string } {
+): ApiDevicesResponse {
   const limitText = query.get('limit');
-  const limit = limitText === null ? DEVICES_PAGE_DEFAULT : Number(limitText);
+  const limit = limitText === null ? API_DEVICES_PAGE_DEFAULT : Number(limitText);
   if (
     !/^\d+$/.test(limitText ?? '1') ||
     !Number.isInteger(limit) ||
     limit < 1 ||
-    limit > DEVICES_PAGE_MAX
+    limit > API_DEVICES_PAGE_MAX
   )
     throw new HttpError(
       400,
-      `limit must be an integer 1..${DEVICES_PAGE_MAX}, got ${JSON.stringify(limitText)}`,
+      `limit must be an integer 1..${API_DEVICES_PAGE_MAX}, got ${JSON.stringify(limitText)}`,
     );
   const cursor = query.get('cursor') ?? '';
   const after = registry
@@ -150,7 +172,7 @@ async function putTransport(
       400,
       `a device id is the board MAC, aa:bb:cc:dd:ee:ff, got ${JSON.stringify(deviceInput.slice(0, 64))}`,
     );
-  const body = JSON.parse((await readBody(req, 1024)) || '{}') as { transport?: unknown };
+  const body = JSON.parse((await readBody(req, 1024)) || '{}') as Unchecked<ApiTransportRequest>;
   const { transport } = body;
   if (transport !== 'websocket' && transport !== 'mqtt')
     throw new HttpError(400, 'body.transport must be "websocket" or "mqtt"');
@@ -163,7 +185,7 @@ async function putTransport(
       throw new HttpError(409, error.message, 'NO_MQTT_BROKER');
     throw error;
   }
-  sendJson(res, 200, { deviceId, transport });
+  sendJson(res, 200, { deviceId, transport } satisfies ApiTransportResponse);
 }
 
 export async function handleApi(
@@ -192,10 +214,12 @@ export async function handleApi(
       return;
     }
     if (req.method === 'GET' && parts.length === 1 && parts[0] === 'ota-checks') {
-      const limit = Number(url.searchParams.get('limit') ?? 100);
+      const limit = Number(url.searchParams.get('limit') ?? API_OTA_CHECKS_DEFAULT);
       sendJson(res, 200, {
-        otaChecks: registry.otaChecks(Number.isInteger(limit) && limit > 0 ? limit : 100),
-      });
+        otaChecks: registry.otaChecks(
+          Number.isInteger(limit) && limit > 0 ? limit : API_OTA_CHECKS_DEFAULT,
+        ),
+      } satisfies ApiOtaChecksResponse);
       return;
     }
     if (
@@ -215,12 +239,12 @@ export async function handleApi(
             ...summaryWith(record, controls),
             audio: controls?.audioStatsFor(record.deviceId) ?? null,
           },
-        });
+        } satisfies ApiDeviceResponse);
         return;
       }
       if (req.method === 'DELETE' && parts.length === 2) {
         registry.forget(record.deviceId);
-        sendJson(res, 200, { forgotten: record.deviceId });
+        sendJson(res, 200, { forgotten: record.deviceId } satisfies ApiForgetResponse);
         return;
       }
       if (req.method === 'GET' && parts.length === 3 && parts[2] === 'tools') {
@@ -236,15 +260,13 @@ export async function handleApi(
             inputSchema: t.inputSchema,
             userOnly: t.userOnly,
           })),
-        });
+        } satisfies ApiToolsResponse);
         return;
       }
       if (req.method === 'POST' && parts.length === 3 && parts[2] === 'call') {
-        const body = JSON.parse((await readBody(req, 1024 * 1024)) || '{}') as {
-          name?: unknown;
-          arguments?: unknown;
-          timeoutMs?: unknown;
-        };
+        const body = JSON.parse(
+          (await readBody(req, 1024 * 1024)) || '{}',
+        ) as Unchecked<ApiCallRequest>;
         if (typeof body.name !== 'string')
           throw new HttpError(400, 'body.name must be the tool name');
         if (
@@ -271,12 +293,12 @@ export async function handleApi(
             typeof timeoutMs === 'number' &&
             Number.isInteger(timeoutMs) &&
             timeoutMs >= 1 &&
-            timeoutMs <= CALL_TIMEOUT_MAX_MS
+            timeoutMs <= API_CALL_TIMEOUT_MAX_MS
           )
         ) {
           throw new HttpError(
             400,
-            `body.timeoutMs must be an integer number of milliseconds, 1..${CALL_TIMEOUT_MAX_MS}, got ${typeof timeoutMs === 'number' ? timeoutMs : typeof timeoutMs}`,
+            `body.timeoutMs must be an integer number of milliseconds, 1..${API_CALL_TIMEOUT_MAX_MS}, got ${typeof timeoutMs === 'number' ? timeoutMs : typeof timeoutMs}`,
           );
         }
         const abort = new AbortController();
@@ -297,13 +319,13 @@ export async function handleApi(
             'INVALID_REPLY',
             `the result from ${record.deviceId} nests deeper than ${MAX_DEVICE_JSON_DEPTH} levels`,
           );
-        sendJson(res, 200, { result });
+        sendJson(res, 200, { result } satisfies ApiCallResponse);
         return;
       }
     }
     sendJson(res, 404, {
       error: { code: 'NOT_FOUND', message: `no API route ${req.method} ${url.pathname}` },
-    });
+    } satisfies ApiErrorBody);
   } catch (error) {
     if (error instanceof SyntaxError)
       sendError(res, new HttpError(400, `body is not JSON: ${error.message}`));
