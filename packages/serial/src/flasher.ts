@@ -15,9 +15,7 @@
  * (`disable_watchdogs`, via the firmware package's chip table), and esptool-js 0.7's
  * `lib/esploader.js` (what it does and does not do).
  */
-import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createInflate, deflateSync, constants as zlibConstants } from 'node:zlib';
 import {
   type ChipName,
   type ChipRomFacts,
@@ -34,160 +32,33 @@ import {
   type ClassicReset,
   ESPLoader,
   type IEspLoaderTerminal,
-  Transport,
   type UsbJtagSerialReset,
 } from 'esptool-js';
+import { type FlashPart, md5Hex, NoReply, writeCompressed } from './compressed-write.js';
+import { connectAdvice } from './connect-advice.js';
 import { SerialError } from './errors.js';
-import { type LineStep, RESET_SEQUENCES, runLineSteps } from './lines.js';
+import { QuietTransport } from './esptool-transport.js';
+import {
+  DEFAULT_CONNECT_ATTEMPTS,
+  DEFAULT_FLASHER_TIMEOUTS,
+  ERASE_REGION_TIMEOUT_PER_MB_MS,
+  type FlasherTimeouts,
+  flashBaudLadder,
+} from './flash-timing.js';
+import { runLineSteps } from './line-steps.js';
+import { PortLease } from './port-lease.js';
 import type { PortKind } from './ports.js';
-import { abortableWait } from './wait.js';
-import type { NodeWebSerialPort, WebSerialOpenOptions, WebSerialSignals } from './web-serial.js';
-
-/** esptool `loader.py` DEFAULT_TIMEOUT: "Timeout for most flash operations", the floor of each size-scaled timeout. */
-export const ESPTOOL_DEFAULT_TIMEOUT_MS = 3000;
-/** esptool `loader.py` ERASE_WRITE_TIMEOUT_PER_MB: 40 s per MB (10^6 bytes) a block inflates to. */
-export const ERASE_WRITE_TIMEOUT_PER_MB_MS = 40_000;
-/** esptool `loader.py` MD5_TIMEOUT_PER_MB: 8 s per MB hashed (esptool-js's flashMd5sum uses the same). */
-export const MD5_TIMEOUT_PER_MB_MS = 8000;
-/**
- * esptool `loader.py` ERASE_REGION_TIMEOUT_PER_MB: 40 s per MB for the ROM's erase at
- * FLASH_BEGIN (esptool-js 0.7 has 30 s; set on its loader). The stub erases as it writes, so
- * with the stub (always, here) its FLASH_DEFL_BEGIN waits DEFAULT_TIMEOUT.
- */
-export const ERASE_REGION_TIMEOUT_PER_MB_MS = 40_000;
-/** esptool `loader.py` WRITE_BLOCK_ATTEMPTS: a block is sent up to three times. */
-export const WRITE_BLOCK_ATTEMPTS = 3;
-/** esptool `loader.py` DEFAULT_CONNECT_ATTEMPTS (esptool-js's `connect` default too). */
-export const DEFAULT_CONNECT_ATTEMPTS = 7;
-/**
- * esptool `reset.py` DEFAULT_RESET_DELAY (0.05 s), how long GPIO0 stays low after EN is
- * released; `loader.py` alternates it with `DEFAULT_RESET_DELAY + 0.5` for slow EN circuits.
- */
-export const RESET_DELAYS_MS = [50, 550] as const;
-/** The rates a failed write steps down through (a CH340 often manages 460800, not 921600). */
-export const FLASH_BAUD_LADDER: readonly number[] = Object.freeze([921_600, 460_800, 115_200]);
-/** Espressif's USB VID and the USB-Serial-JTAG's PID (esptool `loader.py`, via esp-pylib). */
-const ESPRESSIF_VID = 0x303a;
-const USB_JTAG_SERIAL_PID = 0x1001;
-
-/**
- * esptool's `timeout_per_mb(seconds_per_mb, size_bytes)`: the per-MB time for `bytes`
- * (MB = 10^6 bytes), never below DEFAULT_TIMEOUT (or `floorMs`, for tests).
- */
-export function timeoutPerMb(
-  msPerMb: number,
-  bytes: number,
-  floorMs = ESPTOOL_DEFAULT_TIMEOUT_MS,
-): number {
-  return Math.max(floorMs, (msPerMb * bytes) / 1e6);
-}
-
-/**
- * How an attempt gets the chip into download mode: esptool's reset strategies (`reset.py`
- * ClassicReset, UnixTightReset, USBJTAGSerialReset, played from {@link RESET_SEQUENCES}), or
- * `none`: nothing is reset, the board must already be in download mode (BOOT held while reset).
- */
-export type ResetStrategy = 'classic' | 'tight' | 'usb-jtag' | 'none';
-
-/** One reset of a connect attempt: a sequence and, for classic and tight, GPIO0's delay. */
-export interface ResetStep {
-  readonly sequence: 'classic' | 'tight' | 'usbJtag';
-  readonly delayMs?: number;
-}
-
-/** The port is the chip's USB-Serial-JTAG by its USB ids (Espressif 303a:1001). */
-export function isUsbJtagSerialPort(info: {
-  readonly usbVendorId?: number | undefined;
-  readonly usbProductId?: number | undefined;
-}): boolean {
-  return info.usbVendorId === ESPRESSIF_VID && info.usbProductId === USB_JTAG_SERIAL_PID;
-}
-
-/**
- * The resets of successive connect attempts, cycled (esptool `loader.py`
- * `_construct_reset_strategy_sequence` and `connect`): USBJTAGSerialReset alone on a
- * USB-Serial-JTAG; on a USB-UART bridge UnixTightReset then ClassicReset on every host but
- * Windows (`os.name != "nt"`), ClassicReset alone on Windows, each with the reset delay 50 ms
- * and then 550 ms. `auto` picks by the port's USB ids, or its `kind` where it has none (an
- * rfc2217:// port: the server's signature says what it shares), and the platform; an explicit
- * strategy keeps esptool's delay alternation; `none` resets nothing.
- */
-export function resetPlan(
-  strategy: ResetStrategy | 'auto',
-  port: {
-    readonly usbVendorId?: number | undefined;
-    readonly usbProductId?: number | undefined;
-    readonly kind?: PortKind | undefined;
-  },
-  platform: NodeJS.Platform = process.platform,
-): readonly ResetStep[] {
-  const delayed = (sequence: 'classic' | 'tight'): ResetStep[] =>
-    RESET_DELAYS_MS.map((delayMs) => ({ sequence, delayMs }));
-  switch (strategy) {
-    case 'none':
-      return [];
-    case 'usb-jtag':
-      return [{ sequence: 'usbJtag' }];
-    case 'classic':
-    case 'tight':
-      return delayed(strategy);
-    case 'auto':
-      if (isUsbJtagSerialPort(port) || port.kind === 'usb-serial-jtag')
-        return [{ sequence: 'usbJtag' }];
-      return platform === 'win32'
-        ? delayed('classic')
-        : [...delayed('tight'), ...delayed('classic')];
-  }
-}
-
-/**
- * A reset sequence with GPIO0's delay set: the wait after the step that releases EN with GPIO0
- * low (DTR asserted, RTS released) is esptool's `reset_delay`.
- */
-export function resetSteps(step: ResetStep): readonly LineStep[] {
-  const steps = RESET_SEQUENCES[step.sequence];
-  if (step.delayMs === undefined) return steps;
-  const strap = steps.findLastIndex((s) => 'set' in s && s.set.dtr && !s.set.rts);
-  const next = steps[strap + 1];
-  if (strap < 0 || next === undefined || !('waitMs' in next)) return steps;
-  return steps.map((s, i) => (i === strap + 1 ? { waitMs: step.delayMs ?? next.waitMs } : s));
-}
-
-function describeReset(step: ResetStep): string {
-  const name = { classic: 'classic', tight: 'tight', usbJtag: 'USB-JTAG' }[step.sequence];
-  return step.delayMs === undefined ? name : `${name} ${step.delayMs} ms`;
-}
-
-/**
- * The baud ladder of a flash: `rates` as given (an inventory's `flashBauds`), else `first` and
- * then the rungs of {@link FLASH_BAUD_LADDER} below it. Always at least one rate.
- */
-export function flashBaudLadder(first?: number, rates?: readonly number[]): number[] {
-  if (rates !== undefined && rates.length > 0) {
-    const ladder = first === undefined || rates[0] === first ? [...rates] : [first, ...rates];
-    return ladder.filter((rate, i) => ladder.indexOf(rate) === i);
-  }
-  const top = first ?? FLASH_BAUD_LADDER[0] ?? 921_600;
-  return [top, ...FLASH_BAUD_LADDER.filter((rate) => rate < top)];
-}
-
-export interface FlasherTimeouts {
-  /** Reset, sync, chip detection and stub upload, all connect attempts together. Default 30 s. */
-  readonly connectMs: number;
-  /**
-   * The floor of every size-scaled timeout: each block's, the last block's write, the MD5.
-   * Default esptool's DEFAULT_TIMEOUT, 3 s.
-   */
-  readonly commandMs: number;
-  /** Any other step (baud change, register reads, reset, a read of 4 KiB). Default 10 s. */
-  readonly stepMs: number;
-}
-
-export const DEFAULT_FLASHER_TIMEOUTS: FlasherTimeouts = {
-  connectMs: 30_000,
-  commandMs: ESPTOOL_DEFAULT_TIMEOUT_MS,
-  stepMs: 10_000,
-};
+import {
+  describeReset,
+  type ResetStep,
+  type ResetStrategy,
+  resetPlan,
+  resetSteps,
+} from './reset/plan.js';
+import { RESET_SEQUENCES } from './reset/sequences.js';
+import { isUsbJtagSerialPort } from './reset/usb.js';
+import { PrintedText } from './rom-boot-line.js';
+import type { NodeWebSerialPort } from './web-serial.js';
 
 export interface FlasherOptions {
   readonly port: NodeWebSerialPort;
@@ -233,11 +104,6 @@ export interface ConnectedChip {
    * set to feed itself.
    */
   readonly usbJtagSerial: boolean;
-}
-
-export interface FlashPart {
-  readonly offset: number;
-  readonly data: Uint8Array;
 }
 
 export interface FlashProgress {
@@ -300,26 +166,8 @@ interface Session {
   baudRate: number;
 }
 
-/**
- * A failure in which the board stopped answering (a block without reply, a step over its
- * bound): the attempt is cancelled and the retry reconnects.
- */
-class NoReply extends Error {
-  override readonly name = 'NoReply';
-}
-
 const BOOTLOADER_OFFSETS = [0x0, 0x1000, 0x2000] as const;
 const APP_ALIGN = 0x10000;
-
-function padTo4(data: Uint8Array): Uint8Array {
-  const padded = new Uint8Array(Math.ceil(data.length / 4) * 4).fill(0xff);
-  padded.set(data);
-  return padded;
-}
-
-function md5Hex(data: Uint8Array): string {
-  return createHash('md5').update(data).digest('hex');
-}
 
 function hex(value: number): string {
   return `0x${value.toString(16)}`;
@@ -339,208 +187,6 @@ function imageHeaderAt(part: FlashPart): number | undefined {
   // A merged image for a chip whose bootloader is not at 0x0 (ESP32, ESP32-P4).
   for (const at of BOOTLOADER_OFFSETS) if (at > 0 && data[at] === IMAGE_MAGIC) return at;
   return undefined;
-}
-
-/**
- * The port as one session sees it. Once revoked it has no readable or writable and refuses
- * lines and rates, so nothing of a cancelled session (an esptool-js call still waiting, a
- * retry inside it) can reach the port after the next session opened it again; closing still
- * goes through, so the session can be shut.
- */
-class PortLease {
-  readonly port: NodeWebSerialPort;
-  #revoked = false;
-
-  constructor(port: NodeWebSerialPort) {
-    this.port = port;
-  }
-
-  get revoked(): boolean {
-    return this.#revoked;
-  }
-
-  revoke(): void {
-    this.#revoked = true;
-  }
-
-  getInfo() {
-    return this.port.getInfo();
-  }
-
-  get readable(): ReadableStream<Uint8Array> | null {
-    return this.#revoked ? null : this.port.readable;
-  }
-
-  get writable(): WritableStream<Uint8Array> | null {
-    return this.#revoked ? null : this.port.writable;
-  }
-
-  open(options: WebSerialOpenOptions): Promise<void> {
-    if (this.#revoked) return Promise.reject(this.#gone('open'));
-    return this.port.open(options);
-  }
-
-  close(): Promise<void> {
-    return this.port.close();
-  }
-
-  setSignals(signals: WebSerialSignals): Promise<void> {
-    if (this.#revoked) return Promise.reject(this.#gone('setSignals'));
-    return this.port.setSignals(signals);
-  }
-
-  setBaudRate(baudRate: number): Promise<void> {
-    if (this.#revoked) return Promise.reject(this.#gone('setBaudRate'));
-    return this.port.setBaudRate(baudRate);
-  }
-
-  #gone(what: string): Error {
-    return new DOMException(`${what}: this flasher session was cancelled`, 'InvalidStateError');
-  }
-}
-
-/**
- * esptool-js's Transport, quiet (it prints some trace lines to the console even with tracing
- * off), and with reads a cancelled attempt ends at once: esptool-js polls its buffer until its
- * timeout, so a read of a cancelled attempt would otherwise go on for seconds.
- */
-class QuietTransport extends Transport {
-  readonly #sink: (line: string) => void;
-  #signal: AbortSignal | undefined;
-
-  constructor(device: PortLease, sink: (line: string) => void) {
-    super(device as never, false);
-    this.#sink = sink;
-  }
-
-  /** Reads reject with the signal's reason once it aborts (undefined: no signal). */
-  cancelWith(signal: AbortSignal | undefined): void {
-    this.#signal = signal;
-  }
-
-  override trace(message: string): void {
-    this.#sink(message);
-  }
-
-  override read(timeout: number): Promise<Uint8Array> {
-    const signal = this.#signal;
-    if (signal === undefined) return super.read(timeout);
-    if (signal.aborted) return Promise.reject(signal.reason);
-    return new Promise<Uint8Array>((resolve, reject) => {
-      const onAbort = () => reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      super.read(timeout).then(
-        (value) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(value);
-        },
-        (error: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(error);
-        },
-      );
-    });
-  }
-}
-
-/** The last `limit` characters of what the port printed (latin1: the ROM's text is ASCII). */
-class PrintedText {
-  #text = '';
-  readonly #limit: number;
-
-  constructor(limit: number) {
-    this.#limit = limit;
-  }
-
-  push(bytes: Uint8Array): void {
-    this.#text += Buffer.from(bytes).toString('latin1');
-    if (this.#text.length > this.#limit) this.#text = this.#text.slice(-this.#limit);
-  }
-
-  get text(): string {
-    return this.#text;
-  }
-}
-
-/** What the ROM prints coming out of reset: `rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)`. */
-export interface RomBootLine {
-  /** The line as printed. */
-  readonly line: string;
-  readonly bootMode: string;
-  /** The boot mode is the serial download mode (`DOWNLOAD(...)`, or `waiting for download` followed). */
-  readonly download: boolean;
-}
-
-/**
- * The last ROM boot line in `text` (esptool's `_connect_attempt` reads
- * `boot:(0x[0-9a-fA-F]+)(.*waiting for download)?` from what the port printed after a reset).
- */
-export function romBootLine(text: string): RomBootLine | undefined {
-  // One line only: a reset can cut the banner mid-line and start another.
-  const pattern = /rst:0x[0-9a-f]+ \([^)\r\n]*\),boot:(0x[0-9a-f]+)(?: \(([^)\r\n]*)\))?/gi;
-  let last: RegExpExecArray | undefined;
-  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) last = match;
-  if (last === undefined) return undefined;
-  const bootMode = last[2] === undefined ? (last[1] ?? '') : `${last[1]} (${last[2]})`;
-  const after = text.slice(last.index);
-  const download = /DOWNLOAD/i.test(last[2] ?? '') || /waiting for download/i.test(after);
-  return { line: last[0], bootMode, download };
-}
-
-/**
- * How a failed connect reads: what the ROM said (when it printed its boot line) and what to do
- * about it for the reset strategy used.
- */
-export function connectAdvice(
-  printed: string,
-  strategy: ResetStrategy | 'auto',
-  usbJtagSerialPort: boolean,
-): string {
-  const boot = romBootLine(printed);
-  const otherResets =
-    strategy === 'none'
-      ? 'with --reset none the board must already be in download mode: hold BOOT, tap RESET (EN), release BOOT, then run again'
-      : strategy === 'usb-jtag'
-        ? 'on a board with a USB-UART bridge (CP210x, CH340) use --reset classic or --reset tight, or hold BOOT while resetting and use --reset none'
-        : `try --reset ${strategy === 'classic' ? 'tight' : 'classic'}, or hold BOOT while resetting and use --reset none${usbJtagSerialPort ? '' : "; a board on the chip's native USB (USB-Serial-JTAG) needs --reset usb-jtag"}`;
-  if (boot === undefined) {
-    return `check that it is the board's port and that the board is powered; ${otherResets}`;
-  }
-  if (boot.download) {
-    // esptool: "Download mode successfully detected, but getting no sync reply: The serial TX
-    // path seems to be down."
-    return `the ROM printed "${boot.line}": the board is in download mode, but its replies do not arrive (the serial TX path, board to host, seems to be down); check the cable and the USB-UART bridge`;
-  }
-  // esptool: "Wrong boot mode detected (...)! The chip needs to be in download mode."
-  return `the ROM printed "${boot.line}": the board booted ${boot.bootMode}, not the download mode, so the reset did not pull GPIO0 (BOOT) low; ${otherResets}`;
-}
-
-/** The byte sizes the blocks of a zlib stream inflate to, block by block (as the stub will). */
-async function inflatedBlockSizes(compressed: Uint8Array, blockSize: number): Promise<number[]> {
-  const inflate = createInflate();
-  let out = 0;
-  let failure: Error | undefined;
-  inflate.on('data', (chunk: Buffer) => {
-    out += chunk.length;
-  });
-  inflate.on('error', (error: Error) => {
-    failure = error;
-  });
-  const sizes: number[] = [];
-  try {
-    for (let at = 0; at < compressed.length; at += blockSize) {
-      const before = out;
-      await new Promise<void>((resolve) => {
-        inflate.write(compressed.subarray(at, at + blockSize));
-        inflate.flush(zlibConstants.Z_SYNC_FLUSH, () => resolve());
-      });
-      if (failure !== undefined) throw failure;
-      sizes.push(out - before);
-    }
-  } finally {
-    inflate.close();
-  }
-  return sizes;
 }
 
 export class Flasher {
@@ -852,7 +498,7 @@ export class Flasher {
   #lineSetter(lease: PortLease) {
     const port = this.#port;
     // `platform` and `lines` let runLineSteps plan the steps for a host whose set() writes one
-    // line after the other (lines.ts); a runLineSteps that does not plan ignores them.
+    // line after the other (line-steps.ts); a runLineSteps that does not plan ignores them.
     return {
       platform: this.#platform,
       get lines() {
@@ -943,11 +589,16 @@ export class Flasher {
     const attemptControl = new AbortController();
     session.transport.cancelWith(attemptControl.signal);
     try {
-      await this.#writeParts(
-        session,
+      await writeCompressed(
+        {
+          loader: session.loader,
+          baudRate: session.baudRate,
+          timeouts: this.#timeouts,
+          control: attemptControl,
+          log: (line) => this.#push(line),
+        },
         parts,
-        options,
-        attemptControl,
+        options.eraseAll === true,
         (part) => {
           current = part;
         },
@@ -974,188 +625,6 @@ export class Flasher {
       );
     } finally {
       session.transport.cancelWith(undefined);
-    }
-  }
-
-  /**
-   * esptool's compressed write (`cmds.py` `write_flash`), driven block by block through the
-   * loader's public commands. Each block's timeout is esptool's: `timeout_per_mb(
-   * ERASE_WRITE_TIMEOUT_PER_MB, size the block inflates to)`, at least DEFAULT_TIMEOUT; the stub
-   * acknowledges a block when it has it and writes it while the next one arrives, so a block
-   * waits with the previous block's timeout, and after the last one a register read waits with
-   * the last one's. Each block is sent up to WRITE_BLOCK_ATTEMPTS times. (`ESPLoader.writeFlash`
-   * re-inflates every block on the host one byte at a time just to report progress, over 10% of
-   * the wire time at 921600 baud; here zlib inflates each block once, to size its timeout.)
-   * Every step runs under the attempt's signal and a bound; a step past its bound aborts the
-   * attempt ({@link NoReply}).
-   */
-  async #writeParts(
-    session: Session,
-    parts: readonly FlashPart[],
-    options: FlashOptions,
-    control: AbortController,
-    onPart: (part: number) => void,
-    onProgress: (part: number, written: number, compressedTotal: number) => void,
-  ): Promise<void> {
-    const { loader } = session;
-    const { signal } = control;
-    const floor = this.#timeouts.commandMs;
-    const wireMs = (bytes: number) => (bytes * 10 * 1000) / session.baudRate;
-    if (options.eraseAll === true) {
-      // esptool-js's eraseFlash waits CHIP_ERASE_TIMEOUT (esptool's 120 s).
-      await this.#guard('erase', control, 120_000 + this.#timeouts.stepMs, () =>
-        loader.eraseFlash(),
-      );
-    }
-    for (const [index, part] of parts.entries()) {
-      onPart(index);
-      if (part.data.length === 0) continue;
-      const image = part.data.length % 4 === 0 ? part.data : padTo4(part.data);
-      const compressed = new Uint8Array(deflateSync(image, { level: 9 }));
-      const blockSize = loader.FLASH_WRITE_SIZE;
-      const inflated = await inflatedBlockSizes(compressed, blockSize);
-      // The messages esptool prints, so flash logs read as they do with esptool's own write.
-      this.#push(`Compressed ${image.length} bytes to ${compressed.length}...`);
-      const started = performance.now();
-      const blocks = await this.#guard('begin', control, floor + this.#timeouts.stepMs, () =>
-        loader.flashDeflBegin(image.length, compressed.length, part.offset),
-      );
-      let timeout = floor;
-      let written = 0;
-      for (let seq = 0; seq < blocks; seq++) {
-        signal.throwIfAborted();
-        const block = compressed.subarray(seq * blockSize, (seq + 1) * blockSize);
-        const blockTimeout = timeoutPerMb(ERASE_WRITE_TIMEOUT_PER_MB_MS, inflated[seq] ?? 0, floor);
-        if (!loader.IS_STUB) timeout = blockTimeout; // the ROM writes a block before it answers
-        this.#push(
-          `Writing at ${hex(part.offset + written)}... (${Math.floor(((seq + 1) * 100) / blocks)}%)`,
-        );
-        this.#push(
-          `trace: block ${seq + 1}/${blocks}, ${block.length} bytes inflating to ${inflated[seq] ?? 0}, timeout ${Math.round(timeout)} ms`,
-        );
-        await this.#sendBlock(session, block, seq, timeout, control);
-        if (loader.IS_STUB) timeout = blockTimeout; // the stub writes it while the next arrives
-        written += inflated[seq] ?? 0;
-        onProgress(index, Math.min((seq + 1) * blockSize, compressed.length), compressed.length);
-      }
-      if (loader.IS_STUB) {
-        // esptool: "Stub only writes each block to flash after 'ack'ing the receive, so do a
-        // final dummy operation which will not be 'ack'ed until the last block has actually
-        // been written out to flash".
-        this.#push(
-          `trace: waiting for the last block to be written, timeout ${Math.round(timeout)} ms`,
-        );
-        await this.#guard('last block', control, timeout + this.#timeouts.stepMs, () =>
-          loader.readReg(loader.CHIP_DETECT_MAGIC_REG_ADDR, timeout),
-        );
-      }
-      await this.#guard('end', control, floor + this.#timeouts.stepMs, () =>
-        loader.flashDeflFinish(false),
-      );
-      const seconds = ((performance.now() - started) / 1000).toFixed(2);
-      this.#push(
-        `Wrote ${image.length} bytes (${compressed.length} compressed) at ${hex(part.offset)} in ${seconds} seconds.`,
-      );
-      const expected = md5Hex(image);
-      const md5Ms = timeoutPerMb(MD5_TIMEOUT_PER_MB_MS, image.length, floor);
-      const actual = await this.#guard(
-        'MD5',
-        control,
-        md5Ms + wireMs(64) + this.#timeouts.stepMs,
-        () => loader.flashMd5sum(part.offset, image.length),
-      );
-      if (actual !== expected) {
-        throw new Error(
-          `MD5 of file does not match data in flash! (file ${expected}, flash ${actual})`,
-        );
-      }
-      this.#push(`Hash of data verified. (${expected})`);
-    }
-  }
-
-  /**
-   * One FLASH_DEFL_DATA block, sent up to WRITE_BLOCK_ATTEMPTS times (esptool's
-   * `flash_defl_block`), each send waiting `timeout` for the reply, 150 ms between sends
-   * (esptool-js's WRITE_BLOCK_RETRY_DELAY_MS). Nothing is sent once the attempt is aborted. All
-   * sends unanswered: {@link NoReply}; an error reply passes through.
-   */
-  async #sendBlock(
-    session: Session,
-    block: Uint8Array,
-    seq: number,
-    timeout: number,
-    control: AbortController,
-  ): Promise<void> {
-    const { loader } = session;
-    const { signal } = control;
-    const packet = new Uint8Array(16 + block.length);
-    packet.set(encodeWords(block.length, seq, 0, 0));
-    packet.set(block, 16);
-    const checksum = loader.checksum(block);
-    const bound =
-      timeout + (2 * block.length * 10 * 1000) / session.baudRate + this.#timeouts.stepMs;
-    let last: unknown;
-    for (let send = 1; send <= WRITE_BLOCK_ATTEMPTS; send++) {
-      signal.throwIfAborted();
-      try {
-        await this.#guard(`block ${seq}`, control, bound, () =>
-          loader.checkCommand(
-            `write compressed data to flash after seq ${seq}`,
-            loader.ESP_FLASH_DEFL_DATA,
-            packet,
-            checksum,
-            0,
-            timeout,
-          ),
-        );
-        return;
-      } catch (error) {
-        if (signal.aborted) throw signal.reason;
-        last = error;
-        // An error status is an answer: sending the same block again is esptool's retry too.
-        if (send < WRITE_BLOCK_ATTEMPTS) {
-          this.#push(`trace: block ${seq} not written (${message(error)}), sending it again`);
-          await abortableWait(loader.WRITE_BLOCK_RETRY_DELAY_MS, signal);
-        }
-      }
-    }
-    if (/failed with status/i.test(message(last))) throw last;
-    throw new NoReply(
-      `block ${seq} (seq ${seq}): no reply within ${Math.round(timeout)} ms, ${WRITE_BLOCK_ATTEMPTS} times`,
-      { cause: last },
-    );
-  }
-
-  /**
-   * Runs one step of a write attempt. Past `ms` the attempt is aborted ({@link NoReply}): the
-   * step's pending read rejects at once, and the caller cancels the attempt.
-   */
-  async #guard<T>(
-    step: string,
-    control: AbortController,
-    ms: number,
-    work: () => Promise<T>,
-  ): Promise<T> {
-    const { signal } = control;
-    signal.throwIfAborted();
-    const timer = setTimeout(
-      () => control.abort(new NoReply(`${step}: no reply within ${Math.round(ms)} ms`)),
-      ms,
-    );
-    let onAbort: (() => void) | undefined;
-    // A step stuck outside a read (a write that does not complete) ends with the attempt too.
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-    try {
-      return await Promise.race([work(), aborted]);
-    } catch (error) {
-      if (signal.aborted) throw signal.reason;
-      throw error;
-    } finally {
-      clearTimeout(timer);
-      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
     }
   }
 

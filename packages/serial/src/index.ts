@@ -44,6 +44,8 @@ export {
   provisionSettings,
   registerProvisionCommand,
 } from './commands/provision.js';
+export type { FlashPart } from './compressed-write.js';
+export { connectAdvice } from './connect-advice.js';
 export {
   ConsoleExpect,
   type ConsoleExpectOptions,
@@ -88,28 +90,21 @@ export {
   placeImage,
 } from './flash-image.js';
 export {
-  type ConnectedChip,
-  connectAdvice,
   DEFAULT_FLASHER_TIMEOUTS,
   FLASH_BAUD_LADDER,
+  type FlasherTimeouts,
+  flashBaudLadder,
+  timeoutPerMb,
+} from './flash-timing.js';
+export {
+  type ConnectedChip,
   Flasher,
   type FlasherOptions,
-  type FlasherTimeouts,
   type FlashOptions,
-  type FlashPart,
   type FlashProgress,
   type FlashResult,
-  flashBaudLadder,
-  type ResetStep,
-  type ResetStrategy,
-  type RomBootLine,
-  resetPlan,
-  romBootLine,
-  timeoutPerMb,
 } from './flasher.js';
 export {
-  BOOT_CLICK,
-  defaultResetSequence,
   type LinePlatform,
   type LineSetter,
   type LineState,
@@ -117,24 +112,18 @@ export {
   lineSetterFor,
   lineWriteOrder,
   MAX_LINE_WAIT_MS,
-  OPEN_RETRY_MS,
-  type OpenSafelyOptions,
-  openSafely,
-  parseResetSequence,
   pinEffect,
   planLineChange,
   planLineSteps,
-  RESET_SEQUENCES,
-  type ResetSequenceName,
   runLineSteps,
   SAFE_LINES,
   safeIntermediate,
-} from './lines.js';
+} from './line-steps.js';
 export { BoardLockError, lockBoard, lockPath } from './lock.js';
+export { OPEN_RETRY_MS, type OpenSafelyOptions, openSafely } from './port-open.js';
 export {
   type ByIdDescriptor,
   describePorts,
-  ESPRESSIF_VID,
   type FindPortOptions,
   findPort,
   formatPortSelector,
@@ -152,7 +141,6 @@ export {
   portIdentity,
   portInfoFromBinding,
   portKind,
-  USB_SERIAL_JTAG_PID,
   usbLocationOf,
 } from './ports.js';
 export {
@@ -165,6 +153,15 @@ export {
   provisionEntries,
 } from './provision.js';
 export { ReceiveQueue } from './receive-queue.js';
+export { type ResetStep, type ResetStrategy, resetPlan } from './reset/plan.js';
+export {
+  BOOT_CLICK,
+  defaultResetSequence,
+  parseResetSequence,
+  RESET_SEQUENCES,
+  type ResetSequenceName,
+} from './reset/sequences.js';
+export { ESPRESSIF_VID, USB_SERIAL_JTAG_PID } from './reset/usb.js';
 export {
   chooseSelector,
   isBoardPort,
@@ -221,6 +218,7 @@ export {
   SERVE_REFUSAL_PREFIX,
   SERVE_SIGNATURE_PREFIX,
 } from './rfc2217/url.js';
+export { type RomBootLine, romBootLine } from './rom-boot-line.js';
 export { abortableWait, abortReason } from './wait.js';
 export {
   NodeWebSerialPort,

@@ -13,6 +13,7 @@
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { SerialError } from './errors.js';
+import { ESPRESSIF_VID, isUsbJtagSerialPort, USB_SERIAL_JTAG_PID } from './reset/usb.js';
 import { abortableWait, abortReason } from './wait.js';
 
 export type PortKind = 'usb-uart' | 'usb-serial-jtag' | 'unknown';
@@ -66,8 +67,6 @@ export interface ListPortsOptions {
   devDir?: string;
 }
 
-export const ESPRESSIF_VID = '303a';
-export const USB_SERIAL_JTAG_PID = '1001';
 /** CP210x, CH340/CH9102, FTDI, Prolific: the bridges that sit in front of UART0 with auto-reset. */
 const UART_BRIDGE_VIDS: ReadonlySet<string> = new Set(['10c4', '1a86', '0403', '067b']);
 /** Bounds `udevadm info -e` (via the binding), which is quick when it works at all. */
@@ -77,7 +76,8 @@ const SYSFS_MAX_DEPTH = 8;
 
 /** USB-Serial-JTAG re-enumerates on reset and has no DTR/RTS transistors to click BOOT with. */
 export function portKind(vendorId: string | undefined, productId: string | undefined): PortKind {
-  if (vendorId === ESPRESSIF_VID && productId === USB_SERIAL_JTAG_PID) return 'usb-serial-jtag';
+  if (isUsbJtagSerialPort({ usbVendorId: vendorId, usbProductId: productId }))
+    return 'usb-serial-jtag';
   if (vendorId !== undefined && UART_BRIDGE_VIDS.has(vendorId)) return 'usb-uart';
   return 'unknown';
 }

@@ -12,7 +12,7 @@
  */
 import { realpath, stat } from 'node:fs/promises';
 import { SerialError } from './errors.js';
-import type { LinePlatform } from './lines.js';
+import type { LinePlatform } from './line-steps.js';
 import { BoardLockError, lockBoard } from './lock.js';
 import {
   describePorts,
@@ -51,7 +51,7 @@ export interface ResolvedPort {
    * Whatever builds a `Flasher` (`platform`) or plays line steps (`lineSetterFor`,
    * `runLineSteps`: `platform`) passes it, so the reset is esptool's ClassicReset (esptool's own
    * choice on `rfc2217:` ports, `loader.py` `_construct_reset_strategy_sequence`) and a step that
-   * changes both lines goes through the safe state between (`lines.ts` `planLineChange`).
+   * changes both lines goes through the safe state between (`line-steps.ts` `planLineChange`).
    * Undefined: the host's own (`process.platform`).
    */
   readonly linePlatform?: LinePlatform;

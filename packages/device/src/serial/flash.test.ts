@@ -306,7 +306,7 @@ describe('the reset strategy: how each connect attempt gets the board into downl
   it('plays the classic reset, one set() per step, when told to', { timeout: 60_000 }, async () => {
     const { device, flasher, sets } = await rig({}, undefined, { reset: 'classic' });
     await flasher.connect();
-    // After the open's release of both lines: esptool's ClassicReset, as lines.ts has it.
+    // After the open's release of both lines: esptool's ClassicReset, as reset/sequences.ts has it.
     expect(sets.slice(1)).toEqual(setsOf(RESET_SEQUENCES.classic));
     expect(device.lineEvents).toContainEqual({ kind: 'reset', download: true });
   });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from '../errors.js';
 import { flasherFor } from '../flash-image.js';
-import type { LinePlatform } from '../lines.js';
+import type { LinePlatform } from '../line-steps.js';
 import type { PortProvider, ResolvedPort } from '../resolve.js';
 import type { SerialCommandContext } from './context.js';
 import { flashCommand } from './flash.js';

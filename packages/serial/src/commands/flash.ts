@@ -19,12 +19,9 @@ import {
   parseOffset,
   placeImage,
 } from '../flash-image.js';
-import {
-  FLASH_BAUD_LADDER,
-  type FlashProgress,
-  flashBaudLadder,
-  type ResetStrategy,
-} from '../flasher.js';
+import { FLASH_BAUD_LADDER, flashBaudLadder } from '../flash-timing.js';
+import type { FlashProgress } from '../flasher.js';
+import type { ResetStrategy } from '../reset/plan.js';
 import {
   type PortOptions,
   parseBaud,

@@ -1,15 +1,15 @@
 import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { LinePlatform } from '../lines.js';
-import { lineSetterFor } from '../lines.js';
+import type { LinePlatform } from '../line-steps.js';
+import { lineSetterFor } from '../line-steps.js';
 import type { PortProvider, ResolvedPort } from '../resolve.js';
 import type { SerialBinding } from '../web-serial.js';
 import type { SerialCommandContext } from './context.js';
 import { monitorCommand } from './monitor.js';
 
 // Watch which platform the monitor plays its line steps for; the lines still move.
-vi.mock('../lines.js', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('../lines.js')>();
+vi.mock('../line-steps.js', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('../line-steps.js')>();
   return { ...actual, lineSetterFor: vi.fn(actual.lineSetterFor) };
 });
 

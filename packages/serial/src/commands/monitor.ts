@@ -22,14 +22,9 @@ import {
   stripAnsi,
 } from '../console-log.js';
 import { SerialError } from '../errors.js';
-import {
-  BOOT_CLICK,
-  closeStream,
-  lineSetterFor,
-  openSafely,
-  RESET_SEQUENCES,
-  runLineSteps,
-} from '../lines.js';
+import { lineSetterFor, runLineSteps } from '../line-steps.js';
+import { closeStream, openSafely } from '../port-open.js';
+import { BOOT_CLICK, RESET_SEQUENCES } from '../reset/sequences.js';
 import type { ResolvedPort } from '../resolve.js';
 import {
   type PortOptions,

@@ -7,7 +7,7 @@
 import { FirmwareError } from '@xiaozhi-mcp/firmware';
 import type { Command } from 'commander';
 import { describeChip, flasherFor, hex } from '../flash-image.js';
-import { flashBaudLadder } from '../flasher.js';
+import { flashBaudLadder } from '../flash-timing.js';
 import { type ProvisionSettings, provisionBoard, provisionEntries } from '../provision.js';
 import {
   type PortOptions,

@@ -11,7 +11,7 @@
  *   Opening touches neither DTR nor RTS: the first `set()` does.
  * - `set()`: one SET-CONTROL per line that changed on this connection (the first sends both),
  *   RTS first, then DTR, each waiting for the server's answer: the order bindings-cpp writes the
- *   lines on Windows (`src/serialport_win.cpp`, `SetBaton::Execute`), so `lines.ts` plans for
+ *   lines on Windows (`src/serialport_win.cpp`, `SetBaton::Execute`), so `line-steps.ts` plans for
  *   it as for Windows (`linePlatform: 'win32'`). BREAK-ON/OFF for `brk`.
  * - `update()`: SET-BAUDRATE and its answer; `flush()`: PURGE-DATA both buffers (3) and the
  *   bytes received so far; `drain()`: what was written has reached the OS.

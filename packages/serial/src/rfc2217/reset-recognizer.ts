@@ -19,10 +19,10 @@
  * what the client means its lines to be (its intent) and acts only on the two transitions that
  * only a download reset makes; everything else reaches the local port as it came.
  *
- * Line states are as the client sends them, `true` = asserted; see lines.ts for what they do to
+ * Line states are as the client sends them, `true` = asserted; see line-steps.ts for what they do to
  * the chip (RTS alone holds EN low, DTR alone pulls GPIO0 low).
  */
-import { type LineState, SAFE_LINES } from '../lines.js';
+import { type LineState, SAFE_LINES } from '../line-steps.js';
 
 /** One SET-CONTROL line command of the client: DTR or RTS, on (asserted) or off. */
 export interface LineCommand {
@@ -68,7 +68,7 @@ export interface RecognizerOptions {
   /**
    * Hold back RTS asserted alone (a reset) until the next change says which reset it starts.
    * For a local USB-Serial-JTAG port: there RTS alone resets at once and the download strap is
-   * latched only by a DTR-asserted state before the reset (lines.ts, usbJtag), so a client's
+   * latched only by a DTR-asserted state before the reset (reset/sequences.ts, usbJtag), so a client's
    * ClassicReset forwarded as it comes (`R1`, then `D1`) would reset the chip without the strap
    * and the local USB-JTAG play could not undo it; Espressif's Python esptool sends ClassicReset
    * to every `rfc2217://` port (`esptool/loader.py`, `_construct_reset_strategy_sequence`), not

@@ -12,20 +12,18 @@
  */
 import type { SerialPortStream } from '@serialport/stream';
 import { SerialError } from '../errors.js';
-import { RESET_DELAYS_MS, type ResetStep, resetSteps } from '../flasher.js';
 import {
-  closeStream,
-  defaultResetSequence,
   type LinePlatform,
   type LineSetter,
   type LineState,
   lineSetterFor,
-  openSafely,
-  RESET_SEQUENCES,
   runLineSteps,
   SAFE_LINES,
-} from '../lines.js';
+} from '../line-steps.js';
+import { closeStream, openSafely } from '../port-open.js';
 import type { PortKind } from '../ports.js';
+import { RESET_DELAYS_MS, type ResetStep, resetSteps } from '../reset/plan.js';
+import { defaultResetSequence, RESET_SEQUENCES } from '../reset/sequences.js';
 import type { ResolvedPort } from '../resolve.js';
 import { abortableWait } from '../wait.js';
 
@@ -44,7 +42,7 @@ const CONTROL_TIMEOUT_MS = 5000;
 export interface ServedPortOptions {
   readonly port: ResolvedPort;
   readonly baudRate: number;
-  /** Whose `set()` writes the lines (Windows writes RTS, then DTR: lines.ts `lineWriteOrder`). */
+  /** Whose `set()` writes the lines (Windows writes RTS, then DTR: line-steps.ts `lineWriteOrder`). */
   readonly platform: LinePlatform;
   readonly log: (line: string) => void;
   /** How long a vanished port may take to come back before clients are let go. Default 10 s. */
@@ -155,7 +153,7 @@ export class ServedPort {
     });
     const served = new ServedPort(options, stream);
     try {
-      // Through our own setter, so that it knows the lines from here on (lines.ts plans a
+      // Through our own setter, so that it knows the lines from here on (line-steps.ts plans a
       // change of both lines on Windows from the lines it knows).
       await served.#setter?.set({ ...SAFE_LINES });
     } catch (error) {
@@ -357,7 +355,7 @@ export class ServedPort {
   #attach(stream: SerialPortStream): void {
     this.#stream = stream;
     // The setter writes break with the lines: serialport's set() writes every flag it is not
-    // given with its default (break off), lines.ts `lineSetterFor` names only DTR and RTS.
+    // given with its default (break off), line-steps.ts `lineSetterFor` names only DTR and RTS.
     const port = {
       set: (flags: { dtr?: boolean; rts?: boolean }, done: (error: Error | null) => void) =>
         stream.set({ ...flags, brk: this.#break }, done),

@@ -345,7 +345,7 @@ describe('Rfc2217Server: opening and listening', () => {
     expect(server.address.host).toBe('127.0.0.1');
     expect(server.address.port).toBeGreaterThan(0);
     expect(server.url).toBe(`rfc2217://127.0.0.1:${server.address.port}`);
-    // hupcl off, then both lines released first thing (lines.ts openSafely).
+    // hupcl off, then both lines released first thing (port-open.ts openSafely).
     expect(device.events.slice(0, 2)).toEqual(['open 115200 hupcl=false', 'set 0,0']);
   });
 
@@ -642,7 +642,7 @@ describe('Rfc2217Server: DTR and RTS', () => {
       c.send(sb(5, value));
       await c.waitFor(sb(105, value), from);
     }
-    // Passed: R0 D0 D1 R0 R1; the D0 after R1 starts lines.ts usbJtag; the rest is absorbed
+    // Passed: R0 D0 D1 R0 R1; the D0 after R1 starts reset/sequences.ts usbJtag; the rest is absorbed
     // but for the last D0 (the client is released by then), which changes nothing.
     const usbJtag = ['0,0', '0,0', '1,0', '1,0', '1,1', '0,1', '0,1', '0,0', '0,0'];
     const expected = ['0,0', '0,0', '1,0', '1,0', '1,1', ...usbJtag];

@@ -25,7 +25,7 @@
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { SerialError } from '../errors.js';
-import type { LinePlatform } from '../lines.js';
+import type { LinePlatform } from '../line-steps.js';
 import type { ResolvedPort } from '../resolve.js';
 import { type RecognizerAction, ResetRecognizer } from './reset-recognizer.js';
 import { ServedPort } from './served-port.js';

@@ -1,0 +1,49 @@
+/** How a failed connect is explained: what the ROM printed, and what to try for the reset used. */
+import { describe, expect, it } from 'vitest';
+import { connectAdvice } from './connect-advice.js';
+import { romBootLine } from './rom-boot-line.js';
+
+describe('what a failed connect says', () => {
+  const appBoot =
+    'ESP-ROM:esp32s3-20210327\r\nBuild:Mar 27 2021\r\nrst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)\r\nSPIWP:0xee\r\n';
+  const downloadBoot =
+    'rst:0x15 (USB_UART_HPSYS),boot:0x0 (DOWNLOAD(USB/UART0))\r\nwaiting for download\r\n';
+
+  it("finds the ROM's last boot line and its mode", () => {
+    expect(romBootLine(appBoot)).toEqual({
+      line: 'rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)',
+      bootMode: '0x8 (SPI_FAST_FLASH_BOOT)',
+      download: false,
+    });
+    expect(romBootLine(`${appBoot}${downloadBoot}`)?.download).toBe(true);
+    expect(
+      romBootLine(
+        'ets Jun  8 2016 00:22:57\r\nrst:0x1 (POWERON_RESET),boot:0x13 (SPI_FAST_FLASH_BOOT)',
+      )?.bootMode,
+    ).toBe('0x13 (SPI_FAST_FLASH_BOOT)');
+    expect(romBootLine('I (123) app: hello')).toBeUndefined();
+  });
+
+  it('names a board that booted its app, and what to try for the reset used', () => {
+    expect(connectAdvice(appBoot, 'auto', false)).toBe(
+      'the ROM printed "rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)": the board booted 0x8 (SPI_FAST_FLASH_BOOT), not the download mode, so the reset did not pull GPIO0 (BOOT) low; try --reset classic, or hold BOOT while resetting and use --reset none; a board on the chip\'s native USB (USB-Serial-JTAG) needs --reset usb-jtag',
+    );
+    expect(connectAdvice(appBoot, 'classic', false)).toMatch(/try --reset tight/);
+    expect(connectAdvice(appBoot, 'tight', true)).not.toMatch(/needs --reset usb-jtag/);
+    expect(connectAdvice(appBoot, 'usb-jtag', true)).toMatch(
+      /USB-UART bridge \(CP210x, CH340\) use --reset classic or --reset tight/,
+    );
+    expect(connectAdvice(appBoot, 'none', false)).toMatch(
+      /with --reset none the board must already be in download mode: hold BOOT, tap RESET/,
+    );
+  });
+
+  it('names a board in download mode whose replies do not arrive, and a silent one', () => {
+    expect(connectAdvice(downloadBoot, 'auto', false)).toMatch(
+      /the board is in download mode, but its replies do not arrive/,
+    );
+    expect(connectAdvice('', 'auto', false)).toMatch(
+      /^check that it is the board's port and that the board is powered; try --reset classic/,
+    );
+  });
+});
