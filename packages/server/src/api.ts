@@ -37,15 +37,11 @@ import {
   type ApiTransportResponse,
   WireError,
 } from '@xiaozhi-mcp/protocol';
+import { MAX_DEVICE_JSON_DEPTH, nestsWithin } from './device-bounds.js';
 import type { DeviceTransport } from './device-link.js';
 import { ServerError } from './errors.js';
 import { HttpError, readBody, sendJson } from './http.js';
-import {
-  type DeviceRecord,
-  type DeviceRegistry,
-  MAX_DEVICE_JSON_DEPTH,
-  nestsWithin,
-} from './registry.js';
+import type { DeviceRecord, DeviceRegistry } from './registry.js';
 import type { AudioSessionStats } from './udp-audio.js';
 
 /** What the API reaches of the server beyond the registry. */

@@ -15,8 +15,9 @@ import { buildServerHello, type DeviceHello, parseDeviceHello } from '@xiaozhi-m
 import type { Logger } from 'pino';
 import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import type { ServerConfig } from './config.js';
+import { clip } from './device-bounds.js';
 import { DeviceSession } from './device-session.js';
-import { clip, type DeviceRegistry } from './registry.js';
+import type { DeviceRegistry } from './registry.js';
 
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 /** The firmware sends a UUID; anything printable up to 64 bytes is taken (and pinned). */

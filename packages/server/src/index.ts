@@ -10,6 +10,7 @@ export {
   resolveConfig,
   type ServerConfig,
 } from './config.js';
+export type { DeviceCredentials } from './device-credentials.js';
 export {
   type DeviceLink,
   type DeviceLinkHandlers,
@@ -51,7 +52,6 @@ export { MqttPacketBound, MqttWire } from './mqtt-wire.js';
 export {
   type DeviceRecord,
   DeviceRegistry,
-  type DeviceTool,
   type HelloRefusal,
   type OtaCheckRecord,
   type RegistryEvents,
@@ -60,6 +60,7 @@ export {
   type SessionStage,
 } from './registry.js';
 export { type ServerUrls, type StartOptions, XiaozhiServer } from './server.js';
+export type { DeviceTool } from './tool-lists.js';
 export {
   type AudioSessionStats,
   answerUdpHello,

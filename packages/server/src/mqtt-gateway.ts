@@ -14,9 +14,10 @@ import {
 } from '@xiaozhi-mcp/protocol';
 import type { Logger } from 'pino';
 import type { ServerConfig } from './config.js';
+import { clip } from './device-bounds.js';
 import { DeviceSession, type DeviceSessionInfo } from './device-session.js';
 import type { MqttDevice } from './mqtt-broker.js';
-import { clip, type DeviceRegistry } from './registry.js';
+import type { DeviceRegistry } from './registry.js';
 
 /**
  * What a session over MQTT records as its hello: none is sent before MCP, so this stands for

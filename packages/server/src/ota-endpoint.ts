@@ -28,12 +28,13 @@ import {
 } from '@xiaozhi-mcp/protocol';
 import type { Logger } from 'pino';
 import type { ServerConfig } from './config.js';
+import { clip } from './device-bounds.js';
 import type { DeviceTransport } from './device-link.js';
 import type { FirmwareStore } from './firmware-store.js';
 import { pinnedMessage } from './gateway.js';
 import { readBody, sendJson } from './http.js';
 import { mqttClientId, publishTopic } from './mqtt-link.js';
-import { clip, type DeviceRegistry } from './registry.js';
+import type { DeviceRegistry } from './registry.js';
 import { sameSecret } from './secret.js';
 
 /**
@@ -176,7 +177,7 @@ export class OtaEndpoint {
 
   /** The token issued to a device by its OTA check (kept, and evicted, with its record). */
   tokenFor(deviceId: string): string | undefined {
-    return this.registry.tokenFor(deviceId);
+    return this.registry.credentials.tokenFor(deviceId);
   }
 
   async handle(req: IncomingMessage, res: ServerResponse, activate: boolean): Promise<void> {
@@ -229,13 +230,13 @@ export class OtaEndpoint {
     const challenge = activating ? randomBytes(32).toString('hex') : undefined;
     const token = activating
       ? undefined
-      : (this.registry.tokenFor(deviceId) ?? randomBytes(16).toString('hex'));
+      : (this.registry.credentials.tokenFor(deviceId) ?? randomBytes(16).toString('hex'));
     const mqttEndpoint = this.transportFor(deviceId) === 'mqtt' ? this.urls.mqtt : undefined;
     // Issued once per device, and kept while the device is offered WebSocket.
     const mqttPassword =
       activating || mqttEndpoint === undefined
         ? undefined
-        : (this.registry.mqttPasswordFor(deviceId) ?? randomBytes(16).toString('hex'));
+        : (this.registry.credentials.mqttPasswordFor(deviceId) ?? randomBytes(16).toString('hex'));
     let reply: OtaReply;
     try {
       reply = buildOtaReply(
@@ -314,9 +315,10 @@ export class OtaEndpoint {
       return;
     }
     // A board that must (re-)activate loses any token it had: the gateway refuses it meanwhile.
-    this.registry.setToken(deviceId, token);
-    if (activating) this.registry.setMqttPassword(deviceId, undefined);
-    else if (mqttPassword !== undefined) this.registry.setMqttPassword(deviceId, mqttPassword);
+    this.registry.credentials.setToken(deviceId, token);
+    if (activating) this.registry.credentials.setMqttPassword(deviceId, undefined);
+    else if (mqttPassword !== undefined)
+      this.registry.credentials.setMqttPassword(deviceId, mqttPassword);
     if (challenge !== undefined && serial !== undefined)
       this.#addChallenge(challenge, { deviceId, clientId, serial });
     this.logger.info(

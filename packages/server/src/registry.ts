@@ -6,27 +6,19 @@
  * Identity: a device is pinned to the first `Client-Id` it came with (the uuid the board keeps
  * in NVS, docs/protocol.md §8); nothing with another Client-Id can act as it until the
  * operator forgets it. Memory is bounded: offline devices are evicted by age and by count (a
- * connected one never), with their tokens, MQTT passwords and pins, and identical tool lists are shared and
- * released with the last record that holds them.
+ * connected one never), with their pins and the secrets issued to them (device-credentials.ts),
+ * and identical tool lists are shared (tool-lists.ts) and released with the last record that
+ * holds them.
  */
-import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { PageReport, ToolResult } from '@xiaozhi-mcp/protocol';
+import { clip, MAX_DEVICE_JSON_DEPTH, nestsWithin } from './device-bounds.js';
+import { DeviceCredentials } from './device-credentials.js';
 import type { DeviceTransport } from './device-link.js';
 import type { DeviceSession, InitializeResult, RequestOptions } from './device-session.js';
 import { ServerError } from './errors.js';
 import { sameSecret } from './secret.js';
-
-/** A tool as the device lists it, with where it was found. */
-export interface DeviceTool {
-  readonly name: string;
-  readonly description: string;
-  readonly inputSchema: Record<string, unknown>;
-  /** Listed only with `withUserTools` (annotations.audience = ["user"]). */
-  readonly userOnly: boolean;
-  /** The tool object exactly as received. */
-  readonly raw: Record<string, unknown>;
-}
+import { type DeviceTool, ToolLists, toolListKey } from './tool-lists.js';
 
 export interface OtaCheckRecord {
   readonly at: string;
@@ -115,65 +107,16 @@ export interface RegistryOptions {
   readonly logger?: RegistryLogger;
 }
 
-/** Deepest nesting kept from a device (tool lists, results): JSON Schemas nest a few levels. */
-export const MAX_DEVICE_JSON_DEPTH = 32;
-/** Longest `lastError` / page violation kept: device text can be as long as a frame. */
-const MAX_NOTE_CHARS = 1000;
+/** Most paging-rule breaches kept from a device's last walks. */
 const MAX_PAGE_VIOLATIONS = 32;
-
-/**
- * Whether `value` nests at most `limit` objects/arrays deep. Iterative, so any depth is safe to
- * ask about; what passes is then safe for `JSON.stringify`, which recurses.
- */
-export function nestsWithin(value: unknown, limit: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    const [node, depth] = item;
-    if (typeof node !== 'object' || node === null) continue;
-    if (depth > limit) return false;
-    for (const child of Array.isArray(node) ? node : Object.values(node))
-      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
-  }
-  return true;
-}
-
-/** Device text cut to a size that is safe to keep, log and answer with. */
-export function clip(text: string, max = MAX_NOTE_CHARS): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} chars)`;
-}
-
-function toDeviceTool(raw: Record<string, unknown>, plainNames: ReadonlySet<string>): DeviceTool {
-  const annotations = raw.annotations as { audience?: unknown } | undefined;
-  const audience = Array.isArray(annotations?.audience) ? annotations.audience : [];
-  const name = typeof raw.name === 'string' ? raw.name : '';
-  return {
-    name,
-    description: typeof raw.description === 'string' ? raw.description : '',
-    inputSchema: (typeof raw.inputSchema === 'object' && raw.inputSchema !== null
-      ? raw.inputSchema
-      : {}) as Record<string, unknown>,
-    userOnly: audience.includes('user') || !plainNames.has(name),
-    raw,
-  };
-}
 
 /** What the registry keeps of a device besides its public record. */
 interface Entry {
   readonly record: DeviceRecord;
-  /** The WebSocket token the OTA endpoint issued to it. */
-  token: string | undefined;
-  /** The MQTT password the OTA endpoint issued to it. */
-  mqttPassword: string | undefined;
   /** Last activity (OTA check, connection, disconnection), `Date.now()`. */
   seenAt: number;
   /** Key of its shared tool list in `#toolLists`. */
   toolsKey: string | undefined;
-}
-
-interface SharedTools {
-  readonly tools: readonly DeviceTool[];
-  /** Records holding it. */
-  refs: number;
 }
 
 const DEFAULT_MAX_DEVICES = 10_000;
@@ -187,12 +130,14 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
   /** In order of last activity, oldest first: eviction walks it from the front. */
   readonly #devices = new Map<string, Entry>();
   readonly #otaChecks: OtaCheckRecord[] = [];
-  readonly #toolLists = new Map<string, SharedTools>();
+  readonly #toolLists = new ToolLists();
   readonly #options: RegistryOptions;
   readonly #maxDevices: number;
   readonly #ttlMs: number;
   readonly #logger: RegistryLogger;
   readonly #sweeper: NodeJS.Timeout | undefined;
+  /** The secrets the OTA endpoint issued to known devices; they go with the record. */
+  readonly credentials = new DeviceCredentials((deviceId) => this.#devices.has(deviceId));
 
   constructor(options: RegistryOptions = {}) {
     super();
@@ -246,30 +191,14 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     return entry === undefined || sameSecret(clientId, entry.record.clientId);
   }
 
-  /** The token issued to a device (by the OTA endpoint), if any. */
+  /** {@link DeviceCredentials.tokenFor}, the secret tools and tests most often ask for. */
   tokenFor(deviceId: string): string | undefined {
-    return this.#devices.get(deviceId.toLowerCase())?.token;
+    return this.credentials.tokenFor(deviceId);
   }
 
-  /** Keeps the token issued to a known device (undefined revokes it); it goes with the record. */
+  /** {@link DeviceCredentials.setToken}. */
   setToken(deviceId: string, token: string | undefined): void {
-    const entry = this.#devices.get(deviceId.toLowerCase());
-    if (entry === undefined)
-      throw new ServerError('DEVICE_NOT_FOUND', `no device ${deviceId} has been seen`);
-    entry.token = token;
-  }
-
-  /** The MQTT password issued to a device (by the OTA endpoint), if any. */
-  mqttPasswordFor(deviceId: string): string | undefined {
-    return this.#devices.get(deviceId.toLowerCase())?.mqttPassword;
-  }
-
-  /** Keeps the MQTT password issued to a known device (undefined revokes it); it goes with the record. */
-  setMqttPassword(deviceId: string, password: string | undefined): void {
-    const entry = this.#devices.get(deviceId.toLowerCase());
-    if (entry === undefined)
-      throw new ServerError('DEVICE_NOT_FOUND', `no device ${deviceId} has been seen`);
-    entry.mqttPassword = password;
+    this.credentials.setToken(deviceId, token);
   }
 
   /** Marks a known device as having proved it holds `serial`'s key (opt-in activation). */
@@ -490,8 +419,6 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
           lastError: undefined,
           activatedSerial: undefined,
         },
-        token: undefined,
-        mqttPassword: undefined,
         seenAt: Date.now(),
         toolsKey: undefined,
       };
@@ -535,8 +462,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     const { record } = entry;
     if (this.#devices.get(record.deviceId) !== entry) return;
     this.#devices.delete(record.deviceId);
-    entry.token = undefined;
-    entry.mqttPassword = undefined;
+    this.credentials.drop(record.deviceId);
     this.#releaseTools(entry);
     record.session?.close(reason);
     this.#emit('forgotten', record.deviceId, reason);
@@ -546,8 +472,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     const key = entry.toolsKey;
     if (key === undefined) return;
     entry.toolsKey = undefined;
-    const shared = this.#toolLists.get(key);
-    if (shared !== undefined && --shared.refs <= 0) this.#toolLists.delete(key);
+    this.#toolLists.release(key);
   }
 
   /** Emits to every listener; one that throws is logged and neither stops the others nor the caller. */
@@ -603,27 +528,14 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       );
     }
     const plainNames = new Set(plain.tools.map((t) => (typeof t.name === 'string' ? t.name : '')));
-    // Boards of one build list the same tools: keep one copy per distinct list, by a digest of
-    // it (bounded depth, so the serialisation cannot throw).
-    const key = createHash('sha256')
-      .update([...plainNames].join('\n'))
-      .update('\u0000')
-      .update(JSON.stringify(all.tools))
-      .digest('base64');
+    // Bounded depth (checked above), so the digest's serialisation cannot throw.
+    const key = toolListKey(plainNames, all.tools);
     const changed = key !== entry.toolsKey;
     if (changed) {
-      let shared = this.#toolLists.get(key);
-      if (shared === undefined) {
-        shared = {
-          tools: Object.freeze(all.tools.map((raw) => toDeviceTool(raw, plainNames))),
-          refs: 0,
-        };
-        this.#toolLists.set(key, shared);
-      }
-      shared.refs++;
+      const tools = this.#toolLists.hold(key, plainNames, all.tools);
       this.#releaseTools(entry);
       entry.toolsKey = key;
-      record.tools = shared.tools;
+      record.tools = tools;
     }
     record.pages = { plain: plain.pages, withUserTools: all.pages };
     record.pageViolations = [...plain.violations, ...all.violations]

@@ -214,7 +214,7 @@ export class XiaozhiServer {
 
   /** The MQTT password the OTA endpoint issued to a device (tests and tools connect with it). */
   mqttPasswordFor(deviceId: string): string | undefined {
-    return this.registry.mqttPasswordFor(deviceId);
+    return this.registry.credentials.mqttPasswordFor(deviceId);
   }
 
   /** The transport the OTA reply offers a device: its own, else the configured one. */
@@ -310,7 +310,7 @@ export class XiaozhiServer {
           config.auth === 'off' ||
           oneOfSecrets(
             password,
-            [...config.tokens, registry.mqttPasswordFor(deviceId) ?? []].flat(),
+            [...config.tokens, registry.credentials.mqttPasswordFor(deviceId) ?? []].flat(),
           ),
         acceptsClient: (deviceId, clientId) => registry.acceptsClient(deviceId, clientId),
         pinnedClientId: (deviceId) => registry.get(deviceId)?.clientId,

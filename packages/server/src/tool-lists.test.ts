@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { ToolLists, toolListKey } from './tool-lists.js';
+
+const tool = (name: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  description: `the ${name} tool`,
+  inputSchema: { type: 'object', properties: {} },
+  ...extra,
+});
+
+describe('toolListKey', () => {
+  it('is the same for the same listing, and differs when the plain names or the tools do', () => {
+    const all = [tool('a'), tool('b')];
+    const key = toolListKey(new Set(['a', 'b']), all);
+    expect(toolListKey(new Set(['a', 'b']), [tool('a'), tool('b')])).toBe(key);
+    expect(toolListKey(new Set(['a']), all)).not.toBe(key);
+    expect(toolListKey(new Set(['a', 'b']), [tool('a'), tool('c')])).not.toBe(key);
+  });
+});
+
+describe('ToolLists', () => {
+  it('gives every holder of a key the same frozen list, released with the last hold', () => {
+    const lists = new ToolLists();
+    const all = [tool('a')];
+    const plain = new Set(['a']);
+    const key = toolListKey(plain, all);
+    const first = lists.hold(key, plain, all);
+    const second = lists.hold(key, plain, [tool('ignored')]);
+    expect(second).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(lists.size).toBe(1);
+    lists.release(key);
+    expect(lists.size).toBe(1);
+    lists.release(key);
+    expect(lists.size).toBe(0);
+    lists.release(key);
+    expect(lists.size).toBe(0);
+  });
+
+  it('marks user-only tools by their audience or by their absence from the plain listing', () => {
+    const lists = new ToolLists();
+    const all = [
+      tool('plain'),
+      tool('audience', { annotations: { audience: ['user'] } }),
+      tool('hidden'),
+      { name: 7, inputSchema: null },
+    ];
+    const plain = new Set(['plain', 'audience', '']);
+    const tools = lists.hold(toolListKey(plain, all), plain, all);
+    expect(tools.map((t) => [t.name, t.userOnly])).toEqual([
+      ['plain', false],
+      ['audience', true],
+      ['hidden', true],
+      ['', false],
+    ]);
+    expect(tools[3]).toMatchObject({ description: '', inputSchema: {} });
+    expect(tools[0]?.raw).toBe(all[0]);
+  });
+});

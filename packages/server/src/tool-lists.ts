@@ -1,0 +1,89 @@
+/**
+ * The tool lists of devices, one copy per distinct list: boards of one build list the same
+ * tools, so a rig of them holds one list, released with the last record that holds it.
+ */
+import { createHash } from 'node:crypto';
+
+/** A tool as the device lists it, with where it was found. */
+export interface DeviceTool {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: Record<string, unknown>;
+  /** Listed only with `withUserTools` (annotations.audience = ["user"]). */
+  readonly userOnly: boolean;
+  /** The tool object exactly as received. */
+  readonly raw: Record<string, unknown>;
+}
+
+function toDeviceTool(raw: Record<string, unknown>, plainNames: ReadonlySet<string>): DeviceTool {
+  const annotations = raw.annotations as { audience?: unknown } | undefined;
+  const audience = Array.isArray(annotations?.audience) ? annotations.audience : [];
+  const name = typeof raw.name === 'string' ? raw.name : '';
+  return {
+    name,
+    description: typeof raw.description === 'string' ? raw.description : '',
+    inputSchema: (typeof raw.inputSchema === 'object' && raw.inputSchema !== null
+      ? raw.inputSchema
+      : {}) as Record<string, unknown>,
+    userOnly: audience.includes('user') || !plainNames.has(name),
+    raw,
+  };
+}
+
+interface SharedTools {
+  readonly tools: readonly DeviceTool[];
+  /** Records holding it. */
+  refs: number;
+}
+
+/**
+ * The key of a device's listing: a digest of the names it lists without `withUserTools` and of
+ * every tool it lists with it. `all` must nest boundedly, so that serialising it cannot throw.
+ */
+export function toolListKey(
+  plainNames: ReadonlySet<string>,
+  all: readonly Record<string, unknown>[],
+): string {
+  return createHash('sha256')
+    .update([...plainNames].join('\n'))
+    .update('\u0000')
+    .update(JSON.stringify(all))
+    .digest('base64');
+}
+
+/** The distinct tool lists held by device records, each counted by the records holding it. */
+export class ToolLists {
+  readonly #lists = new Map<string, SharedTools>();
+
+  /** How many distinct lists are held. */
+  get size(): number {
+    return this.#lists.size;
+  }
+
+  /**
+   * Takes one hold on the list under `key` (see {@link toolListKey}), made from `all` when no
+   * record holds it yet, and returns it (frozen: every holder shares it).
+   */
+  hold(
+    key: string,
+    plainNames: ReadonlySet<string>,
+    all: readonly Record<string, unknown>[],
+  ): readonly DeviceTool[] {
+    let shared = this.#lists.get(key);
+    if (shared === undefined) {
+      shared = {
+        tools: Object.freeze(all.map((raw) => toDeviceTool(raw, plainNames))),
+        refs: 0,
+      };
+      this.#lists.set(key, shared);
+    }
+    shared.refs++;
+    return shared.tools;
+  }
+
+  /** Gives back one hold on the list under `key`; the last one releases it. */
+  release(key: string): void {
+    const shared = this.#lists.get(key);
+    if (shared !== undefined && --shared.refs <= 0) this.#lists.delete(key);
+  }
+}
