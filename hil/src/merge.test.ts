@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from './cli.js';
-import { check, syntheticBoard, syntheticReport } from './compare/synthetic.js';
+import { check, syntheticBoard, syntheticReport } from './compare/synthetic.test-helper.js';
 import { mergeReports, parseMergeArgument, rigNameFor } from './merge.js';
 import type { RunReport } from './model.js';
 import { renderJson } from './reporters/json.js';

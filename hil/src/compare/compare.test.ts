@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 import { parseInventory, SCHEMA_PATH } from '../inventory.js';
 import type { RunReport } from '../model.js';
+import { latencyOf } from '../reporters/fixture.test-helper.js';
 import { renderGithubSummary } from '../reporters/github.js';
 import { renderHtml } from '../reporters/html.js';
 import { renderJson } from '../reporters/json.js';
@@ -20,12 +21,11 @@ import { renderComparisonText } from './render.js';
 import { DEFAULT_COMPARE_THRESHOLDS } from './rules.js';
 import {
   check,
-  latencyOf,
   lognormalSamples,
   syntheticBoard,
   syntheticReport,
   TOOLS,
-} from './synthetic.js';
+} from './synthetic.test-helper.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hil-compare-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

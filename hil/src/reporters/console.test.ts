@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CheckResult } from '../model.js';
 import { ConsoleReporter, isLiveTerminal, renderConsoleSummary } from './console.js';
-import { fixtureReport, passingReport, ROBOT_BOARD, VIRTUAL_BOARD } from './fixture.js';
+import { fixtureReport, passingReport, ROBOT_BOARD, VIRTUAL_BOARD } from './fixture.test-helper.js';
 
 function capture(
   live: boolean,

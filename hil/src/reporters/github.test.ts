@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { markdownText } from './escape.js';
-import { fixtureReport, passingReport, reportOf } from './fixture.js';
+import { fixtureReport, passingReport, reportOf } from './fixture.test-helper.js';
 import { renderGithubSummary, writeGithubSummary } from './github.js';
 
 /** The rows of the Markdown table that starts with `header`. */

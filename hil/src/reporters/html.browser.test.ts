@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixtureReport } from './fixture.js';
+import { fixtureReport } from './fixture.test-helper.js';
 import { writeReports } from './index.js';
 
 const CHROMIUM = '/usr/bin/chromium';

@@ -7,7 +7,7 @@ import {
   reportOf,
   textContent,
   type XmlElement,
-} from './fixture.js';
+} from './fixture.test-helper.js';
 import { artefactHref, LABEL_GAP, renderHtml, spreadLabels } from './html.js';
 
 /**

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fixtureReport } from './fixture.js';
+import { fixtureReport } from './fixture.test-helper.js';
 import {
   REPORTER_NAMES,
   REPORTERS,

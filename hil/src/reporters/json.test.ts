@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RunReport } from '../model.js';
-import { fixtureReport } from './fixture.js';
+import { fixtureReport } from './fixture.test-helper.js';
 import { renderJson } from './json.js';
 
 /** The same object with every object's keys in reverse insertion order. */

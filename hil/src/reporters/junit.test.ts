@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { xmlAttr, xmlText } from './escape.js';
-import { elements, fixtureReport, parseXml, reportOf, type XmlElement } from './fixture.js';
+import {
+  elements,
+  fixtureReport,
+  parseXml,
+  reportOf,
+  type XmlElement,
+} from './fixture.test-helper.js';
 import { renderJunit } from './junit.js';
 
 function suiteOf(root: XmlElement, board: string): XmlElement {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fixtureReport, reportOf } from './fixture.js';
+import { fixtureReport, reportOf } from './fixture.test-helper.js';
 import { escapeLabelValue, renderOpenMetrics } from './openmetrics.js';
 
 const SAMPLE =

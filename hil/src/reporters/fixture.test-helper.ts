@@ -1,7 +1,7 @@
 /**
  * A realistic run for the reporter tests: a virtual board that passed with known deviations, a
  * robot board that failed a tools-list check, and a board that vanished at `session` (exit 3).
- * Built fresh on every call because reports are mutable.
+ * Built fresh on every call because reports are mutable. A test helper: the build leaves it out.
  */
 import { percentile } from '@xiaozhi-mcp/protocol';
 import {
@@ -28,11 +28,12 @@ function samples(count: number, baseMs: number, spreadMs: number, seed: number):
   return values;
 }
 
-function latency(
+/** Samples as the report keeps them: their percentiles, beside the given ping round trip. */
+export function latencyOf(
   method: string,
   valuesMs: number[],
-  pingP50Ms: number,
-  pingP99Ms: number,
+  pingP50Ms = 1,
+  pingP99Ms = 2,
 ): LatencyStats {
   const sorted = [...valuesMs].sort((a, b) => a - b);
   return {
@@ -158,7 +159,7 @@ function virtualBoard(): BoardReport {
         data: { p50BudgetMs: 50, p99BudgetMs: 250 },
       }),
     ],
-    latency: [latency('tools/call self.get_device_status', samples(50, 3, 2.5, 7), 0.42, 1.9)],
+    latency: [latencyOf('tools/call self.get_device_status', samples(50, 3, 2.5, 7), 0.42, 1.9)],
     consoleLog: 'bread-compact-wifi/console.log',
     transcript: 'bread-compact-wifi/transcript.jsonl',
     startedAt: '2025-11-21T20:00:01.000Z',
@@ -224,8 +225,8 @@ function robotBoard(): BoardReport {
       }),
     ],
     latency: [
-      latency('tools/call self.get_device_status', samples(50, 35, 20, 11), 28.5, 96.2),
-      latency('tools/list', samples(20, 60, 30, 3), 28.5, 96.2),
+      latencyOf('tools/call self.get_device_status', samples(50, 35, 20, 11), 28.5, 96.2),
+      latencyOf('tools/list', samples(20, 60, 30, 3), 28.5, 96.2),
     ],
     consoleLog: 'robot/console.log',
     transcript: 'robot/transcript.jsonl',
@@ -265,10 +266,15 @@ function vanishedBoard(): BoardReport {
   };
 }
 
-/** A report over `boards`, with the summary and exit code the model derives. */
-export function reportOf(boards: BoardReport[]): RunReport {
+/** What a report says about its run besides its boards; `reportOf` derives the rest. */
+export type RunHeader = Pick<
+  RunReport,
+  'startedAt' | 'durationMs' | 'rig' | 'server' | 'firmware' | 'suites'
+>;
+
+/** The run of the fixture: an inventory rig that flashed one image onto every board. */
+function fixtureRun(): RunHeader {
   return {
-    tool: { name: 'hil', version: '0.1.0' },
     startedAt: '2025-11-21T20:00:00.000Z',
     durationMs: 51_250,
     rig: 'inventory',
@@ -283,6 +289,14 @@ export function reportOf(boards: BoardReport[]): RunReport {
       sha256: '9f2c4e1b7a0d5c3e8f6b1a2d4c7e9f0b3a5d8c1e6f2b4a7d9c0e3f5a8b1d2c4e',
     },
     suites: DEFAULT_SUITES,
+  };
+}
+
+/** A report over `boards`, with the summary and exit code the model derives. */
+export function reportOf(boards: BoardReport[], run: RunHeader = fixtureRun()): RunReport {
+  return {
+    tool: { name: 'hil', version: '0.1.0' },
+    ...run,
     boards,
     summary: summarize(boards),
     exitCode: exitCodeFor(boards),

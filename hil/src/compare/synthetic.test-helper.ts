@@ -1,18 +1,10 @@
 /**
  * Synthetic reports for the tests of `hil compare` and `hil merge`: one board whose latency
  * samples are drawn, seeded, from a log-normal distribution (what call latencies look like: a
- * floor and a right tail). Not exported from the package.
+ * floor and a right tail). A test helper: the build leaves it out.
  */
-import { percentile } from '@xiaozhi-mcp/protocol';
-import {
-  type BoardReport,
-  type CheckResult,
-  exitCodeFor,
-  type LatencyStats,
-  type RunReport,
-  summarize,
-  type ToolSummary,
-} from '../model.js';
+import type { BoardReport, CheckResult, RunReport, ToolSummary } from '../model.js';
+import { latencyOf, reportOf } from '../reporters/fixture.test-helper.js';
 import { seededRandom } from './stats.js';
 
 /** `count` log-normal samples with the given median and log-sd, rounded to 0.01 ms as hil keeps them. */
@@ -32,22 +24,6 @@ export function lognormalSamples(
     out.push(Math.round(medianMs * Math.exp(sigma * z) * 100) / 100);
   }
   return out;
-}
-
-export function latencyOf(method: string, valuesMs: number[]): LatencyStats {
-  const sorted = [...valuesMs].sort((a, b) => a - b);
-  return {
-    method,
-    samples: valuesMs.length,
-    minMs: sorted[0] ?? Number.NaN,
-    p50Ms: percentile(sorted, 0.5),
-    p90Ms: percentile(sorted, 0.9),
-    p99Ms: percentile(sorted, 0.99),
-    maxMs: sorted.at(-1) ?? Number.NaN,
-    pingP50Ms: 1,
-    pingP99Ms: 2,
-    valuesMs,
-  };
 }
 
 export function check(id: string, status: CheckResult['status'] = 'passed'): CheckResult {
@@ -164,16 +140,11 @@ export function syntheticBoard(options: SyntheticBoard = {}): BoardReport {
 }
 
 export function syntheticReport(boards: BoardReport[]): RunReport {
-  return {
-    tool: { name: 'hil', version: '0.1.0' },
+  return reportOf(boards, {
     startedAt: '2025-01-01T00:00:00.000Z',
     durationMs: 6000,
     rig: 'virtual',
     server: { ota: 'http://127.0.0.1:1/xiaozhi/ota/', websocket: 'ws://127.0.0.1:1/xiaozhi/v1/' },
     suites: ['initialize', 'tools-list', 'latency'],
-    boards,
-    summary: summarize(boards),
-    exitCode: exitCodeFor(boards),
-    interrupted: false,
-  };
+  });
 }
