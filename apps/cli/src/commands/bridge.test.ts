@@ -8,7 +8,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli, spawnCommand } from '../test-io.js';
+import { runCli, spawnCommand } from '../io.test-helper.js';
 import { isLoopback, parseHttpAddress } from './bridge.js';
 
 // The binary needs the workspace built (`npx turbo run build`; `npm test` builds first).

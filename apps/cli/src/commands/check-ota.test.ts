@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../test-io.js';
+import { runCli } from '../io.test-helper.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'xz-ota-'));
 function file(name: string, value: unknown): string {

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../test-io.js';
+import { runCli } from '../io.test-helper.js';
 import {
   buildArguments,
   checkArguments,

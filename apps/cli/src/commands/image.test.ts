@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../test-io.js';
+import { runCli } from '../io.test-helper.js';
 
 const images = join(
   resolve(dirname(fileURLToPath(import.meta.url)), '../../../..'),

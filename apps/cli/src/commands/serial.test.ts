@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { TestBackend } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, spawnCommand } from '../test-io.js';
+import { runCli, spawnCommand } from '../io.test-helper.js';
 
 // The binaries need the workspace built (`npx turbo run build`; `npm test` builds first).
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');

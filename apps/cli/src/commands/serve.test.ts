@@ -4,7 +4,7 @@ import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
 import { resolveConfig } from '@xiaozhi-mcp/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CliIo } from '../io.js';
-import { runCli } from '../test-io.js';
+import { runCli } from '../io.test-helper.js';
 import { type ServeOptions, serveCommand, startOptions } from './serve.js';
 
 const FAST: Partial<BoardTiming> = {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { TestBackend } from '@xiaozhi-mcp/device/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../test-io.js';
+import { runCli } from '../io.test-helper.js';
 import { simMac, simUuid } from './sim.js';
 
 const bin = join(

@@ -1,3 +1,7 @@
+/**
+ * Running the CLI in tests: in-process with its output captured, or a built binary spawned as a
+ * shell would. A test helper: the build leaves `*.test-helper.ts` out of dist.
+ */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { CliIo } from './io.js';
