@@ -13,7 +13,8 @@ import {
   type ListToolsResult,
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
-import { ApiClient, type ApiDevice } from './api-client.js';
+import { API_CALL_TIMEOUT_MAX_MS, type ApiDevice } from '@xiaozhi-mcp/protocol';
+import { ApiClient, CALL_MARGIN_MS } from './api-client.js';
 import {
   type BoardTools,
   boardsFingerprint,
@@ -33,13 +34,8 @@ export const BRIDGE_NAME = 'xiaozhi-mcp-bridge';
 export const DEFAULT_POLL_MS = 2000;
 export const DEFAULT_PAGE_SIZE = 100;
 export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
-/** The API's bound on `timeoutMs` (packages/server/README.md, HTTP limits). */
-export const MAX_CALL_TIMEOUT_MS = 600_000;
-/**
- * The bridge's own bound on a call is the API's plus this much: the API answers 504 at
- * `callTimeoutMs`; this catches a server that answers nothing at all.
- */
-export const CALL_MARGIN_MS = 5000;
+/** The API's bound on `timeoutMs`. */
+export const MAX_CALL_TIMEOUT_MS = API_CALL_TIMEOUT_MAX_MS;
 /** Bound on one re-read of the boards and their tools. */
 const REFRESH_TIMEOUT_MS = 15_000;
 

@@ -7,15 +7,8 @@
  * bridge refuses one from an older generation (the list changed since: the client was sent
  * `notifications/tools/list_changed` and lists again from the start) or one it never wrote.
  */
+import type { ApiTool } from '@xiaozhi-mcp/protocol';
 import { toolNameFor } from './names.js';
-
-/** A tool as `GET /api/devices/:id/tools` lists it. */
-export interface ApiTool {
-  readonly name: string;
-  readonly description: string;
-  readonly inputSchema: Record<string, unknown>;
-  readonly userOnly: boolean;
-}
 
 /** One served board and its tools. */
 export interface BoardTools {

@@ -7,6 +7,7 @@
 export const BRIDGE_ERROR_CODES = [
   'CONFIG_INVALID',
   'SERVER_UNREACHABLE',
+  'SERVER_TIMEOUT',
   'UNAUTHORIZED',
   'DEVICE_NOT_FOUND',
   'API_ERROR',
@@ -20,6 +21,12 @@ export class BridgeError extends Error {
   readonly status: number | undefined;
   /** The API's own `error.code` (`DEVICE_DISCONNECTED`, `REQUEST_TIMEOUT`, -32000, ...). */
   readonly apiCode: string | number | undefined;
+  /**
+   * What the API said in an error answer: its `error.message` (`HTTP <status>` when it gave
+   * none), for callers that word the failure themselves; undefined when no error answer of the
+   * API's came (no answer, or one that is not the API's).
+   */
+  readonly apiMessage: string | undefined;
   /** True when the API says the device itself answered with an error (`source: "device"`). */
   readonly fromDevice: boolean;
 
@@ -29,13 +36,15 @@ export class BridgeError extends Error {
     options: {
       cause?: unknown;
       status?: number;
-      apiCode?: string | number;
+      apiCode?: string | number | undefined;
+      apiMessage?: string;
       fromDevice?: boolean;
     } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.status = options.status;
     this.apiCode = options.apiCode;
+    this.apiMessage = options.apiMessage;
     this.fromDevice = options.fromDevice ?? false;
   }
 }

@@ -1,18 +1,24 @@
 // @xiaozhi-mcp/bridge: boards as a standard MCP server. Named exports only; see README.md.
 
-export { type ApiDevice, apiBase } from './api-client.js';
+export {
+  ApiClient,
+  type ApiClientOptions,
+  apiBase,
+  CALL_MARGIN_MS,
+  CALL_TIMEOUT_DEFAULT_MS,
+  REQUEST_TIMEOUT_MS,
+} from './api-client.js';
 export {
   BRIDGE_NAME,
   BRIDGE_VERSION,
   type BridgeOptions,
-  CALL_MARGIN_MS,
   DEFAULT_CALL_TIMEOUT_MS,
   DEFAULT_PAGE_SIZE,
   DEFAULT_POLL_MS,
   MAX_CALL_TIMEOUT_MS,
   XiaozhiBridge,
 } from './bridge.js';
-export type { ApiTool, BoardTools, ServedTool } from './catalog.js';
+export type { BoardTools, ServedTool } from './catalog.js';
 export { BRIDGE_ERROR_CODES, BridgeError, type BridgeErrorCode } from './errors.js';
 export {
   type HttpOptions,

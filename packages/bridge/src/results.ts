@@ -4,7 +4,7 @@
  * (`isError: true`) or a protocol error (JSON-RPC) for requests the bridge itself refuses.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { ApiCallResult } from './api-client.js';
+import type { ToolResult } from '@xiaozhi-mcp/protocol';
 import { BridgeError } from './errors.js';
 
 type Content = CallToolResult['content'][number];
@@ -28,7 +28,7 @@ export function toMcpContent(item: unknown): Content {
   return { type: 'text', text: JSON.stringify(item) ?? String(item) };
 }
 
-export function toCallToolResult(result: ApiCallResult): CallToolResult {
+export function toCallToolResult(result: ToolResult): CallToolResult {
   return { content: result.content.map(toMcpContent), isError: result.isError };
 }
 
