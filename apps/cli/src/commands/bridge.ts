@@ -153,7 +153,7 @@ export async function bridgeCommand(
   let bridge: XiaozhiBridge;
   try {
     bridge = new XiaozhiBridge({
-      server: target.api,
+      server: target.server,
       ...(target.token === undefined ? {} : { token: target.token }),
       ...(device === undefined ? {} : { device }),
       ...(options.pollMs === undefined ? {} : { pollMs: options.pollMs }),

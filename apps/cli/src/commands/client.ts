@@ -1,4 +1,13 @@
+/**
+ * `devices`, `devices forget`, `tools` and `call`: a running server's devices and their tools,
+ * through the one client of its API (`ApiClient` of `@xiaozhi-mcp/bridge`). What is here is the
+ * command line's own: options, argument conversion and checks, output, and the CLI's wording of
+ * the client's typed errors.
+ */
+import { ApiClient, BridgeError } from '@xiaozhi-mcp/bridge';
 import {
+  type ApiForgetResponse,
+  type ApiTool,
   defineTool,
   type Property,
   type Tool,
@@ -27,18 +36,13 @@ export interface CallOptions extends ClientOptions {
 }
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:8000';
-/** Bound on the listing requests, which the server answers from memory. */
-const LIST_TIMEOUT_MS = 10_000;
-/** Bound on a call without `--timeout`, when the server's own call timeout applies. */
-const CALL_TIMEOUT_MS = 120_000;
-/** Time the server gets beyond the device's bound to answer a call. */
-const CALL_MARGIN_MS = 5_000;
 
 export interface Target {
   /** As the user gave it, for messages. */
   readonly server: string;
-  readonly api: string;
   readonly token: string | undefined;
+  /** The server's API. */
+  readonly api: ApiClient;
 }
 
 function envValue(name: string): string | undefined {
@@ -49,24 +53,18 @@ function envValue(name: string): string | undefined {
 /** The server's API and token from the options, else $XIAOZHI_SERVER and $XIAOZHI_TOKEN. */
 export function targetOf(options: ClientOptions): Target {
   const server = options.server ?? envValue('XIAOZHI_SERVER') ?? DEFAULT_SERVER;
-  let url: URL;
+  const token = options.token ?? envValue('XIAOZHI_TOKEN');
   try {
-    url = new URL(server);
-  } catch {
-    throw new CliError(
-      `--server must be an http:// URL, got ${JSON.stringify(server)}`,
-      ExitCode.usage,
-    );
+    // No `limit`: the CLI reads the device list in the server's own pages, as it always has.
+    return { server, token, api: new ApiClient({ server, token, devicesPageSize: 'server' }) };
+  } catch (error) {
+    if (error instanceof BridgeError && error.code === 'CONFIG_INVALID')
+      throw new CliError(
+        `--server must be an http:// URL, got ${JSON.stringify(server)}`,
+        ExitCode.usage,
+      );
+    throw error;
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new CliError(
-      `--server must be an http:// URL, got ${JSON.stringify(server)}`,
-      ExitCode.usage,
-    );
-  // The base URL of the server; one that already ends in /api is taken as the API itself.
-  const base = `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
-  const api = base.endsWith('/api') ? base : `${base}/api`;
-  return { server, api, token: options.token ?? envValue('XIAOZHI_TOKEN') };
 }
 
 /** A device id as the server keys it: MACs in lower case with colons, whatever was typed. */
@@ -80,82 +78,38 @@ export function normalizeDeviceId(input: string): string {
   return mac === null ? id : mac.slice(1).join(':');
 }
 
-interface ApiAnswer {
-  readonly status: number;
-  readonly body: unknown;
-}
-
-async function request(
-  target: Target,
-  method: 'GET' | 'POST' | 'DELETE',
-  path: string,
-  timeoutMs: number,
-  body?: unknown,
-): Promise<ApiAnswer> {
-  const headers: Record<string, string> = { accept: 'application/json' };
-  if (target.token !== undefined) headers.authorization = `Bearer ${target.token}`;
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  let response: Response;
-  let text: string;
-  try {
-    response = await fetch(`${target.api}${path}`, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    text = await response.text();
-  } catch (error) {
-    if (error instanceof Error && error.name === 'TimeoutError')
-      throw new CliError(`the server at ${target.server} did not answer within ${timeoutMs} ms`);
-    // fetch hides the reason (ECONNREFUSED, ENOTFOUND...) in `cause`.
-    const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
-    throw new CliError(
-      `cannot reach the server at ${target.server}: ${cause instanceof Error ? cause.message : String(cause)}`,
-    );
-  }
-  try {
-    return { status: response.status, body: JSON.parse(text) as unknown };
-  } catch {
-    throw new CliError(
-      `the server at ${target.server} answered HTTP ${response.status} with something that is not JSON (is it a xiaozhi-mcp server?)`,
-    );
-  }
-}
-
 function record(value: unknown): Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
     : {};
 }
 
-/** The one-line error for a non-2xx answer; `device` names who answered a 502. */
-function apiFailure(target: Target, answer: ApiAnswer, device?: string): CliError {
-  const error = record(answer.body).error;
-  const details = record(error);
-  const message =
-    typeof details.message === 'string'
-      ? details.message
-      : typeof error === 'string'
-        ? error
-        : `HTTP ${answer.status}`;
-  if (answer.status === 401)
+/**
+ * The CLI's one line for a failure of the API client: the API's own message where it gave one,
+ * the client's sentence otherwise; `device` names who answered a 502.
+ */
+function apiFailure(target: Target, error: unknown, device?: string): unknown {
+  if (!(error instanceof BridgeError)) return error;
+  if (error.code === 'UNAUTHORIZED')
     return new CliError(
-      `the server at ${target.server} refused the request: ${message} (pass its API token with --token or $XIAOZHI_TOKEN)`,
+      `the server at ${target.server} refused the request: ${error.apiMessage ?? error.message} (pass its API token with --token or $XIAOZHI_TOKEN)`,
     );
-  if (answer.status === 502 && details.source === 'device' && device !== undefined)
-    return new CliError(`${device} answered with an error: ${message}`);
-  return new CliError(message);
+  if (error.status === 502 && error.fromDevice && device !== undefined)
+    return new CliError(`${device} answered with an error: ${error.apiMessage ?? error.message}`);
+  return new CliError(error.apiMessage ?? error.message);
 }
 
-async function getJson(target: Target, path: string, device?: string): Promise<unknown> {
-  const answer = await request(target, 'GET', path, LIST_TIMEOUT_MS);
-  if (answer.status !== 200) throw apiFailure(target, answer, device);
-  return answer.body;
-}
-
-function unexpected(target: Target, what: string): CliError {
-  return new CliError(`the server at ${target.server} answered without ${what}`);
+/** One request through the client, its failure in the CLI's words. */
+async function ask<T>(
+  target: Target,
+  request: (api: ApiClient) => Promise<T>,
+  device?: string,
+): Promise<T> {
+  try {
+    return await request(target.api);
+  } catch (error) {
+    throw apiFailure(target, error, device);
+  }
 }
 
 // ---- devices ----
@@ -182,40 +136,11 @@ function table(rows: readonly (readonly string[])[]): string {
     .join('');
 }
 
-/**
- * Every device the server has seen, page by page: `GET /devices?cursor=C` answers
- * `{devices, nextCursor?}`, without `nextCursor` on the last page (and from a server that does
- * not paginate).
- */
-async function listDevices(target: Target): Promise<unknown[]> {
-  const devices: unknown[] = [];
-  const cursors = new Set<string>();
-  let cursor: string | undefined;
-  for (;;) {
-    const query = cursor === undefined ? '' : `?${new URLSearchParams({ cursor })}`;
-    const body = record(await getJson(target, `/devices${query}`));
-    if (!Array.isArray(body.devices)) throw unexpected(target, 'a device list');
-    devices.push(...body.devices);
-    const next = body.nextCursor;
-    if (next === undefined || next === null) return devices;
-    if (typeof next !== 'string' || next === '')
-      throw new CliError(
-        `the server at ${target.server} answered with a nextCursor that is not a string: ${JSON.stringify(next)}`,
-      );
-    // A server that hands out a cursor twice would be followed forever.
-    if (cursors.has(next))
-      throw new CliError(
-        `the server at ${target.server} gave the device list cursor ${JSON.stringify(next)} twice`,
-      );
-    cursors.add(next);
-    cursor = next;
-  }
-}
-
 /** Lists every device the server has seen. */
 export async function devicesCommand(io: CliIo, options: ClientOptions): Promise<number> {
   const target = targetOf(options);
-  const devices = await listDevices(target);
+  // As the server sent them: `--json` prints the API's answer.
+  const devices = await ask(target, (api) => api.devicesAsSent());
   if (options.json) {
     io.stdout(`${JSON.stringify({ devices })}\n`);
     return ExitCode.ok;
@@ -263,36 +188,25 @@ export async function forgetCommand(
 ): Promise<number> {
   const target = targetOf(options);
   const device = normalizeDeviceId(deviceInput);
-  const answer = await request(
-    target,
-    'DELETE',
-    `/devices/${encodeURIComponent(device)}`,
-    LIST_TIMEOUT_MS,
-  );
-  if (answer.status === 404 && record(record(answer.body).error).code === 'NOT_FOUND')
-    throw new CliError(
-      `the server at ${target.server} cannot forget devices (no DELETE /devices/:id route); it is older than this client`,
-    );
-  if (answer.status !== 200) throw apiFailure(target, answer);
+  let answer: ApiForgetResponse;
+  try {
+    answer = await target.api.forget(device);
+  } catch (error) {
+    if (error instanceof BridgeError && error.status === 404 && error.apiCode === 'NOT_FOUND')
+      throw new CliError(
+        `the server at ${target.server} cannot forget devices (no DELETE /devices/:id route); it is older than this client`,
+      );
+    throw apiFailure(target, error);
+  }
   if (options.json) {
-    io.stdout(`${JSON.stringify(answer.body)}\n`);
+    io.stdout(`${JSON.stringify(answer)}\n`);
     return ExitCode.ok;
   }
-  const forgotten = record(answer.body).forgotten;
-  io.stdout(
-    `forgot ${typeof forgotten === 'string' ? forgotten : device}; the next board with this id registers as a new device\n`,
-  );
+  io.stdout(`forgot ${answer.forgotten}; the next board with this id registers as a new device\n`);
   return ExitCode.ok;
 }
 
 // ---- tools ----
-
-export interface ApiTool {
-  readonly name: string;
-  readonly description: string;
-  readonly inputSchema: Record<string, unknown>;
-  readonly userOnly: boolean;
-}
 
 interface PropertySchema {
   readonly name: string;
@@ -334,27 +248,6 @@ export function toolSignature(tool: ApiTool): string {
   return `${tool.name}(${params.join(', ')})`;
 }
 
-async function fetchTools(target: Target, device: string): Promise<ApiTool[]> {
-  return toolsOf(
-    target,
-    await getJson(target, `/devices/${encodeURIComponent(device)}/tools`, device),
-  );
-}
-
-function toolsOf(target: Target, body: unknown): ApiTool[] {
-  const tools = record(body).tools;
-  if (!Array.isArray(tools)) throw unexpected(target, 'a tool list');
-  return tools.map((value) => {
-    const tool = record(value);
-    return {
-      name: typeof tool.name === 'string' ? tool.name : '',
-      description: typeof tool.description === 'string' ? tool.description : '',
-      inputSchema: record(tool.inputSchema),
-      userOnly: tool.userOnly === true,
-    };
-  });
-}
-
 /** Where a device stands, from `GET /devices/:id`: whether its tool list is live. */
 interface DeviceStanding {
   readonly connected: boolean;
@@ -364,15 +257,13 @@ interface DeviceStanding {
 }
 
 async function fetchStanding(target: Target, device: string): Promise<DeviceStanding> {
-  const summary = record(
-    record(await getJson(target, `/devices/${encodeURIComponent(device)}`, device)).device,
-  );
-  const seen = [summary.disconnectedAt, record(summary.lastOtaCheck).at, summary.connectedAt].find(
+  const summary = await ask(target, (api) => api.device(device), device);
+  const seen = [summary.disconnectedAt, summary.lastOtaCheck?.at, summary.connectedAt].find(
     (at): at is string => typeof at === 'string',
   );
   return {
-    connected: summary.connected === true,
-    ready: summary.ready === true,
+    connected: summary.connected,
+    ready: summary.ready,
     lastSeen: seen === undefined ? undefined : timestamp(seen),
   };
 }
@@ -399,14 +290,13 @@ export async function toolsCommand(
   const cached = !standing.ready;
   if (cached && options.online)
     throw new CliError(`${cachedReason(device, standing)}; --online wants its live tool list`);
-  const body = await getJson(target, `/devices/${encodeURIComponent(device)}/tools`, device);
-  const tools = toolsOf(target, body);
+  const tools = await ask(target, (api) => api.tools(device), device);
   if (cached)
     io.stderr(
       `xiaozhi-mcp: ${cachedReason(device, standing)}; this list is from its last session\n`,
     );
   if (options.json) {
-    io.stdout(`${JSON.stringify({ ...record(body), connected: standing.connected, cached })}\n`);
+    io.stdout(`${JSON.stringify({ tools, connected: standing.connected, cached })}\n`);
     return ExitCode.ok;
   }
   io.stdout(
@@ -652,7 +542,7 @@ export async function callCommand(
 ): Promise<number> {
   const target = targetOf(options);
   const device = normalizeDeviceId(deviceInput);
-  const tools = await fetchTools(target, device);
+  const tools = await ask(target, (api) => api.tools(device), device);
   const tool = tools.find((t) => t.name === toolName);
   const unchecked = options.check === false;
   if (tool === undefined && !unchecked) {
@@ -676,23 +566,15 @@ export async function callCommand(
     args = buildArguments(tool, words);
     checkArguments(tool, args);
   }
-  const answer = await request(
+  // Without --timeout the server's own call timeout applies (the client bounds the wait).
+  const result = await ask(
     target,
-    'POST',
-    `/devices/${encodeURIComponent(device)}/call`,
-    options.timeout === undefined ? CALL_TIMEOUT_MS : options.timeout + CALL_MARGIN_MS,
-    {
-      name: toolName,
-      arguments: args,
-      ...(options.timeout === undefined ? {} : { timeoutMs: options.timeout }),
-    },
+    (api) => api.call(device, toolName, args, options.timeout),
+    device,
   );
-  if (answer.status !== 200) throw apiFailure(target, answer, device);
-  const result = record(record(answer.body).result);
-  if (!Array.isArray(result.content)) throw unexpected(target, 'a tool result');
-  if (options.json) io.stdout(`${JSON.stringify(answer.body)}\n`);
+  if (options.json) io.stdout(`${JSON.stringify({ result })}\n`);
   const text = result.content.map(formatContent).join('\n');
-  if (result.isError === true) throw new CliError(`${device} answered with an error: ${text}`);
+  if (result.isError) throw new CliError(`${device} answered with an error: ${text}`);
   if (!options.json) io.stdout(`${text}\n`);
   return ExitCode.ok;
 }
