@@ -7,13 +7,13 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { defaultVirtualDir, VirtualBoardStore } from '@xiaozhi-mcp/device';
+import { listPorts } from '@xiaozhi-mcp/serial';
 import {
-  listPorts,
   registerFlashCommand,
   registerMonitorCommand,
   registerProvisionCommand,
   type SerialCommandContext,
-} from '@xiaozhi-mcp/serial';
+} from '@xiaozhi-mcp/serial/commands';
 import { Command, CommanderError, Option } from 'commander';
 import { BaselineError } from './baseline.js';
 import { baselineAcceptCommand } from './commands/baseline.js';

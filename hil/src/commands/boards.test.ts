@@ -3,7 +3,8 @@
  * reporting none) get `by-path:` selectors, their USB socket, in `hil boards` and `ports`; a
  * board with a serial number of its own keeps `serial:`.
  */
-import { type PortInfo, portsCommand, type SerialCommandContext } from '@xiaozhi-mcp/serial';
+import type { PortInfo } from '@xiaozhi-mcp/serial';
+import { portsCommand, type SerialCommandContext } from '@xiaozhi-mcp/serial/commands';
 import { describe, expect, it } from 'vitest';
 import { boardEntryFor } from '../inventory.js';
 import { boardsCommand } from './boards.js';

@@ -1,4 +1,5 @@
-import { isBoardPort, listPorts, type Output, type PortInfo } from '@xiaozhi-mcp/serial';
+import { isBoardPort, listPorts, type PortInfo } from '@xiaozhi-mcp/serial';
+import type { Output } from '@xiaozhi-mcp/serial/commands';
 import { boardEntryFor, DEFAULT_VIRTUAL_RIG } from '../inventory.js';
 
 export type { Output };

@@ -7,12 +7,8 @@ import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { type ResolvedVirtual, VirtualBoardStore } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
-import {
-  flashCommand,
-  type ProviderRequest,
-  placeImage,
-  type SerialCommandContext,
-} from '@xiaozhi-mcp/serial';
+import { type ProviderRequest, placeImage } from '@xiaozhi-mcp/serial';
+import { flashCommand, type SerialCommandContext } from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 

@@ -15,7 +15,7 @@ import {
   provisionCommand,
   type SerialCommandContext,
   useColor,
-} from '@xiaozhi-mcp/serial';
+} from '@xiaozhi-mcp/serial/commands';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { summarizeVirtualFlash, VirtualBoardStore, virtualMac } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import type { PortInfo } from '@xiaozhi-mcp/serial';
 import {
   flashCommand,
-  type PortInfo,
   portsCommand,
   provisionCommand,
   type SerialCommandContext,
-} from '@xiaozhi-mcp/serial';
+} from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };

@@ -8,7 +8,7 @@ import {
   provisionCommand,
   provisionSettings,
   type SerialCommandContext,
-} from '@xiaozhi-mcp/serial';
+} from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 

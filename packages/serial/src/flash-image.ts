@@ -18,7 +18,7 @@ import {
   type FlashOptions,
   type FlashResult,
 } from './flasher.js';
-import type { ResolvedPort } from './resolve.js';
+import type { ResolvedPort } from './port-provider.js';
 import { NodeWebSerialPort } from './web-serial.js';
 
 const SECTOR = 0x1000;

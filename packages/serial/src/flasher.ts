@@ -46,8 +46,8 @@ import {
   flashBaudLadder,
 } from './flash-timing.js';
 import { runLineSteps } from './line-steps.js';
+import type { PortKind } from './port-info.js';
 import { PortLease } from './port-lease.js';
-import type { PortKind } from './ports.js';
 import {
   describeReset,
   type ResetStep,

@@ -1,49 +1,7 @@
 // @xiaozhi-mcp/serial: the serial operations layer. Named exports only; see README.md for
-// every error code.
+// every error code. The commands both CLIs register are `@xiaozhi-mcp/serial/commands`, and what
+// a port provider needs, without the native binding, is `@xiaozhi-mcp/serial/provider`.
 
-export {
-  type FailureKind,
-  failureKind,
-  type Output,
-  openCommandPort,
-  type PortOptions,
-  parseBaud,
-  runReported,
-  type SerialCommandContext,
-  SerialCommandError,
-  usageError,
-} from './commands/context.js';
-export {
-  DEFAULT_FLASH_BAUD,
-  type FlashCommandOptions,
-  FlashProgressView,
-  flashCommand,
-  RETRY_FLASH_BAUD,
-  registerFlashCommand,
-} from './commands/flash.js';
-export {
-  ConsolePrinter,
-  DEFAULT_MONITOR_BAUD,
-  type MonitorCommandOptions,
-  monitorCommand,
-  type PrintedLine,
-  registerMonitorCommand,
-  useColor,
-} from './commands/monitor.js';
-export {
-  DEFAULT_SERVE_BAUD,
-  type PortServeCommandOptions,
-  parseListen,
-  portServeCommand,
-  registerPortCommand,
-} from './commands/port-serve.js';
-export { type PortsCommandOptions, portsCommand, registerPortsCommand } from './commands/ports.js';
-export {
-  type ProvisionCommandOptions,
-  provisionCommand,
-  provisionSettings,
-  registerProvisionCommand,
-} from './commands/provision.js';
 export type { FlashPart } from './compressed-write.js';
 export { connectAdvice } from './connect-advice.js';
 export {
@@ -76,7 +34,13 @@ export {
   type RomField,
   stripAnsi,
 } from './console-log.js';
-export { SERIAL_ERROR_CODES, SerialError, type SerialErrorCode } from './errors.js';
+export {
+  PortProviderError,
+  type ProviderFailureKind,
+  SERIAL_ERROR_CODES,
+  SerialError,
+  type SerialErrorCode,
+} from './errors.js';
 export {
   describeChip,
   describeImage,
@@ -120,29 +84,36 @@ export {
   safeIntermediate,
 } from './line-steps.js';
 export { BoardLockError, lockBoard, lockPath } from './lock.js';
-export { OPEN_RETRY_MS, type OpenSafelyOptions, openSafely } from './port-open.js';
 export {
   type ByIdDescriptor,
+  type PortInfo,
+  type PortInfoLike,
+  type PortKind,
+  parseByIdName,
+  portInfoFromBinding,
+  portKind,
+} from './port-info.js';
+export { OPEN_RETRY_MS, type OpenSafelyOptions, openSafely } from './port-open.js';
+export type {
+  PortProvider,
+  ProvidedBoard,
+  ProviderListing,
+  ProviderRequest,
+  ResolvedPort,
+} from './port-provider.js';
+export {
   describePorts,
   type FindPortOptions,
   findPort,
   formatPortSelector,
   isGenericSerialNumber,
-  type ListPortsOptions,
-  listPorts,
   matchPorts,
-  type PortInfo,
-  type PortInfoLike,
-  type PortKind,
   type PortLister,
   type PortSelector,
-  parseByIdName,
   parsePortSelector,
   portIdentity,
-  portInfoFromBinding,
-  portKind,
-  usbLocationOf,
-} from './ports.js';
+} from './port-selector.js';
+export { type ListPortsOptions, listPorts, usbLocationOf } from './ports.js';
 export {
   buildProvisionImage,
   mergeNvsEntries,
@@ -166,12 +137,7 @@ export {
   chooseSelector,
   isBoardPort,
   nativeBinding,
-  type PortProvider,
-  type ProvidedBoard,
-  type ProviderListing,
-  type ProviderRequest,
   providerFor,
-  type ResolvedPort,
   type ResolvePortOptions,
   resolvePort,
 } from './resolve.js';

@@ -3,22 +3,20 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from './errors.js';
-import type { ListPortsOptions, PortInfo, PortLister, PortSelector } from './ports.js';
+import type { PortInfo } from './port-info.js';
+import { normalizeUsbId, parseByIdName, portKind, udevSanitize } from './port-info.js';
+import type { PortLister, PortSelector } from './port-selector.js';
 import {
   describePorts,
   findPort,
   formatPortSelector,
   isGenericSerialNumber,
-  listPorts,
   matchPorts,
-  normalizeUsbId,
-  parseByIdName,
   parsePortSelector,
   portIdentity,
-  portKind,
-  udevSanitize,
-  usbLocationOf,
-} from './ports.js';
+} from './port-selector.js';
+import type { ListPortsOptions } from './ports.js';
+import { listPorts, usbLocationOf } from './ports.js';
 
 const CP2102N = 'usb-Silicon_Labs_CP2102N_USB_to_UART_Bridge_Controller_0001-if00-port0';
 const JTAG = 'usb-Espressif_USB_JTAG_serial_debug_unit_F4:12:FA:01:02:03-if00';

@@ -4,17 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { failureKind } from './commands/context.js';
-import type { PortInfo } from './ports.js';
-import {
-  chooseSelector,
-  isBoardPort,
-  type PortProvider,
-  type ProvidedBoard,
-  type ProviderRequest,
-  providerFor,
-  type ResolvedPort,
-  resolvePort,
-} from './resolve.js';
+import type { PortInfo } from './port-info.js';
+import type {
+  PortProvider,
+  ProvidedBoard,
+  ProviderRequest,
+  ResolvedPort,
+} from './port-provider.js';
+import { chooseSelector, isBoardPort, providerFor, resolvePort } from './resolve.js';
 import { Rfc2217Binding } from './rfc2217/client.js';
 
 let dir: string;

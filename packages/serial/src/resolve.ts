@@ -12,19 +12,19 @@
  */
 import { realpath, stat } from 'node:fs/promises';
 import { SerialError } from './errors.js';
-import type { LinePlatform } from './line-steps.js';
 import { BoardLockError, lockBoard } from './lock.js';
+import type { PortInfo } from './port-info.js';
+import type { PortProvider, ProviderRequest, ResolvedPort } from './port-provider.js';
 import {
   describePorts,
   findPort,
   formatPortSelector,
-  listPorts,
   matchPorts,
-  type PortInfo,
   type PortSelector,
   parsePortSelector,
   portIdentity,
-} from './ports.js';
+} from './port-selector.js';
+import { listPorts } from './ports.js';
 import {
   probeRfc2217,
   Rfc2217Binding,
@@ -35,75 +35,6 @@ import {
 import { formatRfc2217Url, isRfc2217Url, parseRfc2217Url } from './rfc2217/url.js';
 import { abortableWait } from './wait.js';
 import type { SerialBinding } from './web-serial.js';
-
-/** A port ready to open: the binding to open it with, and how to find it again. */
-export interface ResolvedPort {
-  readonly binding: SerialBinding;
-  readonly path: string;
-  readonly info: PortInfo;
-  /** How messages name the port: `virtual:desk`, or the device path. */
-  readonly label: string;
-  /** The prefix of the provider that made it (`virtual:`); undefined for a real port. */
-  readonly provider?: string;
-  /**
-   * How this port's `set()` reaches the lines, where that is not this host's way: an RFC 2217
-   * port sends RTS, then DTR, as two commands, like bindings-cpp on Windows, so it is `win32`.
-   * Whatever builds a `Flasher` (`platform`) or plays line steps (`lineSetterFor`,
-   * `runLineSteps`: `platform`) passes it, so the reset is esptool's ClassicReset (esptool's own
-   * choice on `rfc2217:` ports, `loader.py` `_construct_reset_strategy_sequence`) and a step that
-   * changes both lines goes through the safe state between (`line-steps.ts` `planLineChange`).
-   * Undefined: the host's own (`process.platform`).
-   */
-  readonly linePlatform?: LinePlatform;
-  /** Whether the device is still there (an unplug does not always emit `close`). */
-  present(path: string): Promise<boolean>;
-  /**
-   * The same device again, by its identity (USB serial number, else USB location), e.g. after
-   * it re-enumerated on reset.
-   */
-  refind(timeoutMs: number, signal?: AbortSignal): Promise<{ path: string; info: PortInfo }>;
-  /** Releases what resolving took (the board's lock, a provided board's power); safe to call twice. */
-  dispose(): void;
-}
-
-/** One board a provider offers. */
-export interface ProvidedBoard {
-  /** The selector that reaches it, e.g. `virtual:desk`. */
-  readonly port: string;
-  /** Short, for lists in messages: `virtual:desk (bread-compact-wifi)`. */
-  readonly summary: string;
-  /** A row of the `ports` table. */
-  readonly line: string;
-}
-
-/** What a provider says about its boards, for `ports` and for choosing the only board. */
-export interface ProviderListing {
-  readonly boards: readonly ProvidedBoard[];
-  /** Merged into `ports --json`, e.g. `{virtual: [...], virtualDir}`. */
-  readonly json: Readonly<Record<string, unknown>>;
-  /** When it has no board: `no virtual board in DIR`. */
-  readonly none: string;
-  /** How a selector names its boards, for `--port` help in errors. */
-  readonly selectorHint: string;
-  /** How to make one, when there is none at all. */
-  readonly createHint: string;
-}
-
-/** What a provider may be asked for besides the selector. */
-export interface ProviderRequest {
-  /** `--board` / `--flash-size` as given: they apply when the provider creates a board. */
-  readonly create?: { readonly board?: string; readonly flashSize?: string };
-  /** Lines for the user (`created virtual board ...` on stdout, notes on stderr). */
-  readonly notify?: (stream: 'stdout' | 'stderr', text: string) => void;
-}
-
-/** A source of boards other than the host's serial ports (virtual boards). */
-export interface PortProvider {
-  /** The selector prefix it answers, lower case, e.g. `virtual:`. */
-  readonly prefix: string;
-  listing(): ProviderListing;
-  resolve(selector: string, request: ProviderRequest): Promise<ResolvedPort>;
-}
 
 export interface ResolvePortOptions {
   readonly providers?: readonly PortProvider[];

@@ -1,8 +1,8 @@
 /**
- * The one abortable wait of the serial layer. It rejects with the signal's own reason (what
- * callers compare against), not a generic AbortError. It is built on the global `setTimeout`
- * rather than `node:timers/promises` because tests drive it with fake timers, which patch the
- * global and not the promise API.
+ * The one abortable wait of the serial layer, and the one bound on a promise. The wait rejects
+ * with the signal's own reason (what callers compare against), not a generic AbortError. Both
+ * are built on the global `setTimeout` rather than `node:timers/promises` because tests drive
+ * them with fake timers, which patch the global and not the promise API.
  */
 export function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
@@ -24,5 +24,22 @@ export function abortableWait(ms: number, signal?: AbortSignal): Promise<void> {
       resolve();
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Settles with `promise`, or rejects naming `what` once `ms` have passed without an answer. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
 }

@@ -6,7 +6,7 @@ import {
   registerPortsCommand,
   registerProvisionCommand,
   type SerialCommandContext,
-} from '@xiaozhi-mcp/serial';
+} from '@xiaozhi-mcp/serial/commands';
 import type { Command } from 'commander';
 import { type CliIo, processIo } from '../io.js';
 

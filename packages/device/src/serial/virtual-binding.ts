@@ -17,7 +17,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { SerialPortStream } from '@serialport/stream';
-import { ReceiveQueue } from '@xiaozhi-mcp/serial';
+import { ReceiveQueue } from '@xiaozhi-mcp/serial/provider';
 import type { ConsoleLine } from '../console.js';
 import type { DeviceState, VirtualBoard } from '../virtual-board.js';
 import { AutoResetCircuit, type AutoResetEvent } from './auto-reset.js';

@@ -1,11 +1,16 @@
 /**
  * The virtual USB bus of a rig run: virtual boards kept in memory (their flash is not a file),
  * plugged in one after another and powered on as they are plugged, each reached as a
- * `ResolvedPort` of `@xiaozhi-mcp/serial` exactly like a real board's port. A board is on a
+ * `ResolvedPort` of `@xiaozhi-mcp/serial/provider` exactly like a real board's port. A board is on a
  * USB-UART bridge with the auto-reset circuit, or on its chip's native USB (USB-Serial-JTAG),
  * where it re-enumerates under a new path on every reset.
  */
-import { findPort, portInfoFromBinding, type ResolvedPort, SerialError } from '@xiaozhi-mcp/serial';
+import {
+  findPort,
+  portInfoFromBinding,
+  type ResolvedPort,
+  SerialError,
+} from '@xiaozhi-mcp/serial/provider';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
 import { type BoardTiming, type FaultKnobs, VirtualBoard } from '../virtual-board.js';

@@ -4,14 +4,12 @@ import { join } from 'node:path';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import {
   chooseSelector,
-  failureKind,
   type PortInfo,
   type ProviderRequest,
   type ResolvedPort,
   resolvePort,
-  runReported,
-  type SerialCommandContext,
 } from '@xiaozhi-mcp/serial';
+import { failureKind, runReported, type SerialCommandContext } from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   defaultVirtualDir,

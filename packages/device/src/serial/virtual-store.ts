@@ -5,8 +5,10 @@
  * that the serial commands run the same code as for a real port, only the binding and the
  * path differ. What one command writes (a firmware, NVS) is what the next one boots.
  *
- * It is a `PortProvider` of `@xiaozhi-mcp/serial`, registered by whoever composes the
- * commands (`xiaozhi-mcp`, `hil`), so the serial layer never imports the device SDK.
+ * It is a `PortProvider` of `@xiaozhi-mcp/serial/provider`, registered by whoever composes the
+ * commands (`xiaozhi-mcp`, `hil`), so the serial layer never imports the device SDK. Its refusals
+ * are `PortProviderError`s: the request to correct (`usage`) or the board it could not make
+ * ready (`failed`); the CLIs turn them into exit codes.
  */
 import { createHash } from 'node:crypto';
 import {
@@ -33,14 +35,13 @@ import {
   BoardLockError,
   lockBoard,
   type PortProvider,
+  PortProviderError,
   type ProvidedBoard,
   type ProviderListing,
   type ProviderRequest,
   type ResolvedPort,
-  SerialCommandError,
   SerialError,
-  usageError,
-} from '@xiaozhi-mcp/serial';
+} from '@xiaozhi-mcp/serial/provider';
 import { DeviceError } from '../errors.js';
 import { FlashStorage } from '../flash-storage.js';
 import { BOARD_PRESETS } from '../presets.js';
@@ -127,7 +128,8 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export function virtualName(selector: string): string {
   const name = selector.slice(VIRTUAL_PREFIX.length).trim();
   if (!NAME.test(name)) {
-    throw usageError(
+    throw new PortProviderError(
+      'usage',
       `port selector '${selector}': a virtual board name is 1 to 64 letters, digits, '.', '_' or '-', not starting with '.', e.g. virtual:desk`,
     );
   }
@@ -147,7 +149,10 @@ export function parseFlashSize(value: string | undefined): FlashSizeMb | undefin
   if (value === undefined) return undefined;
   const size = FLASH_SIZES_MB.find((s) => String(s) === value.trim().replace(/\s*MB$/i, ''));
   if (size === undefined)
-    throw usageError(`--flash-size must be 4, 8 or 16 (MB), got ${JSON.stringify(value)}`);
+    throw new PortProviderError(
+      'usage',
+      `--flash-size must be 4, 8 or 16 (MB), got ${JSON.stringify(value)}`,
+    );
   return size;
 }
 
@@ -155,7 +160,8 @@ export function parseFlashSize(value: string | undefined): FlashSizeMb | undefin
 export function parsePreset(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (!Object.hasOwn(BOARD_PRESETS, value)) {
-    throw usageError(
+    throw new PortProviderError(
+      'usage',
       `unknown board preset ${JSON.stringify(value)}; known: ${Object.keys(BOARD_PRESETS).join(', ')}`,
     );
   }
@@ -181,9 +187,9 @@ function readSpec(path: string): VirtualBoardSpec {
   try {
     parsed = JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
-    throw new SerialCommandError(
-      `cannot read the virtual board file ${path} (${errorMessage(error)}); delete it and its .flash file to start that board over`,
+    throw new PortProviderError(
       'failed',
+      `cannot read the virtual board file ${path} (${errorMessage(error)}); delete it and its .flash file to start that board over`,
     );
   }
   const spec = parsed as Partial<Record<keyof VirtualBoardSpec, unknown>> | null;
@@ -196,9 +202,9 @@ function readSpec(path: string): VirtualBoardSpec {
     !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/.test(spec.mac) ||
     flashSizeMb === undefined
   ) {
-    throw new SerialCommandError(
-      `the virtual board file ${path} is not {preset, chip, mac, flashSizeMb} with a known preset and a size of 4, 8 or 16; delete it and its .flash file to start that board over`,
+    throw new PortProviderError(
       'failed',
+      `the virtual board file ${path} is not {preset, chip, mac, flashSizeMb} with a known preset and a size of 4, 8 or 16; delete it and its .flash file to start that board over`,
     );
   }
   return { preset: spec.preset, chip: spec.chip, mac: spec.mac, flashSizeMb };
@@ -371,7 +377,7 @@ export class VirtualBoardStore implements PortProvider {
     } catch (error) {
       release();
       if (error instanceof DeviceError)
-        throw new SerialCommandError(`cannot load ${entry.flashPath}: ${error.message}`, 'failed', {
+        throw new PortProviderError('failed', `cannot load ${entry.flashPath}: ${error.message}`, {
           cause: error,
         });
       throw error;
@@ -435,14 +441,14 @@ export class VirtualBoardStore implements PortProvider {
       // A mistyped name must not become a new, erased board that boot-loops: creating one is
       // asked for (`--create`); bad usage, so exit 2, naming the boards there are.
       const known = listVirtualBoards(dir).map((board) => board.port);
-      throw new SerialCommandError(
-        `no virtual board '${name}' in ${dir} (${known.length === 0 ? 'it has none' : `known: ${known.join(', ')}`}); add --create to make a new one, or set XIAOZHI_VIRTUAL_DIR if it lives elsewhere`,
+      throw new PortProviderError(
         'usage',
+        `no virtual board '${name}' in ${dir} (${known.length === 0 ? 'it has none' : `known: ${known.join(', ')}`}); add --create to make a new one, or set XIAOZHI_VIRTUAL_DIR if it lives elsewhere`,
       );
     }
     const preset = BOARD_PRESETS[create.preset];
     if (preset === undefined)
-      throw usageError(`unknown board preset ${JSON.stringify(create.preset)}`);
+      throw new PortProviderError('usage', `unknown board preset ${JSON.stringify(create.preset)}`);
     const spec: VirtualBoardSpec = {
       preset: preset.name,
       chip: preset.chip,
@@ -456,9 +462,9 @@ export class VirtualBoardStore implements PortProvider {
       // Another process created it meanwhile: use theirs.
       if ((error as NodeJS.ErrnoException).code === 'EEXIST')
         return { entry: entryFor(dir, name, readSpec(sidecar)), created: false };
-      throw new SerialCommandError(
-        `cannot create virtual board '${name}' in ${dir}: ${errorMessage(error)}; set XIAOZHI_VIRTUAL_DIR to a writable directory`,
+      throw new PortProviderError(
         'failed',
+        `cannot create virtual board '${name}' in ${dir}: ${errorMessage(error)}; set XIAOZHI_VIRTUAL_DIR to a writable directory`,
       );
     }
     return { entry: entryFor(dir, name, spec), created: true };

@@ -3,8 +3,8 @@ import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { SerialError } from '../errors.js';
 import { BoardLockError } from '../lock.js';
-import type { PortInfo } from '../ports.js';
-import type { PortProvider, ProviderRequest, ResolvedPort } from '../resolve.js';
+import type { PortInfo } from '../port-info.js';
+import type { PortProvider, ProviderRequest, ResolvedPort } from '../port-provider.js';
 import {
   failureKind,
   openCommandPort,

@@ -5,16 +5,11 @@
  */
 import { FirmwareError } from '@xiaozhi-mcp/firmware';
 import { type Command, Option } from 'commander';
-import { SerialError } from '../errors.js';
+import { PortProviderError, SerialError } from '../errors.js';
 import { BoardLockError } from '../lock.js';
-import type { PortInfo } from '../ports.js';
-import {
-  chooseSelector,
-  type PortProvider,
-  providerFor,
-  type ResolvedPort,
-  resolvePort,
-} from '../resolve.js';
+import type { PortInfo } from '../port-info.js';
+import type { PortProvider, ResolvedPort } from '../port-provider.js';
+import { chooseSelector, providerFor, resolvePort } from '../resolve.js';
 
 /** Where a command writes: results on stdout, notes and failures on stderr. */
 export interface Output {
@@ -63,7 +58,7 @@ export function usageError(message: string): SerialCommandError {
 
 /** The kind of a failure from any layer (formats, serial, lock, provider, ours). */
 export function failureKind(error: unknown): FailureKind {
-  if (error instanceof SerialCommandError) return error.kind;
+  if (error instanceof SerialCommandError || error instanceof PortProviderError) return error.kind;
   if (error instanceof SerialError || error instanceof FirmwareError) {
     if (error.code === 'OPTION_INVALID') return 'usage';
     if (error.code === 'PORT_NOT_FOUND' || error.code === 'PORT_BUSY') return 'port';

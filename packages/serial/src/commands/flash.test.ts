@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from '../errors.js';
 import { flasherFor } from '../flash-image.js';
 import type { LinePlatform } from '../line-steps.js';
-import type { PortProvider, ResolvedPort } from '../resolve.js';
+import type { PortProvider, ResolvedPort } from '../port-provider.js';
 import type { SerialCommandContext } from './context.js';
 import { flashCommand } from './flash.js';
 import { provisionCommand } from './provision.js';

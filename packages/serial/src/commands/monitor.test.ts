@@ -2,7 +2,7 @@ import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { LinePlatform } from '../line-steps.js';
 import { lineSetterFor } from '../line-steps.js';
-import type { PortProvider, ResolvedPort } from '../resolve.js';
+import type { PortProvider, ResolvedPort } from '../port-provider.js';
 import type { SerialBinding } from '../web-serial.js';
 import type { SerialCommandContext } from './context.js';
 import { monitorCommand } from './monitor.js';

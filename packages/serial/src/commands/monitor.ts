@@ -24,8 +24,8 @@ import {
 import { SerialError } from '../errors.js';
 import { lineSetterFor, runLineSteps } from '../line-steps.js';
 import { closeStream, openSafely } from '../port-open.js';
+import type { ResolvedPort } from '../port-provider.js';
 import { BOOT_CLICK, RESET_SEQUENCES } from '../reset/sequences.js';
-import type { ResolvedPort } from '../resolve.js';
 import {
   type PortOptions,
   parseBaud,

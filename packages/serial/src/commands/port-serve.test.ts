@@ -2,7 +2,7 @@ import { connect, createServer } from 'node:net';
 import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SerialError } from '../errors.js';
-import type { PortProvider, ProviderRequest, ResolvedPort } from '../resolve.js';
+import type { PortProvider, ProviderRequest, ResolvedPort } from '../port-provider.js';
 import type { SerialBinding } from '../web-serial.js';
 import { type SerialCommandContext, SerialCommandError } from './context.js';
 import { parseListen, portServeCommand } from './port-serve.js';

@@ -6,7 +6,9 @@
  */
 import type { Command } from 'commander';
 import { SerialError } from '../errors.js';
-import { formatPortSelector, listPorts, type PortInfo, portIdentity } from '../ports.js';
+import type { PortInfo } from '../port-info.js';
+import { formatPortSelector, portIdentity } from '../port-selector.js';
+import { listPorts } from '../ports.js';
 import { isBoardPort } from '../resolve.js';
 import { probeRfc2217, type Rfc2217Probe } from '../rfc2217/client.js';
 import { formatRfc2217Url, parseRfc2217Url, SERVE_SIGNATURE_PREFIX } from '../rfc2217/url.js';

@@ -5,7 +5,7 @@
  * them, and `port serve` plays the local port's own for a client's download reset.
  */
 import type { LineStep } from '../line-steps.js';
-import type { PortKind } from '../ports.js';
+import type { PortKind } from '../port-info.js';
 import { RESET_SEQUENCES } from './sequences.js';
 import { isUsbJtagSerialPort } from './usb.js';
 

@@ -12,7 +12,7 @@ import {
   MAX_LINE_WAIT_MS,
   SAFE_LINES,
 } from '../line-steps.js';
-import type { PortKind } from '../ports.js';
+import type { PortKind } from '../port-info.js';
 
 const set = (dtr: boolean, rts: boolean): LineStep =>
   Object.freeze({ set: Object.freeze({ dtr, rts }) });

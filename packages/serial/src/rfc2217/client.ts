@@ -24,7 +24,7 @@
 import { connect } from 'node:net';
 import type { SerialPortStream } from '@serialport/stream';
 import { SerialError } from '../errors.js';
-import type { PortKind } from '../ports.js';
+import type { PortKind } from '../port-info.js';
 import { ReceiveQueue } from '../receive-queue.js';
 import { abortableWait } from '../wait.js';
 import {

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import type { SerialPortStream } from '@serialport/stream';
 import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ResolvedPort } from '../resolve.js';
+import type { ResolvedPort } from '../port-provider.js';
 import type { SerialBinding } from '../web-serial.js';
 import { Rfc2217Server } from './server.js';
 

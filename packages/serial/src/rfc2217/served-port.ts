@@ -20,11 +20,11 @@ import {
   runLineSteps,
   SAFE_LINES,
 } from '../line-steps.js';
+import type { PortKind } from '../port-info.js';
 import { closeStream, openSafely } from '../port-open.js';
-import type { PortKind } from '../ports.js';
+import type { ResolvedPort } from '../port-provider.js';
 import { RESET_DELAYS_MS, type ResetStep, resetSteps } from '../reset/plan.js';
 import { defaultResetSequence, RESET_SEQUENCES } from '../reset/sequences.js';
-import type { ResolvedPort } from '../resolve.js';
 import { abortableWait } from '../wait.js';
 
 /** MODEMSTATE bits (RFC 2217, NOTIFY-MODEMSTATE) for what `get()` reports. */

@@ -1,8 +1,8 @@
 import { connect, createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SerialError } from '../errors.js';
-import type { PortKind } from '../ports.js';
-import type { ResolvedPort } from '../resolve.js';
+import type { PortKind } from '../port-info.js';
+import type { ResolvedPort } from '../port-provider.js';
 import type { SerialBinding } from '../web-serial.js';
 import { isLoopbackHost, Rfc2217Server } from './server.js';
 

@@ -26,7 +26,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { SerialError } from '../errors.js';
 import type { LinePlatform } from '../line-steps.js';
-import type { ResolvedPort } from '../resolve.js';
+import type { ResolvedPort } from '../port-provider.js';
 import { type RecognizerAction, ResetRecognizer } from './reset-recognizer.js';
 import { ServedPort } from './served-port.js';
 import {

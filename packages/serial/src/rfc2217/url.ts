@@ -3,7 +3,7 @@
  * ESP-IDF's `esp_rfc2217_server` use. Pure text rules, no sockets.
  */
 import { SerialError } from '../errors.js';
-import type { PortKind } from '../ports.js';
+import type { PortKind } from '../port-info.js';
 
 /** The scheme, lower case; matched without regard to case. */
 export const RFC2217_SCHEME = 'rfc2217://';

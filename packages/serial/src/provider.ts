@@ -1,0 +1,28 @@
+// @xiaozhi-mcp/serial/provider: what a port provider (the device SDK's virtual boards) needs of
+// the serial layer, and nothing that loads serialport's native binding, esptool-js or the
+// commands' commander and cli-progress: importing it costs a board provider none of them.
+// Named exports only.
+
+export {
+  PortProviderError,
+  type ProviderFailureKind,
+  SerialError,
+  type SerialErrorCode,
+} from './errors.js';
+export { BoardLockError, lockBoard } from './lock.js';
+export type { PortInfo, PortInfoLike, PortKind } from './port-info.js';
+export { portInfoFromBinding } from './port-info.js';
+export type {
+  PortProvider,
+  ProvidedBoard,
+  ProviderListing,
+  ProviderRequest,
+  ResolvedPort,
+} from './port-provider.js';
+export {
+  type FindPortOptions,
+  findPort,
+  type PortLister,
+  type PortSelector,
+} from './port-selector.js';
+export { ReceiveQueue } from './receive-queue.js';
