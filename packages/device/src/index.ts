@@ -81,6 +81,7 @@ export {
   type SerialLineState,
   type StrapPins,
 } from './serial/auto-reset.js';
+export type { BindingOpenOptions, BindingPortInfo } from './serial/binding-types.js';
 export { type ChipRevision, DEFAULT_CHIP_REVISIONS } from './serial/efuse.js';
 export {
   CHIP_DETECT_MAGIC_REG,
@@ -95,19 +96,18 @@ export {
   spiFlashId,
 } from './serial/rom-emulator.js';
 export {
-  type BindingOpenOptions,
-  type BindingPortInfo,
   CONSOLE_BAUD_RATE,
   DEFAULT_REENUMERATE_MS,
-  type HostPlatform,
   type OpenFault,
+  VirtualSerialDevice,
+  type VirtualSerialDeviceOptions,
+} from './serial/usb-device.js';
+export {
+  type HostPlatform,
   VirtualBindingPort,
   VirtualSerialBinding,
   type VirtualSerialBindingEvents,
   type VirtualSerialBindingOptions,
-  VirtualSerialDevice,
-  type VirtualSerialDeviceOptions,
-  type WireStats,
 } from './serial/virtual-binding.js';
 export {
   VirtualBus,
@@ -136,6 +136,7 @@ export {
   virtualMac,
   virtualName,
 } from './serial/virtual-store.js';
+export type { WireStats } from './serial/wire.js';
 export { registerLampTools, registerOttoTools, registerWifiTools } from './tools/board-tools.js';
 export {
   defaultDeviceStatus,

@@ -22,11 +22,8 @@ import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
-import {
-  VirtualSerialBinding,
-  type VirtualSerialDevice,
-  type VirtualSerialDeviceOptions,
-} from './virtual-binding.js';
+import type { VirtualSerialDevice, VirtualSerialDeviceOptions } from './usb-device.js';
+import { VirtualSerialBinding } from './virtual-binding.js';
 
 const MB = 1024 * 1024;
 const TIMING: Partial<BoardTiming> = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };

@@ -19,11 +19,8 @@ import {
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FlashStorage } from '../flash-storage.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
-import {
-  VirtualSerialBinding,
-  type VirtualSerialBindingOptions,
-  type VirtualSerialDeviceOptions,
-} from './virtual-binding.js';
+import type { VirtualSerialDeviceOptions } from './usb-device.js';
+import { VirtualSerialBinding, type VirtualSerialBindingOptions } from './virtual-binding.js';
 
 const TIMING: Partial<BoardTiming> = { bootMs: 5, wifiConnectMs: 5, panicRebootMs: 500 };
 const cleanups: (() => Promise<void> | void)[] = [];

@@ -14,7 +14,7 @@ import {
 import { ESPLoader, Transport } from 'esptool-js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BoardTiming } from '../virtual-board.js';
-import { DEFAULT_REENUMERATE_MS } from './virtual-binding.js';
+import { DEFAULT_REENUMERATE_MS } from './usb-device.js';
 import { VirtualBus, type VirtualBusBoard } from './virtual-bus.js';
 
 // A long panic pause: an erased board fails its first boot and then waits, rather than

@@ -14,12 +14,8 @@ import {
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
 import { type BoardTiming, type FaultKnobs, VirtualBoard } from '../virtual-board.js';
-import {
-  DEFAULT_REENUMERATE_MS,
-  VirtualSerialBinding,
-  type VirtualSerialBindingOptions,
-  type VirtualSerialDevice,
-} from './virtual-binding.js';
+import { DEFAULT_REENUMERATE_MS, type VirtualSerialDevice } from './usb-device.js';
+import { VirtualSerialBinding, type VirtualSerialBindingOptions } from './virtual-binding.js';
 
 /** A board to plug in: what it is, and the faults it is built with. */
 export interface VirtualBusBoard {

@@ -46,11 +46,8 @@ import { DeviceError } from '../errors.js';
 import { FlashStorage } from '../flash-storage.js';
 import { BOARD_PRESETS } from '../presets.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
-import {
-  DEFAULT_REENUMERATE_MS,
-  VirtualSerialBinding,
-  type VirtualSerialDevice,
-} from './virtual-binding.js';
+import { DEFAULT_REENUMERATE_MS, type VirtualSerialDevice } from './usb-device.js';
+import { VirtualSerialBinding } from './virtual-binding.js';
 import { virtualPort } from './virtual-bus.js';
 
 export const VIRTUAL_PREFIX = 'virtual:';
