@@ -15,9 +15,14 @@ const SCOPE = '@xiaozhi-mcp';
 const OURS = '^(packages/[^/]+|apps/[^/]+|hil)/';
 /**
  * Tests, benchmarks and fuzz suites of a package (server may use the device SDK there, and
- * nowhere else).
+ * nowhere else). A `*.test-helper.ts` is what several test files share: test code too, never
+ * built into dist.
  */
-const TESTS = ['\\.test\\.[cm]?[jt]sx?$', '/vitest\\.config\\.[cm]?[jt]s$'];
+const TESTS = [
+  '\\.test\\.[cm]?[jt]sx?$',
+  '\\.test-helper\\.[cm]?[jt]sx?$',
+  '/vitest\\.config\\.[cm]?[jt]s$',
+];
 const TESTS_AND_BENCH = [...TESTS, `${OURS}bench/`, `${OURS}fuzz/`];
 
 /**

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ProtocolError } from './errors.js';
+import { anyText, catchProtocolError, hazards, onlyProtocolErrors } from './ota.test-helper.js';
 import {
   OTA_NVS_KEY_MAX,
   OTA_NVS_STRING_MAX_BYTES,
@@ -15,23 +15,8 @@ const FW_URL = 'http://192.168.1.10:8003/xiaozhi.bin';
 /** What takes a board off MQTT next to a websocket section (NVS keys are never erased). */
 const BLANK_MQTT = { mqtt: { endpoint: '' } };
 
-function hazards(findings: OtaFinding[]): OtaFinding[] {
-  return findings.filter((f) => f.severity === 'hazard');
-}
-
 function only(findings: OtaFinding[], severity: OtaFinding['severity']): OtaFinding[] {
   return findings.filter((f) => f.severity === severity);
-}
-
-/** Runs `fn`, expects a ProtocolError, and returns it. */
-function catchProtocolError(fn: () => unknown): ProtocolError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ProtocolError);
-    return error as ProtocolError;
-  }
-  throw new Error('expected a ProtocolError, nothing was thrown');
 }
 
 /** Asserts exactly one hazard on `field`, and that assertSafeOtaReply refuses it with that field. */
@@ -562,23 +547,6 @@ describe('firmware.url', () => {
 });
 
 // Hostile replies: OTA_INVALID/OTA_HAZARD or nothing, whatever comes in.
-
-function onlyProtocolErrors<T>(fn: () => T): T | undefined {
-  try {
-    return fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ProtocolError);
-    return undefined;
-  }
-}
-
-const anyText = fc.string({
-  unit: fc.oneof(
-    fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
-    fc.constantFrom('.', '/', ':', '-', '0', '9', 'a', ' ', '{', '"'),
-  ),
-  maxLength: 40,
-});
 
 describe('hostile OTA input (issue 12)', () => {
   it('validates any reply without throwing, and asserts with OTA errors only', () => {

@@ -1,20 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { ProtocolError } from './errors.js';
+import { catchProtocolError } from './ota.test-helper.js';
 import { buildOtaReply } from './ota-reply.js';
 
 const WS_URL = 'ws://192.168.1.10:8000/xiaozhi/v1/';
 const FW_URL = 'http://192.168.1.10:8003/xiaozhi.bin';
-
-/** Runs `fn`, expects a ProtocolError, and returns it. */
-function catchProtocolError(fn: () => unknown): ProtocolError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ProtocolError);
-    return error as ProtocolError;
-  }
-  throw new Error('expected a ProtocolError, nothing was thrown');
-}
 
 describe('buildOtaReply', () => {
   it('maps camelCase options to the wire sections', () => {

@@ -1,18 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ProtocolError } from './errors.js';
+import { anyText, catchProtocolError, onlyProtocolErrors } from './ota.test-helper.js';
 import { buildOtaRequestHeaders, type OtaRequestBody, parseOtaRequest } from './ota-request.js';
-
-/** Runs `fn`, expects a ProtocolError, and returns it. */
-function catchProtocolError(fn: () => unknown): ProtocolError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ProtocolError);
-    return error as ProtocolError;
-  }
-  throw new Error('expected a ProtocolError, nothing was thrown');
-}
 
 // A request as bread-compact-wifi 2.4.2 on an ESP32-S3 (16 MB, v2 partition table) sends it.
 const MAC = 'a0:85:e3:f4:12:7c';
@@ -272,22 +261,6 @@ describe('buildOtaRequestHeaders', () => {
 
 // Hostile requests: OTA_INVALID or nothing, whatever comes in.
 
-function onlyProtocolErrors<T>(fn: () => T): T | undefined {
-  try {
-    return fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ProtocolError);
-    return undefined;
-  }
-}
-
-const anyText = fc.string({
-  unit: fc.oneof(
-    fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
-    fc.constantFrom('.', '/', ':', '-', '0', '9', 'a', ' ', '{', '"'),
-  ),
-  maxLength: 40,
-});
 const headerValue = fc.oneof(
   anyText,
   fc.constantFrom(MAC, UUID, '1', '2', 'board/2.4.2', '/'.repeat(10_000)),

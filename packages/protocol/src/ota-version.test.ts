@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ProtocolError } from './errors.js';
-import { type OtaFinding, validateOtaReply } from './ota-hazards.js';
+import { anyText, catchProtocolError, hazards, onlyProtocolErrors } from './ota.test-helper.js';
+import { validateOtaReply } from './ota-hazards.js';
 import {
   compareFirmwareVersions,
   isNewFirmwareVersion,
@@ -10,21 +10,6 @@ import {
 } from './ota-version.js';
 
 const FW_URL = 'http://192.168.1.10:8003/xiaozhi.bin';
-
-function hazards(findings: OtaFinding[]): OtaFinding[] {
-  return findings.filter((f) => f.severity === 'hazard');
-}
-
-/** Runs `fn`, expects a ProtocolError, and returns it. */
-function catchProtocolError(fn: () => unknown): ProtocolError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ProtocolError);
-    return error as ProtocolError;
-  }
-  throw new Error('expected a ProtocolError, nothing was thrown');
-}
 
 describe('firmware versions', () => {
   it.each([
@@ -145,23 +130,6 @@ describe('firmware versions', () => {
 });
 
 // Hostile versions: OTA_INVALID or nothing, whatever comes in.
-
-function onlyProtocolErrors<T>(fn: () => T): T | undefined {
-  try {
-    return fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ProtocolError);
-    return undefined;
-  }
-}
-
-const anyText = fc.string({
-  unit: fc.oneof(
-    fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code)),
-    fc.constantFrom('.', '/', ':', '-', '0', '9', 'a', ' ', '{', '"'),
-  ),
-  maxLength: 40,
-});
 
 describe('hostile OTA input (issue 12)', () => {
   it('reads any version text without throwing', () => {

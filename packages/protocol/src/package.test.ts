@@ -8,7 +8,11 @@ import { JsonRpcErrorCode, PROTOCOL_ERROR_CODES } from './errors.js';
 const here = dirname(fileURLToPath(import.meta.url));
 const packageJson = JSON.parse(readFileSync(join(here, '../package.json'), 'utf8'));
 const readme = readFileSync(resolve(here, '../../../README.md'), 'utf8');
-const sources = readdirSync(here).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+const files = readdirSync(here).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+const sources = files.filter((f) => !f.endsWith('.test-helper.ts'));
+// What several test files share; the build leaves these out of dist.
+const testHelpers = files.filter((f) => f.endsWith('.test-helper.ts'));
+const buildConfig = JSON.parse(readFileSync(join(here, '../tsconfig.build.json'), 'utf8'));
 
 describe('@xiaozhi-mcp/protocol', () => {
   it('has no runtime dependencies', () => {
@@ -21,6 +25,19 @@ describe('@xiaozhi-mcp/protocol', () => {
       const imports = [...text.matchAll(/from '([^']+)'/g)].map((m) => m[1]);
       for (const specifier of imports)
         expect(specifier, `${file} imports ${specifier}`).toMatch(/^\.\/[\w-]+\.js$/);
+      expect(text, file).not.toMatch(/\b(process|Buffer|require)\s*[.(]/);
+    }
+  });
+
+  it('keeps its test helpers out of dist, and as pure as its sources but for the test tools', () => {
+    expect(buildConfig.exclude).toContain('src/**/*.test-helper.ts');
+    for (const file of testHelpers) {
+      const text = readFileSync(join(here, file), 'utf8');
+      const imports = [...text.matchAll(/from '([^']+)'/g)].map((m) => m[1]);
+      for (const specifier of imports)
+        expect(specifier, `${file} imports ${specifier}`).toMatch(
+          /^(\.\/[\w.-]+\.js|vitest|fast-check)$/,
+        );
       expect(text, file).not.toMatch(/\b(process|Buffer|require)\s*[.(]/);
     }
   });
