@@ -17,8 +17,6 @@ export type CJsonNode =
   | { readonly kind: 'array'; readonly items: readonly CJsonNode[] }
   | { readonly kind: 'object'; readonly entries: readonly (readonly [string, CJsonNode])[] };
 
-export type CJsonObject = Extract<CJsonNode, { kind: 'object' }>;
-
 /** A plain JSON value, as `JSON.parse` returns. */
 export type JsonValue =
   | null

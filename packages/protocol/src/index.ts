@@ -1,83 +1,8 @@
-// @xiaozhi-mcp/protocol: the xiaozhi device protocol as the firmware speaks it.
-// Named exports only; see README.md for the API and every error code.
+// @xiaozhi-mcp/protocol: the xiaozhi device protocol as the firmware speaks it, for whoever builds
+// a device or a backend. Named exports only, grouped by who uses them; README.md lists them.
 
-export {
-  API_CALL_TIMEOUT_MAX_MS,
-  API_DEVICES_PAGE_DEFAULT,
-  API_DEVICES_PAGE_MAX,
-  API_ERROR_CODES,
-  API_OTA_CHECKS_DEFAULT,
-  type ApiAudioSession,
-  type ApiCallRequest,
-  type ApiCallResponse,
-  type ApiDevice,
-  type ApiDeviceError,
-  type ApiDeviceResponse,
-  type ApiDevicesQuery,
-  type ApiDevicesResponse,
-  type ApiErrorBody,
-  type ApiErrorCode,
-  type ApiErrorReading,
-  type ApiForgetResponse,
-  type ApiOtaCheck,
-  type ApiOtaChecksResponse,
-  type ApiServerError,
-  type ApiTool,
-  type ApiToolsResponse,
-  type ApiTransport,
-  type ApiTransportRequest,
-  type ApiTransportResponse,
-  readApiDevice,
-  readApiError,
-  readApiTool,
-} from './api.js';
-export {
-  type ArgumentsOutcome,
-  type ArgumentValues,
-  CallErrorMessage,
-  type ToolCallOutcome,
-  validateArguments,
-  validateArgumentValues,
-  validateToolCall,
-} from './arguments.js';
-export {
-  AUDIO_FRAME_HEADER_SIZES,
-  AUDIO_FRAME_TYPE_OPUS,
-  type AudioFrame,
-  type AudioFrameInput,
-  type AudioFrameVersion,
-  decodeAudioFrame,
-  decodeUdpAudioHeader,
-  encodeAudioFrame,
-  encodeUdpAudioHeader,
-  UDP_AUDIO_HEADER_SIZE,
-  UDP_AUDIO_PACKET_TYPE,
-  type UdpAudioHeader,
-  type UdpAudioHeaderInput,
-} from './audio-frames.js';
-export {
-  type CJsonNode,
-  type CJsonObject,
-  cString,
-  fromJsonValue,
-  getItem,
-  type JsonValue,
-  parseCJson,
-  printCJson,
-  printCJsonNode,
-  printCJsonNumber,
-  printCJsonString,
-  toCInt,
-  toJsonValue,
-} from './cjson.js';
-export {
-  type BackendFrame,
-  type DeviceFrame,
-  encodeDeviceEnvelope,
-  encodeEnvelope,
-  readBackendFrame,
-  readDeviceFrame,
-} from './envelope.js';
+// Errors every reader, parser and builder here throws or returns (everyone):
+
 export {
   CODELESS_ERROR_CODE,
   JsonRpcErrorCode,
@@ -87,35 +12,9 @@ export {
   type ProtocolErrorOptions,
   WireError,
 } from './errors.js';
-export {
-  classifyJsonRpc,
-  encodeDeviceError,
-  encodeDeviceResult,
-  encodeErrorReply,
-  encodeNotification,
-  encodeRequest,
-  encodeResultReply,
-  type JsonRpcId,
-  type JsonRpcMessage,
-  type JsonRpcNotification,
-  type JsonRpcRequest,
-  readJsonRpc,
-} from './jsonrpc.js';
-export type {
-  BoardIdentity,
-  DispatchContext,
-  VisionCapability,
-} from './mcp-context.js';
-export {
-  type DeviceAction,
-  dispatchMcpRequest,
-  initializeResult,
-  MainLoop,
-  type McpProfile,
-  McpRequestLoop,
-  type McpRequestLoopOptions,
-  type ToolRunner,
-} from './mcp-server.js';
+
+// Transport messages and hellos, both directions (device SDK, server gateway):
+
 export {
   type AbortMessage,
   type AlertMessage,
@@ -168,6 +67,129 @@ export {
   type WebsocketServerHello,
   type WebsocketServerHelloOptions,
 } from './messages.js';
+
+// The MCP envelope and the JSON-RPC it carries (device SDK, server sessions, cli, hil):
+
+export {
+  type BackendFrame,
+  type DeviceFrame,
+  encodeDeviceEnvelope,
+  encodeEnvelope,
+  readBackendFrame,
+  readDeviceFrame,
+} from './envelope.js';
+export {
+  classifyJsonRpc,
+  encodeDeviceError,
+  encodeDeviceResult,
+  encodeErrorReply,
+  encodeNotification,
+  encodeRequest,
+  encodeResultReply,
+  type JsonRpcId,
+  type JsonRpcMessage,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  readJsonRpc,
+} from './jsonrpc.js';
+
+// Binary audio: WebSocket frames and the UDP packet header (device SDK, server):
+
+export {
+  AUDIO_FRAME_HEADER_SIZES,
+  AUDIO_FRAME_TYPE_OPUS,
+  type AudioFrame,
+  type AudioFrameInput,
+  type AudioFrameVersion,
+  decodeAudioFrame,
+  decodeUdpAudioHeader,
+  encodeAudioFrame,
+  encodeUdpAudioHeader,
+  UDP_AUDIO_HEADER_SIZE,
+  UDP_AUDIO_PACKET_TYPE,
+  type UdpAudioHeader,
+  type UdpAudioHeaderInput,
+} from './audio-frames.js';
+
+// JSON as the firmware's cJSON reads and prints it (device SDK):
+
+export {
+  type CJsonNode,
+  cString,
+  fromJsonValue,
+  getItem,
+  type JsonValue,
+  parseCJson,
+  printCJson,
+  printCJsonNode,
+  toCInt,
+  toJsonValue,
+} from './cjson.js';
+
+// The firmware's tools, argument checks and results (device SDK, server, bridge, cli, hil):
+
+export {
+  type ArgumentsOutcome,
+  type ArgumentValues,
+  CallErrorMessage,
+  validateArgumentValues,
+} from './arguments.js';
+export {
+  encodeToolResult,
+  ImageContent,
+  readToolResult,
+  type ToolContent,
+  type ToolResult,
+  type ToolReturn,
+  toolResultText,
+} from './results.js';
+export {
+  type BooleanProperty,
+  byteLength,
+  defineTool,
+  type IntegerProperty,
+  Prop,
+  type Property,
+  type PropertyType,
+  type PropertyValue,
+  type StringProperty,
+  type Tool,
+  type ToolDefinition,
+  ToolRegistry,
+} from './tools.js';
+
+// tools/list pages: the device builds them, the server walks them (device SDK, server, cli, hil):
+
+export {
+  buildToolsPage,
+  fitsPageBudget,
+  PAGE_BUDGET_BYTES,
+  PAGE_SLACK_BYTES,
+  type PageReport,
+  pageBudgetBytes,
+  type ReceivedToolsPage,
+  type ToolsListParams,
+  type ToolsPage,
+  type ToolsPageRequest,
+  type ToolsWalk,
+  type WalkOptions,
+  walkToolsPages,
+} from './paging.js';
+
+// The MCP request loop a device runs, firmware or strict profile (device SDK, virtual board):
+
+export type { BoardIdentity, VisionCapability } from './mcp-context.js';
+export {
+  MainLoop,
+  type McpProfile,
+  McpRequestLoop,
+  type McpRequestLoopOptions,
+  type ToolRunner,
+} from './mcp-server.js';
+export { encodeStrictToolError, encodeStrictToolResult, StrictErrorCode } from './strict.js';
+
+// OTA: the board's request, the reply and its hazards, versions (server, device SDK, cli, hil):
+
 export {
   OTA_NVS_KEY_MAX,
   OTA_NVS_STRING_MAX_BYTES,
@@ -210,61 +232,49 @@ export {
   readFirmwareVersion,
   type StoiException,
 } from './ota-version.js';
+
+// The server's HTTP API: its routes' wire types, readers that never throw (server, bridge, cli):
+
 export {
-  buildToolsPage,
-  fitsPageBudget,
-  PAGE_BUDGET_BYTES,
-  PAGE_SLACK_BYTES,
-  type PageReport,
-  pageBudgetBytes,
-  pageSizeErrorMessage,
-  type ReceivedToolsPage,
-  type ToolsListParams,
-  type ToolsPage,
-  type ToolsPageRequest,
-  type ToolsWalk,
-  type WalkOptions,
-  walkToolsPages,
-} from './paging.js';
-export {
-  encodeBase64,
-  encodeToolResult,
-  ImageContent,
-  readToolResult,
-  type ToolContent,
-  type ToolResult,
-  type ToolReturn,
-  toolResultText,
-} from './results.js';
-export { percentile } from './stats.js';
-export {
-  dispatchStrictRequest,
-  encodeStrictToolError,
-  encodeStrictToolResult,
-  STRICT_LATEST_PROTOCOL_VERSION,
-  STRICT_PROTOCOL_VERSIONS,
-  type StrictAction,
-  StrictErrorCode,
-  strictInitializeResult,
-} from './strict.js';
+  API_CALL_TIMEOUT_MAX_MS,
+  API_DEVICES_PAGE_DEFAULT,
+  API_DEVICES_PAGE_MAX,
+  API_ERROR_CODES,
+  API_OTA_CHECKS_DEFAULT,
+  type ApiAudioSession,
+  type ApiCallRequest,
+  type ApiCallResponse,
+  type ApiDevice,
+  type ApiDeviceError,
+  type ApiDeviceResponse,
+  type ApiDevicesQuery,
+  type ApiDevicesResponse,
+  type ApiErrorBody,
+  type ApiErrorCode,
+  type ApiErrorReading,
+  type ApiForgetResponse,
+  type ApiOtaCheck,
+  type ApiOtaChecksResponse,
+  type ApiServerError,
+  type ApiTool,
+  type ApiToolsResponse,
+  type ApiTransport,
+  type ApiTransportRequest,
+  type ApiTransportResponse,
+  readApiDevice,
+  readApiError,
+  readApiTool,
+} from './api.js';
+
+// Tool sets in the golden corpus's format (device SDK tests, cli):
+
 export {
   type FixtureReturn,
   fixtureToolReturn,
   parseToolSet,
   type ToolSetEntry,
 } from './tool-set.js';
-export {
-  type BooleanProperty,
-  byteLength,
-  defineTool,
-  type IntegerProperty,
-  Prop,
-  type Property,
-  type PropertyType,
-  type PropertyValue,
-  type StringProperty,
-  serializeTool,
-  type Tool,
-  type ToolDefinition,
-  ToolRegistry,
-} from './tools.js';
+
+// The nearest-rank percentile behind every latency figure (server, bridge, hil):
+
+export { percentile } from './stats.js';
