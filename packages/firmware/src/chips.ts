@@ -403,9 +403,6 @@ export const XIAOZHI_CHIP_NAMES: readonly XiaozhiChipName[] = Object.freeze(
   CHIPS.flatMap((chip) => (chip.xiaozhi ? [chip.name] : [])),
 );
 
-/** 0xFFFF is ESP-IDF's ESP_CHIP_ID_INVALID: never a real chip. */
-export const INVALID_CHIP_ID = 0xffff;
-
 export function isChipName(value: string): value is ChipName {
   return CHIPS.some((chip) => chip.name === value);
 }

@@ -1,88 +1,68 @@
-export type {
-  AppDescription,
-  AppImage,
-  BuildAppImageOptions,
-  BuildSegment,
-  ImageFields,
-  ImageHeader,
-  ImageSegment,
-  VerifiedAppImage,
-} from './app-image.js';
-export {
-  APP_DESC_MAGIC,
-  APP_DESC_OFFSET,
-  APP_DESC_SIZE,
-  buildAppImage,
-  IMAGE_HEADER_SIZE,
-  IMAGE_MAGIC,
-  MAX_SEGMENTS,
-  readAppDescription,
-  readAppImage,
-  readImageHeader,
-  SEGMENT_HEADER_SIZE,
-  verifyAppImage,
-  writeImage,
-} from './app-image.js';
-export type { ChipFacts, ChipInfo, ChipName, ChipRomFacts } from './chips.js';
+// @xiaozhi-mcp/firmware: ESP32 firmware formats, free of I/O. Named exports only, grouped by who
+// uses them; README.md lists them and every error code.
+
+// Errors of every reader and writer here (serial, cli, everyone):
+
+export { FIRMWARE_ERROR_CODES, FirmwareError, type FirmwareErrorCode } from './errors.js';
+
+// The one table of ESP32-family chips (serial, device, hil):
+
 export {
   CHIP_DETECT_MAGIC_REG,
   CHIP_NAMES,
   CHIPS,
+  type ChipInfo,
+  type ChipName,
+  type ChipRomFacts,
   chipById,
   chipByName,
-  INVALID_CHIP_ID,
   isChipName,
   XIAOZHI_CHIP_NAMES,
   type XiaozhiChipName,
 } from './chips.js';
-export type { FirmwareErrorCode } from './errors.js';
-export { FIRMWARE_ERROR_CODES, FirmwareError } from './errors.js';
+
+// App images, what an OTA partition holds: read, verify, build (serial, server, device, cli, hil):
+
 export {
-  type IdentifiedApp,
-  type IdentifiedImage,
-  identifyImage,
-} from './identify.js';
+  APP_DESC_OFFSET,
+  APP_DESC_SIZE,
+  type AppDescription,
+  type AppImage,
+  type BuildAppImageOptions,
+  type BuildSegment,
+  buildAppImage,
+  IMAGE_HEADER_SIZE,
+  IMAGE_MAGIC,
+  type ImageHeader,
+  type ImageSegment,
+  readAppDescription,
+  readAppImage,
+  readImageHeader,
+  type VerifiedAppImage,
+  verifyAppImage,
+} from './app-image.js';
+
+// Merged images and flash dumps, and what any image is (serial, device, cli):
+
+export { type IdentifiedApp, type IdentifiedImage, identifyImage } from './identify.js';
 export {
-  BOARD_MARKER,
   bootloaderOffset,
   type MergedImageApp,
   type MergedImageParts,
   type MergeImagesOptions,
   type MergePart,
   mergeImages,
-  readAppBoard,
   readMergedImage,
 } from './merged-image.js';
-export {
-  inspectNvsPartition,
-  NVS_ENTRIES_PER_PAGE,
-  NVS_ENTRY_SIZE,
-  NVS_MAX_BLOB_SIZE,
-  NVS_MAX_KEY_LENGTH,
-  NVS_MAX_NAMESPACES,
-  NVS_MAX_STRING_SIZE,
-  NVS_MIN_PARTITION_SIZE,
-  NVS_PAGE_SIZE,
-  type NvsEntry,
-  type NvsPageInfo,
-  type NvsType,
-  readNvsPartition,
-  validateNvsEntry,
-  writeNvsPartition,
-} from './nvs.js';
-export {
-  formatNvsCsv,
-  type NvsCsvOptions,
-  parseNvsCsv,
-} from './nvs-csv.js';
+
+// The partition table at 0x8000 and xiaozhi's own tables (serial, device):
+
 export {
   findPartition,
-  PARTITION_ENTRY_SIZE,
   PARTITION_FLAG_ENCRYPTED,
   PARTITION_FLAG_READONLY,
   PARTITION_TABLE_MAX_SIZE,
   PARTITION_TABLE_OFFSET,
-  PARTITION_TABLE_SECTOR_SIZE,
   PARTITION_TYPE_APP,
   PARTITION_TYPE_DATA,
   type ParsePartitionCsvOptions,
@@ -98,9 +78,28 @@ export {
   XIAOZHI_PARTITIONS_8M,
   XIAOZHI_PARTITIONS_16M,
 } from './partition-table.js';
+
+// NVS partitions and the generator's CSV (serial's provisioning, device, hil):
+
 export {
-  CHECKSUM_SEED,
-  DATA_BLOCK_HEADER_SIZE,
+  inspectNvsPartition,
+  NVS_MAX_BLOB_SIZE,
+  NVS_MAX_KEY_LENGTH,
+  NVS_MAX_NAMESPACES,
+  NVS_MAX_STRING_SIZE,
+  NVS_MIN_PARTITION_SIZE,
+  NVS_PAGE_SIZE,
+  type NvsEntry,
+  type NvsPageInfo,
+  type NvsType,
+  readNvsPartition,
+  writeNvsPartition,
+} from './nvs.js';
+export { formatNvsCsv, type NvsCsvOptions, parseNvsCsv } from './nvs-csv.js';
+
+// The ROM/stub serial protocol in SLIP frames, both ends (the virtual board in device, serial):
+
+export {
   type DataBlock,
   decodeDataBlock,
   decodeRequest as decodeRomRequest,
@@ -112,9 +111,6 @@ export {
   encodeStatus as encodeRomStatus,
   encodeWords,
   isSyncPayload,
-  PACKET_HEADER_SIZE,
-  REQUEST_DIRECTION,
-  RESPONSE_DIRECTION,
   type ResponseStatus,
   ROM_COMMANDS,
   ROM_ERRORS,
@@ -130,18 +126,11 @@ export {
   STUB_HELLO,
   syncPayload,
 } from './rom-protocol.js';
+export { SlipDecoder, type SlipDecoderOptions, slipDecode, slipEncode } from './slip.js';
+
+// Virtual xiaozhi releases, what virtual boards boot (device, cli, hil):
+
 export {
-  SLIP_END,
-  SLIP_ESC,
-  SLIP_ESC_END,
-  SLIP_ESC_ESC,
-  SlipDecoder,
-  type SlipDecoderOptions,
-  slipDecode,
-  slipEncode,
-} from './slip.js';
-export {
-  buildVirtualBootloader,
   buildVirtualFirmware,
   readVirtualFirmwareBoard,
   type VirtualFirmware,
