@@ -149,6 +149,22 @@ for (const [key, layer] of Object.entries(LAYERS)) {
 
 forbidden.push(
   {
+    name: 'no-circular',
+    comment:
+      'no import circles, between packages or between files: each module stands on the ones below it (docs/architecture.md#dependencies)',
+    severity: 'error',
+    from: {},
+    to: { circular: true },
+  },
+  {
+    name: 'test-helpers-in-tests-only',
+    comment:
+      'a *.test-helper.ts module is left out of dist: only tests, benchmarks and fuzz suites may import it',
+    severity: 'error',
+    from: { pathNot: TESTS_AND_BENCH },
+    to: { path: '\\.test-helper\\.[cm]?[jt]sx?$' },
+  },
+  {
     name: 'no-deep-import',
     comment: `another package is reached only through its name and its exports (${SCOPE}/x, ${SCOPE}/device/testing), never a file inside it`,
     severity: 'error',
