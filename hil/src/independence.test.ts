@@ -1,5 +1,5 @@
 /**
- * hil's checks do not share their expectations with the model they judge (issue 11, item 2).
+ * hil's checks do not share their expectations with the model they judge.
  * Here the protocol core itself is made wrong, the way a bad constant would make it: its page
  * budget is 7000 instead of 8000 (the constant and the page builder move together), and its
  * validation table says `Missing argument: <property>`. The virtual board is built from that

@@ -1,5 +1,5 @@
 /**
- * The release gate holds (issue 11): every firmware regression planted in a virtual board makes
+ * The release gate holds: every firmware regression planted in a virtual board makes
  * `hil run` exit 1, naming the check that caught it. One board per run, only the suites the
  * regression needs; the runs go in parallel. The regressions are the virtual board's own
  * (`faults.regressions`, packages/device/src/virtual-board/regressions.ts), set through the

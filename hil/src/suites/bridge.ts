@@ -1,5 +1,5 @@
 /**
- * `bridge` (opt-in, issue 15): the board's tools the way an LLM client meets them. An in-process
+ * `bridge` (opt-in): the board's tools the way an LLM client meets them. An in-process
  * `@xiaozhi-mcp/bridge` pinned to this board, on the rig's own server API, served over
  * Streamable HTTP on loopback; the official SDK `Client` lists every page and calls every safe
  * tool through it. The checks judge with their own expectations: the client's name limit and
@@ -36,7 +36,7 @@ import {
 
 /**
  * What Anthropic's API (so Claude Desktop) and Cursor accept as a tool name: a name outside it
- * is a tool those clients cannot call (issue 15; Anthropic's tool-use docs, `name`).
+ * is a tool those clients cannot call(Anthropic's tool-use docs, `name`).
  */
 const CLIENT_TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 /**

@@ -1,4 +1,4 @@
-// Issue 12: hostile input from a backend never crashes the device SDK. The properties of
+// Hostile input from a backend never crashes the device SDK. The properties of
 // fuzz/targets.ts, with a fixed seed and a few runs each; `npm run fuzz` runs the same ones
 // with many more cases.
 
@@ -20,7 +20,7 @@ afterAll(async () => {
   watch.stop();
 });
 
-describe('hostile input (issue 12), fixed seed', () => {
+describe('hostile input, fixed seed', () => {
   it('e. McpServer, firmware profile: never throws; every reply is readable or the request is dropped', async () => {
     await fc.assert(fuzzProperty(mcpTarget('firmware'), watch), { seed: 12, numRuns: 500 });
   });

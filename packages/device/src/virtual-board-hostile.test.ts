@@ -1,5 +1,5 @@
 /**
- * The virtual board against a backend it cannot trust (issue 12, item 7): it is bounded like a
+ * The virtual board against a backend it cannot trust: it is bounded like a
  * board, so an oversized frame or OTA reply costs a session or a check, never megabytes of
  * memory or console output; and a board with an eFuse serial number activates as the firmware.
  */

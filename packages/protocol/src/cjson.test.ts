@@ -120,7 +120,7 @@ describe('printCJson', () => {
   });
 });
 
-// Hostile depth (issue 12): cJSON's reader stops at CJSON_NESTING_LIMIT (1000); everything
+// Hostile depth: cJSON's reader stops at CJSON_NESTING_LIMIT (1000); everything
 // else here walks trees of any depth without recursion.
 
 const nestedArrays = (depth: number, inner = '') =>
@@ -132,7 +132,7 @@ function deepArray(depth: number): unknown {
   return value;
 }
 
-describe('cJSON trees of any depth (issue 12)', () => {
+describe('cJSON trees of any depth', () => {
   it.each([5_000, 100_000])('fails to parse a document nested %i deep, as cJSON does', (depth) => {
     expect(parseCJson(nestedArrays(depth))).toBeUndefined();
     expect(parseCJson(`${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`)).toBeUndefined();

@@ -60,7 +60,7 @@ describe('envelope', () => {
   });
 });
 
-// Hostile frames (issue 12). Arbitraries live here, not in a shared module: the package ships
+// Hostile frames. Arbitraries live here, not in a shared module: the package ships
 // everything under src/ that is not a test, and fast-check is only a devDependency.
 
 /**
@@ -210,7 +210,7 @@ const badUtf8Arb = fc
   .uint8Array({ maxLength: 200 })
   .map((bytes) => new TextDecoder().decode(bytes));
 
-describe('readDeviceFrame under hostile input (issue 12)', () => {
+describe('readDeviceFrame under hostile input', () => {
   it('reads an envelope whose payload is nested 900 deep, without re-serialising it', () => {
     // Another key order than the device's: the frame goes through JSON.parse.
     const payload = `{"jsonrpc":"2.0","id":4,"result":{"deep":${nested(900)}}}`;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { jsonForMessage, MESSAGE_VALUE_LIMIT, textForMessage } from './errors.js';
 
-describe('quoting received values in error messages (issue 12)', () => {
+describe('quoting received values in error messages', () => {
   let deep: unknown = 1;
   for (let i = 0; i < 100_000; i++) deep = [deep];
   const cycle: Record<string, unknown> = {};

@@ -160,7 +160,7 @@ describe('encoders', () => {
   });
 });
 
-// Hostile replies (issue 12): every read linear, nothing thrown.
+// Hostile replies: every read linear, nothing thrown.
 
 /**
  * Any UTF-16 text, lone surrogates included, weighted toward JSON's own characters.
@@ -177,7 +177,7 @@ const anyStringArb = fc.string({
 const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
 
 /**
- * The recovery as it was before issue 12, kept as the reference: the linear reader must give
+ * The recovery as it was before the linear reader, kept as the reference: the linear reader must give
  * exactly its results. Its patterns backtrack, so it only sees small inputs here.
  */
 function referenceRecovery(text: string): JsonRpcMessage | undefined {
@@ -219,7 +219,7 @@ function referenceRecovery(text: string): JsonRpcMessage | undefined {
   return undefined;
 }
 
-/** `readJsonRpc` before issue 12; resultText of valid JSON came from FIRMWARE_RESULT too. */
+/** `readJsonRpc` before the linear reader; resultText of valid JSON came from FIRMWARE_RESULT too. */
 function referenceRead(text: string): JsonRpcMessage {
   let value: unknown;
   try {
@@ -277,7 +277,7 @@ const replyFragmentArb = fc
   )
   .map(([head, pieces, tail]) => head + pieces.join('') + tail);
 
-describe('readJsonRpc under hostile replies (issue 12)', () => {
+describe('readJsonRpc under hostile replies', () => {
   const head = '{"jsonrpc":"2.0","id":9,"result":';
 
   it.each([128 * 1024, 1024 * 1024])(

@@ -87,7 +87,7 @@ export function classifyJsonRpc(value: unknown): JsonRpcMessage {
 // The firmware writes replies by concatenation: these shapes are exact. Each pattern is only
 // the fixed head of a shape; its open-ended tail is cut with endsWith/lastIndexOf, so every
 // read is linear in the text (docs/protocol.md §2). A `[\s\S]*` group followed by more
-// pattern backtracks, and one crafted 128 KB frame cost a second of event loop (issue 12).
+// pattern backtracks, and one crafted 128 KB frame cost a second of event loop.
 const FIRMWARE_RESULT_HEAD = /^\{"jsonrpc":"2\.0","id":(-?\d+),"result":/;
 const FIRMWARE_ERROR_HEAD = /^\{"jsonrpc":"2\.0","id":(-?\d+),"error":\{"message":"/;
 // A later firmware may add a code before the message; accept it the same way.

@@ -277,7 +277,7 @@ describe('MainLoop', () => {
   });
 });
 
-describe('McpRequestLoop under hostile payloads (issue 12)', () => {
+describe('McpRequestLoop under hostile payloads', () => {
   const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
   const deepValue = () => JSON.parse(nested(100_000));
 

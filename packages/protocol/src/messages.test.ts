@@ -512,7 +512,7 @@ describe('input handling', () => {
   });
 });
 
-// Hostile frames (issue 12): a parser throws ProtocolError or nothing, whatever it is given.
+// Hostile frames: a parser throws ProtocolError or nothing, whatever it is given.
 
 /** Runs `fn`; anything thrown must be a ProtocolError. Returns what `fn` returned, if anything. */
 function onlyProtocolErrors<T>(fn: () => T): T | undefined {
@@ -585,7 +585,7 @@ const messageArb = fc.record(
   { requiredKeys: ['type'] },
 );
 
-describe('hostile input (issue 12)', () => {
+describe('hostile input', () => {
   it('throws nothing but ProtocolError for any text', () => {
     fc.assert(
       fc.property(

@@ -548,7 +548,7 @@ describe('firmware.url', () => {
 
 // Hostile replies: OTA_INVALID/OTA_HAZARD or nothing, whatever comes in.
 
-describe('hostile OTA input (issue 12)', () => {
+describe('hostile OTA input', () => {
   it('validates any reply without throwing, and asserts with OTA errors only', () => {
     const sectionArb = fc.dictionary(
       fc.oneof(

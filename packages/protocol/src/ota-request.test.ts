@@ -293,7 +293,7 @@ const bodyArb = fc.oneof(
   ),
 );
 
-describe('hostile OTA input (issue 12)', () => {
+describe('hostile OTA input', () => {
   it('parses any request into OTA_INVALID or a request, never anything else', () => {
     fc.assert(
       fc.property(headersArb, bodyArb, (headers, body) => {

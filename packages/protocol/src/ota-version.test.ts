@@ -131,7 +131,7 @@ describe('firmware versions', () => {
 
 // Hostile versions: OTA_INVALID or nothing, whatever comes in.
 
-describe('hostile OTA input (issue 12)', () => {
+describe('hostile OTA input', () => {
   it('reads any version text without throwing', () => {
     fc.assert(
       fc.property(anyText, fc.boolean(), (version, lax) => {

@@ -234,7 +234,7 @@ describe('paging (property-based)', () => {
   });
 });
 
-describe('walkToolsPages under hostile pages (issue 12)', () => {
+describe('walkToolsPages under hostile pages', () => {
   const deep = (depth: number) => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`);
 
   it.each([5_000, 100_000])('measures a tool with a member nested %i deep', async (depth) => {

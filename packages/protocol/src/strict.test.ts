@@ -568,7 +568,7 @@ describe('encodeStrictToolError', () => {
   });
 });
 
-describe('dispatchStrictRequest under hostile payloads (issue 12)', () => {
+describe('dispatchStrictRequest under hostile payloads', () => {
   const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
 
   it.each([5_000, 100_000])('answers tools/call with members nested %i deep', (depth) => {

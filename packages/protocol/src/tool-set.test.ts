@@ -27,7 +27,7 @@ describe('parseToolSet', () => {
     expect(entry && fixtureToolReturn(entry, new Map())).toEqual({ json: { ok: true } });
   });
 
-  // Tool sets are files a person passes to `xiaozhi-mcp page --tools` (issue 12).
+  // Tool sets are files a person passes to `xiaozhi-mcp page --tools`.
   it('refuses a json return that is not JSON with INVALID_TOOL naming it', () => {
     const error = caught(() =>
       parseToolSet([{ name: 'a', description: '', returns: { kind: 'json', value: '{' } }]),

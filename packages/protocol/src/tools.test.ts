@@ -97,7 +97,7 @@ describe('ToolRegistry', () => {
   });
 });
 
-describe('defineTool under hostile definitions (issue 12)', () => {
+describe('defineTool under hostile definitions', () => {
   it('refuses what is no definition with INVALID_TOOL, never another error', () => {
     let deep: unknown = 'integer';
     for (let i = 0; i < 100_000; i++) deep = [deep];

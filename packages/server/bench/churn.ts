@@ -1,4 +1,4 @@
-// Churn benchmark of @xiaozhi-mcp/server's memory (issue 12): does the server's heap stay
+// Churn benchmark of @xiaozhi-mcp/server's memory: does the server's heap stay
 // bounded when devices come and go?
 //
 //   npm run bench:churn -- [--sessions N] [--devices N] [--max-devices N] [--concurrency C]

@@ -1,5 +1,5 @@
 /**
- * The API's device routes under load and misuse (issue 12): `/devices` is paginated by id with
+ * The API's device routes under load and misuse: `/devices` is paginated by id with
  * an opaque cursor, `DELETE /devices/:id` forgets a device, and a call's `timeoutMs` must be an
  * integer 1..600000 (a 1e10 timeout used to overflow Node's timer).
  */

@@ -1,5 +1,5 @@
 /**
- * A DeviceSession is guarded (issue 12): no frame the device sends and no listener that throws
+ * A DeviceSession is guarded: no frame the device sends and no listener that throws
  * escapes the socket's handlers or breaks the request in flight; a timeout outside Node's timer
  * range and parameters that cannot be serialised are refused before anything is sent.
  */

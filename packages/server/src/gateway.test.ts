@@ -1,5 +1,5 @@
 /**
- * The gateway under hostile clients (issue 12): a frame nested 5,000 deep does not stop the
+ * The gateway under hostile clients: a frame nested 5,000 deep does not stop the
  * server or another board's session, and a second client using a known board's Device-Id cannot
  * take its session (and so cannot receive its tool calls), whatever its token.
  */

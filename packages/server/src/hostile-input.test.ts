@@ -1,4 +1,4 @@
-// Issue 12: hostile input never crashes or stalls the server. The properties of fuzz/targets.ts,
+// Hostile input never crashes or stalls the server. The properties of fuzz/targets.ts,
 // with a fixed seed and a few runs each; `npm run fuzz` runs the same ones with 100,000 cases.
 
 import { fuzzProperty } from '@xiaozhi-mcp/fuzz-kit';
@@ -25,7 +25,7 @@ afterAll(async () => {
   if (!closed) await world?.close();
 });
 
-describe('hostile input (issue 12), fixed seed', () => {
+describe('hostile input, fixed seed', () => {
   it('a. gateway: hostile frames over a real WebSocket; the server lives, the control board answers', async () => {
     await fc.assert(fuzzProperty(gatewayTarget(world), world.watch), { seed: 12, numRuns: 200 });
   });

@@ -1,5 +1,5 @@
 /**
- * The OTA endpoint bounded and guarded (issue 12): the body and every stored field are limited
+ * The OTA endpoint bounded and guarded: the body and every stored field are limited
  * (413 / 400 naming the field), and opt-in activation (docs/protocol.md §7) gives a listed
  * serial its token only after the HMAC of a random challenge under its key.
  */

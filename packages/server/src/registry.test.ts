@@ -1,5 +1,5 @@
 /**
- * The registry's memory stays bounded and its identities pinned (issue 12): offline devices are
+ * The registry's memory stays bounded and its identities pinned: offline devices are
  * evicted by age and by count (never a connected one), with their tokens; identical tool lists
  * are shared and released with the last record holding them; OTA history is bounded; a device
  * is pinned to its first Client-Id until it is forgotten.

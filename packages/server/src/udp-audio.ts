@@ -548,7 +548,7 @@ export function answerUdpHello(
       transport: 'udp',
       sessionId,
       audioParams: {
-        // 24 kHz mono Opus is what the issue 14 contract fixes for our answer.
+        // The server names its own downlink format (docs/protocol.md §4, server hello): 24 kHz mono Opus, the one we send.
         format: 'opus',
         sample_rate: 24000,
         channels: 1,

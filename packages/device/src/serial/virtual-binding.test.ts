@@ -296,7 +296,7 @@ async function running(options: VirtualSerialDeviceOptions, host: VirtualSerialB
   return { board, binding, device, stream };
 }
 
-describe('a host that writes RTS before DTR (Windows; issue 10, item 4)', () => {
+describe('a host that writes RTS before DTR (Windows)', () => {
   it('puts a USB-Serial-JTAG chip into download mode with the tight reset only when two-line steps are split', async () => {
     const { board, device, stream } = await running({ usbJtag: true }, { platform: 'win32' });
     // One set() per step, as the Windows driver plays it: (0,0)->(1,1) passes (0,1), a reset,
@@ -360,7 +360,7 @@ describe('a host that writes RTS before DTR (Windows; issue 10, item 4)', () => 
   });
 });
 
-describe('a port that just appeared refuses opens (issue 10, item 10)', () => {
+describe('a port that just appeared refuses opens', () => {
   it('fails the next opens of a path as the driver words them, then opens', async () => {
     const { binding, device } = setup();
     binding.failOpens(device.path, 1, 'EBUSY');

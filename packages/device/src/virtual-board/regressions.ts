@@ -1,6 +1,6 @@
 /**
  * Firmware regressions a virtual board can be built with, by name (`faults.regressions`), so
- * that tests can show `hil run` catches each one (issue 11). Each is a small change to what the
+ * that tests can show `hil run` catches each one. Each is a small change to what the
  * firmware does at one interface: its hello, a request on its way in, a reply on its way out,
  * or its page budget. They are data: {@link REGRESSIONS} says what each one does, and
  * {@link RegressionPlant} applies the chosen ones in the session's MCP path.
