@@ -108,19 +108,40 @@ for (const w of workspaces) {
   }
 }
 
-console.log('| entry | exported names | imported by another workspace |');
-console.log('|---|---|---|');
-for (const [, m] of allEntries) {
+// A name no other workspace imports may still be public: for the package's users, when its
+// README names it. `--check` fails on every exported name that is neither.
+const readmeOf = (dir) => {
+  const file = path.join(root, dir, 'README.md');
+  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+};
+const documented = (readme, name) => new RegExp(`\\b${name.replace(/\$/g, '\\$')}\\b`).test(readme);
+
+const check = process.argv.includes('--check');
+const unexplained = [];
+console.log(
+  '| entry | exported names | imported by another workspace | else named in its README |',
+);
+console.log('|---|---|---|---|');
+for (const [dir, m] of allEntries) {
+  const readme = readmeOf(dir);
   for (const [spec, file] of m) {
     const names = exportedNames(file);
     const used = imported.get(spec) ?? new Set();
-    const usedCount = used.has('*') ? names.length : names.filter((n) => used.has(n)).length;
+    const unused = names.filter((n) => !used.has(n) && !used.has('*'));
+    const forUsers = unused.filter((n) => documented(readme, n));
     console.log(
-      `| ${spec} | ${names.length} | ${usedCount}${used.has('*') ? ' (namespace import)' : ''} |`,
+      `| ${spec} | ${names.length} | ${names.length - unused.length}${used.has('*') ? ' (namespace import)' : ''} | ${forUsers.length} |`,
     );
-    if (showUnused) {
-      const unused = names.filter((n) => !used.has(n) && !used.has('*'));
-      if (unused.length) console.log(`  unused: ${unused.join(', ')}`);
-    }
+    if (showUnused && unused.length) console.log(`  not imported elsewhere: ${unused.join(', ')}`);
+    for (const name of unused) if (!documented(readme, name)) unexplained.push(`${spec}: ${name}`);
+  }
+}
+if (check) {
+  if (unexplained.length > 0) {
+    for (const line of unexplained)
+      process.stderr.write(
+        `${line}: exported, but no other workspace imports it and its README does not name it\n`,
+      );
+    process.exit(1);
   }
 }
