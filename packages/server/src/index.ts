@@ -1,23 +1,22 @@
-// @xiaozhi-mcp/server: the backend xiaozhi boards connect to.
-// Named exports only; see README.md for the API routes and every error code.
+// @xiaozhi-mcp/server: the backend xiaozhi boards connect to. Named exports only, grouped by who
+// uses them; README.md lists them, the API routes and every error code.
 
-export { type ApiControls, deviceSummary } from './api.js';
+// The server, its configuration, its firmware and its errors (cli, hil, bridge's tests):
+
 export {
   type AuthMode,
   assertConfigSafe,
-  DEFAULT_CONFIG,
   type LogLevel,
   resolveConfig,
   type ServerConfig,
 } from './config.js';
-export type { DeviceCredentials } from './device-credentials.js';
-export {
-  type DeviceLink,
-  type DeviceLinkHandlers,
-  type DeviceTransport,
-  toDeviceLink,
-  webSocketLink,
-} from './device-link.js';
+export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
+export { type FirmwareImage, FirmwareStore } from './firmware-store.js';
+export { type ServerUrls, type StartOptions, XiaozhiServer } from './server.js';
+
+// The devices: the registry, a session per connection and what they record (hil, cli):
+
+export type { DeviceLink, DeviceLinkHandlers, DeviceTransport } from './device-link.js';
 export {
   DeviceSession,
   type DeviceSessionEvents,
@@ -27,28 +26,6 @@ export {
   type RequestOptions,
   type SessionStats,
 } from './device-session.js';
-export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
-export { type FirmwareImage, FirmwareStore } from './firmware-store.js';
-export { tokenOf } from './gateway.js';
-export {
-  MqttBroker,
-  type MqttBrokerOptions,
-  type MqttDevice,
-  type MqttDeviceAuthority,
-} from './mqtt-broker.js';
-export { type AudioSessions, MQTT_SESSION_HELLO, MqttGateway } from './mqtt-gateway.js';
-export {
-  deliveryTopic,
-  isBoardClientId,
-  MQTT_CLIENT_GROUP,
-  MQTT_OPERATOR,
-  MqttLink,
-  macUnderscored,
-  mqttClientId,
-  parseMqttClientId,
-  publishTopic,
-} from './mqtt-link.js';
-export { MqttPacketBound, MqttWire } from './mqtt-wire.js';
 export {
   type DeviceRecord,
   DeviceRegistry,
@@ -59,14 +36,31 @@ export {
   type RegistryOptions,
   type SessionStage,
 } from './registry.js';
-export { type ServerUrls, type StartOptions, XiaozhiServer } from './server.js';
 export type { DeviceTool } from './tool-lists.js';
+
+// Boards on MQTT: the embedded broker, and the client ids and topics they use (other backends):
+
+export {
+  MqttBroker,
+  type MqttBrokerOptions,
+  type MqttDevice,
+  type MqttDeviceAuthority,
+} from './mqtt-broker.js';
+export { MQTT_SESSION_HELLO } from './mqtt-gateway.js';
+export {
+  deliveryTopic,
+  MQTT_OPERATOR,
+  macUnderscored,
+  mqttClientId,
+  parseMqttClientId,
+  publishTopic,
+} from './mqtt-link.js';
+
+// UDP audio of MQTT sessions: the endpoint and its counts (hil, other backends):
+
 export {
   type AudioSessionStats,
   answerUdpHello,
-  DEFAULT_MAX_AUDIO_SESSIONS,
-  DEFAULT_MAX_CLOSED_AUDIO_SESSIONS,
-  DEFAULT_MAX_DATAGRAM_BYTES,
   type UdpAudioChannel,
   type UdpAudioCounters,
   UdpAudioEndpoint,
