@@ -1,3 +1,8 @@
+// @xiaozhi-mcp/fuzz-kit: the fast-check harness and runner of every fuzz/ folder. Named exports
+// only, grouped by who uses them; README.md lists them.
+
+// Adversarial texts and bytes the targets build their inputs from (server, device, serial fuzz/):
+
 export {
   badUtf8,
   binaryBytes,
@@ -12,6 +17,9 @@ export {
   small,
   splitAtCuts,
 } from './arbitraries.js';
+
+// A target as one property, for fuzz/ and the hostile-input tests (server, device, serial):
+
 export {
   type AnyTarget,
   CaseFailure,
@@ -26,13 +34,7 @@ export {
   preview,
   TargetStats,
 } from './harness.js';
-export {
-  FUZZ_USAGE,
-  type FuzzOptions,
-  type FuzzSuite,
-  FuzzUsageError,
-  type FuzzWorldSetup,
-  parseFuzzOptions,
-  runFuzz,
-  type WeightedTarget,
-} from './runner.js';
+
+// The whole npm run fuzz of a package, from its fuzz/run.ts (server, device, serial):
+
+export { type FuzzSuite, type FuzzWorldSetup, runFuzz, type WeightedTarget } from './runner.js';
