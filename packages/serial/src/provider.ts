@@ -3,14 +3,8 @@
 // commands' commander and cli-progress: importing it costs a board provider none of them.
 // Named exports only.
 
-export {
-  PortProviderError,
-  type ProviderFailureKind,
-  SerialError,
-  type SerialErrorCode,
-} from './errors.js';
+export { PortProviderError, SerialError } from './errors.js';
 export { BoardLockError, lockBoard } from './lock.js';
-export type { PortInfo, PortInfoLike, PortKind } from './port-info.js';
 export { portInfoFromBinding } from './port-info.js';
 export type {
   PortProvider,
@@ -19,10 +13,5 @@ export type {
   ProviderRequest,
   ResolvedPort,
 } from './port-provider.js';
-export {
-  type FindPortOptions,
-  findPort,
-  type PortLister,
-  type PortSelector,
-} from './port-selector.js';
+export { findPort } from './port-selector.js';
 export { ReceiveQueue } from './receive-queue.js';
