@@ -187,7 +187,7 @@ const setsOf = (steps: readonly LineStep[]): LineState[] =>
   steps.flatMap((step) => ('set' in step ? [step.set] : []));
 const same = (a: LineState, b: LineState) => a.dtr === b.dtr && a.rts === b.rts;
 
-describe('line order per platform (issue 10, item 4)', () => {
+describe('line order per platform', () => {
   it('knows which hosts write both lines at once: all but Windows (bindings-cpp SetBaton)', () => {
     expect(lineWriteOrder('linux')).toBe('atomic');
     expect(lineWriteOrder('darwin')).toBe('atomic');
@@ -282,7 +282,8 @@ describe('line order per platform (issue 10, item 4)', () => {
         }
       }),
     );
-    // Without planning, the Windows driver does both: the bug of issue 10, item 4.
+    // Without planning, the Windows driver does both: it passes (0, 0) on the way from reset to
+    // the strap, and holds EN low on the way from released to both asserted.
     expect(driverTrace('win32', { dtr: false, rts: true }, [{ dtr: true, rts: false }])).toEqual([
       { dtr: false, rts: false },
       { dtr: true, rts: false },

@@ -152,7 +152,7 @@ const EBUSY = 'Error: Device or resource busy, cannot open <path>';
 const EACCES = 'Error: Permission denied, cannot open <path>';
 const ENOENT = 'Error: No such file or directory, cannot open <path>';
 
-describe('openSafely retries a port that just came back (issue 10, item 10)', () => {
+describe('openSafely retries a port that just came back', () => {
   beforeEach(() => {
     MockBinding.reset();
     MockBinding.createPort('/dev/ttyACM1');
