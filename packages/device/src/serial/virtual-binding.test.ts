@@ -214,7 +214,7 @@ describe('virtual serial binding', () => {
     await open(binding, path);
   });
 
-  it("plays the rig's own line sequences (lines.ts) with the expected effect on the board", async () => {
+  it("plays the rig's own line sequences (RESET_SEQUENCES, BOOT_CLICK) with the expected effect on the board", async () => {
     const { board, binding, device } = setup();
     board.powerOn();
     await board.waitForState('wifi_configuring', 5000);
