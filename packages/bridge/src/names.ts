@@ -27,8 +27,7 @@
  */
 import { createHash } from 'node:crypto';
 
-/** What Anthropic's API and Cursor accept as a tool name. */
-export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
+/** The longest tool name Anthropic's API and Cursor accept. */
 export const TOOL_NAME_MAX_LENGTH = 64;
 /** Between a board's MAC and the tool when several boards are served. */
 export const DEVICE_SEPARATOR = '__';
@@ -98,8 +97,8 @@ function hashed(head: string, deviceId: string, tool: string): string {
 
 /**
  * The name a board's tool is served under: the escaped tool name, after the board's MAC and
- * `__` when `many` boards are served; cut and hashed when longer than 64 characters. Always
- * matches {@link TOOL_NAME_PATTERN}.
+ * `__` when `many` boards are served; cut and hashed when longer than 64 characters. It always
+ * matches `^[a-zA-Z0-9_-]{1,64}$`, what clients accept.
  */
 export function toolNameFor(deviceId: string, tool: string, many: boolean): string {
   const escaped = escapeToolName(tool);
