@@ -5,12 +5,8 @@
  * records below must name every key of their union or interface, no more.
  */
 import { readFileSync } from 'node:fs';
-import {
-  BOARD_PRESETS,
-  type FaultKnobs,
-  REGRESSION_NAMES,
-  type VirtualBusBoard,
-} from '@xiaozhi-mcp/device';
+import { BOARD_PRESETS, type VirtualBusBoard } from '@xiaozhi-mcp/device';
+import { type FaultKnobs, REGRESSION_NAMES } from '@xiaozhi-mcp/device/testing';
 import { XIAOZHI_CHIP_NAMES, type XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import { describe, expect, it } from 'vitest';
 import { type BoardConfig, SCHEMA_PATH } from './inventory.js';

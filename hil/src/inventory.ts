@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { RegressionName } from '@xiaozhi-mcp/device';
+import type { RegressionName } from '@xiaozhi-mcp/device/testing';
 import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import {
   formatPortSelector,

@@ -8,7 +8,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REGRESSION_NAMES, type RegressionName } from '@xiaozhi-mcp/device';
+import { REGRESSION_NAMES, type RegressionName } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { describe, expect, it } from 'vitest';
 import { main } from './cli.js';

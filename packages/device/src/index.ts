@@ -86,19 +86,15 @@ export { type ChipRevision, DEFAULT_CHIP_REVISIONS } from './serial/efuse.js';
 export {
   CHIP_DETECT_MAGIC_REG,
   ROM_CHIPS,
-  type RomBlockFault,
-  type RomBlockInfo,
   type RomChipProfile,
   RomEmulator,
   type RomEmulatorOptions,
-  type RomFaults,
   type RomStage,
   spiFlashId,
 } from './serial/rom-emulator.js';
 export {
   CONSOLE_BAUD_RATE,
   DEFAULT_REENUMERATE_MS,
-  type OpenFault,
   VirtualSerialDevice,
   type VirtualSerialDeviceOptions,
 } from './serial/usb-device.js';
@@ -155,12 +151,6 @@ export {
 } from './udp-audio-sender.js';
 export { chooseTransport } from './virtual-board/application.js';
 export {
-  REGRESSION_NAMES,
-  REGRESSIONS,
-  type RegressionName,
-  regressionPageBudget,
-} from './virtual-board/regressions.js';
-export {
   UPLINK_FRAME_BYTES,
   UPLINK_TIMESTAMP,
   uplinkFrame,
@@ -169,7 +159,6 @@ export {
   type BoardTiming,
   type BoardTransport,
   type DeviceState,
-  type FaultKnobs,
   FIRMWARE_TIMING,
   type ResetReason,
   type RunningApp,

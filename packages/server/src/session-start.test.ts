@@ -5,8 +5,8 @@
  * under the wrong id is named as such.
  */
 import { once } from 'node:events';
-import { type FaultKnobs, VirtualBoard } from '@xiaozhi-mcp/device';
-import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING, type FaultKnobs } from '@xiaozhi-mcp/device/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ServerError } from './errors.js';
