@@ -1,2 +1,0 @@
-export { CliError, type CliIo, ExitCode } from './io.js';
-export { createProgram, run, VERSION } from './program.js';
