@@ -1,10 +1,17 @@
 // @xiaozhi-mcp/serial/provider: what a port provider (the device SDK's virtual boards) needs of
 // the serial layer, and nothing that loads serialport's native binding, esptool-js or the
 // commands' commander and cli-progress: importing it costs a board provider none of them.
-// Named exports only.
+// Named exports only; README.md lists them.
 
-export { PortProviderError, SerialError } from './errors.js';
-export { BoardLockError, lockBoard } from './lock.js';
+// For port providers (device's virtual boards): the contract `resolvePort` and the commands call,
+// the errors a provider throws, and the pieces a provided port is built from:
+
+export {
+  PortProviderError,
+  type ProviderFailureKind,
+  SerialError,
+} from './errors.js';
+export { BoardLockError, type LockOptions, lockBoard } from './lock.js';
 export { portInfoFromBinding } from './port-info.js';
 export type {
   PortProvider,
