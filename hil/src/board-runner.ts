@@ -466,11 +466,11 @@ export class BoardRunner {
       log: (line) => this.#log.append(`[esptool] ${line}\n`),
       // An RFC 2217 port writes RTS, then DTR (resolve.ts `linePlatform`): esptool's classic reset.
       ...(port.linePlatform === undefined ? {} : { platform: port.linePlatform }),
-      // The inventory's reset strategy; unset, the port's own (flasher.ts `resetPlan`).
+      // The inventory's reset strategy; unset, the port's own (serial's reset/plan.ts `resetPlan`).
       ...(config.reset === undefined ? {} : { reset: config.reset }),
     });
     // The inventory's baud ladder (`flashBauds`), else `flashBaud` and the rungs below it
-    // (flasher.ts `flashBaudLadder`).
+    // (serial's flash-timing.ts `flashBaudLadder`).
     const ladder =
       config.flashBauds === undefined
         ? { baudRate: config.flashBaud ?? 921_600 }
