@@ -12,7 +12,8 @@ describe('@xiaozhi-mcp/device', () => {
     for (const code of DEVICE_ERROR_CODES) expect(readme).toContain(`| \`${code}\` |`);
   });
 
-  it('exports by name only', () => {
-    expect(readFileSync(join(here, 'index.ts'), 'utf8')).not.toMatch(/export \*/);
+  it('exports by name only, from each of its entries', () => {
+    for (const entry of ['index.ts', 'testing/index.ts'])
+      expect(readFileSync(join(here, entry), 'utf8')).not.toMatch(/export \*/);
   });
 });
