@@ -118,10 +118,10 @@ const documented = (readme, name) => new RegExp(`\\b${name.replace(/\$/g, '\\$')
 
 const check = process.argv.includes('--check');
 const unexplained = [];
-console.log(
+const rows = [
   '| entry | exported names | imported by another workspace | else named in its README |',
-);
-console.log('|---|---|---|---|');
+  '|---|---|---|---|',
+];
 for (const [dir, m] of allEntries) {
   const readme = readmeOf(dir);
   for (const [spec, file] of m) {
@@ -129,19 +129,22 @@ for (const [dir, m] of allEntries) {
     const used = imported.get(spec) ?? new Set();
     const unused = names.filter((n) => !used.has(n) && !used.has('*'));
     const forUsers = unused.filter((n) => documented(readme, n));
-    console.log(
+    rows.push(
       `| ${spec} | ${names.length} | ${names.length - unused.length}${used.has('*') ? ' (namespace import)' : ''} | ${forUsers.length} |`,
     );
-    if (showUnused && unused.length) console.log(`  not imported elsewhere: ${unused.join(', ')}`);
+    if (showUnused && unused.length) rows.push(`  not imported elsewhere: ${unused.join(', ')}`);
     for (const name of unused) if (!documented(readme, name)) unexplained.push(`${spec}: ${name}`);
   }
 }
-if (check) {
-  if (unexplained.length > 0) {
-    for (const line of unexplained)
-      process.stderr.write(
-        `${line}: exported, but no other workspace imports it and its README does not name it\n`,
-      );
-    process.exit(1);
-  }
+if (!check) console.log(rows.join('\n'));
+else if (unexplained.length > 0) {
+  for (const line of unexplained)
+    process.stderr.write(
+      `${line}: exported, but no other workspace imports it and its README does not name it\n`,
+    );
+  process.exit(1);
+} else {
+  console.log(
+    `surface: ${rows.length - 2} entries; every exported name is imported by another workspace or named in its README`,
+  );
 }
