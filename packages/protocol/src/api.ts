@@ -129,17 +129,28 @@ export interface ApiDevice {
   readonly offeredTransport: ApiTransport | null;
 }
 
-/** Counts of a device's latest UDP audio session (boards on MQTT). */
+/**
+ * Counts of a device's latest UDP audio session (boards on MQTT), as the server's audio endpoint
+ * keeps them. Sequence numbers are the board's (1, 2, 3, ...).
+ */
 export interface ApiAudioSession {
   readonly deviceId: string;
   readonly sessionId: string;
+  /** The nonce's bytes 4..7, which tell sessions apart on the wire. */
   readonly ssrc: number;
+  /** Packets accepted and decrypted, late ones included. */
   readonly packets: number;
+  /** Decrypted payload bytes of those packets. */
   readonly bytes: number;
+  /** Sequence numbers skipped over (never sent, or lost, or still to come late). */
   readonly gaps: number;
+  /** Packets at or below the last sequence seen: late or repeated (the board drops older ones). */
   readonly outOfOrder: number;
+  /** Datagrams carrying this session's ssrc that were refused (bad type, size or `payload_len`). */
   readonly rejected: number;
+  /** The first in-order sequence number; null before one arrives. */
   readonly firstSequence: number | null;
+  /** The highest sequence number seen; null before one arrives. */
   readonly lastSequence: number | null;
   readonly open: boolean;
   /** ISO 8601. */

@@ -12,6 +12,7 @@ import { createDecipheriv, randomBytes, randomUUID } from 'node:crypto';
 import dgram from 'node:dgram';
 import { isIPv6 } from 'node:net';
 import {
+  type ApiAudioSession,
   buildServerHello,
   type DeviceHello,
   decodeUdpAudioHeader,
@@ -65,31 +66,8 @@ export interface UdpAudioEndpointOptions {
   readonly random?: (size: number) => Uint8Array;
 }
 
-/** One audio session as counted here. Sequence numbers are the board's (1, 2, 3, ...). */
-export interface AudioSessionStats {
-  readonly deviceId: string;
-  readonly sessionId: string;
-  /** The nonce's bytes 4..7, which tell sessions apart on the wire. */
-  readonly ssrc: number;
-  /** Packets accepted and decrypted, late ones included. */
-  readonly packets: number;
-  /** Decrypted payload bytes of those packets. */
-  readonly bytes: number;
-  /** Sequence numbers skipped over (never sent, or lost, or still to come late). */
-  readonly gaps: number;
-  /** Packets at or below the last sequence seen: late or repeated (the board drops older ones). */
-  readonly outOfOrder: number;
-  /** Datagrams carrying this session's ssrc that were refused (bad type, size or `payload_len`). */
-  readonly rejected: number;
-  /** The first in-order sequence number; null before one arrives. */
-  readonly firstSequence: number | null;
-  /** The highest sequence number seen; null before one arrives. */
-  readonly lastSequence: number | null;
-  readonly open: boolean;
-  /** ISO 8601. */
-  readonly openedAt: string;
-  readonly closedAt?: string;
-}
+/** One audio session as counted here: what the API serves for it. */
+export type AudioSessionStats = ApiAudioSession;
 
 /** Why a datagram was dropped. */
 export type UdpAudioRejection = 'oversized' | 'short' | 'type' | 'length' | 'unknown-ssrc';
