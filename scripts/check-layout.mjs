@@ -72,16 +72,22 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const named = layoutPaths(readFileSync(join(root, DOC), 'utf8'));
   const problems = [];
   for (const { path, line } of named) {
-    if (!existsSync(join(root, path))) problems.push(`${DOC}:${line}: ${path}: no such file or folder`);
+    if (!existsSync(join(root, path)))
+      problems.push(`${DOC}:${line}: ${path}: no such file or folder`);
   }
   const listed = new Set(named.map((n) => n.path));
   for (const folder of sourceFolders()) {
-    if (!listed.has(folder)) problems.push(`${DOC}: Layout does not name the source folder ${folder}`);
+    if (!listed.has(folder))
+      problems.push(`${DOC}: Layout does not name the source folder ${folder}`);
   }
   if (problems.length > 0) {
     for (const problem of problems) process.stderr.write(`${problem}\n`);
-    process.stderr.write(`docs:check: the layout of ${DOC} and the tree differ in ${problems.length} place(s)\n`);
+    process.stderr.write(
+      `docs:check: the layout of ${DOC} and the tree differ in ${problems.length} place(s)\n`,
+    );
     process.exit(1);
   }
-  process.stdout.write(`docs:check: the layout of ${DOC} names ${named.length} paths, all there, and every source folder\n`);
+  process.stdout.write(
+    `docs:check: the layout of ${DOC} names ${named.length} paths, all there, and every source folder\n`,
+  );
 }
