@@ -29,8 +29,7 @@ describe('what a failed connect says', () => {
       'the ROM printed "rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)": the board booted 0x8 (SPI_FAST_FLASH_BOOT), not the download mode, so the reset did not pull GPIO0 (BOOT) low; try --reset classic, or hold BOOT while resetting and use --reset none; a board on the chip\'s native USB (USB-Serial-JTAG) needs --reset usb-jtag',
     );
     expect(connectAdvice(appBoot, 'classic', false)).toMatch(/try --reset tight/);
-    expect(connectAdvice(appBoot, 'tight', true)).not.toMatch(/needs --reset usb-jtag/);
-    expect(connectAdvice(appBoot, 'usb-jtag', true)).toMatch(
+    expect(connectAdvice(appBoot, 'usb-jtag', false)).toMatch(
       /USB-UART bridge \(CP210x, CH340\) use --reset classic or --reset tight/,
     );
     expect(connectAdvice(appBoot, 'none', false)).toMatch(
@@ -44,6 +43,21 @@ describe('what a failed connect says', () => {
     );
     expect(connectAdvice('', 'auto', false)).toMatch(
       /^check that it is the board's port and that the board is powered; try --reset classic/,
+    );
+  });
+
+  it('never offers a classic or tight reset for a USB-Serial-JTAG port, whatever was tried', () => {
+    for (const printed of ['', appBoot, downloadBoot])
+      for (const strategy of ['auto', 'usb-jtag', 'classic', 'tight'] as const) {
+        const advice = connectAdvice(printed, strategy, true);
+        expect(advice).not.toMatch(/try --reset (classic|tight)|use --reset (classic|tight)/);
+        expect(advice).not.toMatch(/USB-UART bridge/);
+      }
+    expect(connectAdvice('', 'auto', true)).toMatch(
+      /the port is the chip's own USB-Serial-JTAG, which only its USB-JTAG reset reaches \(used here\); .*hold BOOT, tap RESET \(EN\), release BOOT, then run again with --reset none$/,
+    );
+    expect(connectAdvice(appBoot, 'classic', true)).toMatch(
+      /--reset classic cannot reach: use --reset usb-jtag \(the default for this port\)/,
     );
   });
 });

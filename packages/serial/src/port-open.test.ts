@@ -3,8 +3,15 @@ import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from './errors.js';
 import { lineSetterFor, runLineSteps } from './line-steps.js';
+import { portHolders } from './port-holders.js';
 import { OPEN_RETRY_MS, openSafely } from './port-open.js';
 import { BOOT_CLICK } from './reset/sequences.js';
+
+// Who holds a port is read from /proc (port-holders.test.ts); here it is what the test says.
+vi.mock('./port-holders.js', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('./port-holders.js')>()),
+  portHolders: vi.fn(() => []),
+}));
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -149,6 +156,8 @@ function refusingBinding(failures: string[]) {
 }
 
 const EBUSY = 'Error: Device or resource busy, cannot open <path>';
+const WINDOWS_IN_USE = 'Opening <path>: Access denied';
+const EIO = 'Error: Input/output error, cannot open <path>';
 const EACCES = 'Error: Permission denied, cannot open <path>';
 const ENOENT = 'Error: No such file or directory, cannot open <path>';
 
@@ -202,9 +211,9 @@ describe('openSafely retries a port that just came back', () => {
     );
     await vi.advanceTimersByTimeAsync(1000);
     const error = (await opening) as SerialError;
-    expect(error.code).toBe('PORT_BUSY');
+    expect(error.code).toBe('PORT_DENIED');
     expect(error.message).toMatch(
-      /permission denied \(still, after retrying for 0\.5 s\).*dialout/,
+      /permission denied \(still, after retrying for 0\.5 s\).*dialout.*udev rule/,
     );
   });
 
@@ -260,5 +269,51 @@ describe('openSafely retries a port that just came back', () => {
     const tried = attempts.length;
     await vi.advanceTimersByTimeAsync(5000);
     expect(attempts).toHaveLength(tried);
+  });
+});
+
+describe('openSafely says why a port did not open', () => {
+  beforeEach(() => {
+    MockBinding.reset();
+    MockBinding.createPort('/dev/ttyACM1');
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.mocked(portHolders).mockReset();
+    MockBinding.reset();
+  });
+
+  it('names who holds a busy port, where the OS can tell', async () => {
+    vi.mocked(portHolders).mockReturnValue([{ pid: 812, command: 'ModemManager' }]);
+    const { binding } = refusingBinding([EBUSY]);
+    const error = (await rejection(
+      openSafely('/dev/ttyACM1', { baudRate: 115200, binding, retryMs: 0 }),
+    )) as SerialError;
+    expect(error.code).toBe('PORT_BUSY');
+    expect(error.message).toMatch(
+      /^\/dev\/ttyACM1 is busy: .*; it is held by ModemManager \(pid 812\)/,
+    );
+    expect(vi.mocked(portHolders)).toHaveBeenCalledWith('/dev/ttyACM1');
+  });
+
+  it("takes Windows' Access denied for a port in use, as esptool does, not for a permission", async () => {
+    const { binding } = refusingBinding([WINDOWS_IN_USE]);
+    const error = (await rejection(
+      openSafely('/dev/ttyACM1', { baudRate: 115200, binding, retryMs: 0 }),
+    )) as SerialError;
+    expect(error.code).toBe('PORT_BUSY');
+    expect(error.message).toMatch(/another program has it open/);
+  });
+
+  it('wraps any other refusal of the binding as PORT_OPEN_FAILED naming the port', async () => {
+    const { binding } = refusingBinding([EIO]);
+    const error = (await rejection(
+      openSafely('/dev/ttyACM1', { baudRate: 115200, binding }),
+    )) as SerialError;
+    expect(error).toBeInstanceOf(SerialError);
+    expect(error.code).toBe('PORT_OPEN_FAILED');
+    expect(error.message).toMatch(
+      /^\/dev\/ttyACM1 could not be opened: Error: Input\/output error/,
+    );
   });
 });

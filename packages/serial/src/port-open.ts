@@ -1,15 +1,18 @@
 /**
  * Opening a port without disturbing the chip (`hupcl` off, both lines released right after
- * open), retrying a port that just appeared and is still busy or not yet permitted, and closing
- * it again when a command is done with it.
+ * open), retrying a port that just appeared and is still busy or not yet permitted, saying why
+ * an open failed (busy and who holds it, permission denied and the fix, missing), and closing it
+ * again when a command is done with it. Every open of a port goes through here: the commands',
+ * the rig's and the flasher's (`NodeWebSerialPort.open`).
  */
 import type { BindingInterface } from '@serialport/bindings-cpp';
 import { SerialPortStream } from '@serialport/stream';
 import { SerialError } from './errors.js';
 import { releaseLines } from './line-steps.js';
+import { describeHolders, portHolders } from './port-holders.js';
 import { abortableWait } from './wait.js';
 
-/** Why an open failed, as far as retrying goes. */
+/** Why an open failed, as far as retrying and reporting go. */
 type OpenFailure = 'busy' | 'denied' | 'missing' | 'locked' | 'other';
 
 /**
@@ -23,17 +26,31 @@ function classifyOpenError(error: unknown): OpenFailure {
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as { code?: unknown } | null)?.code;
   // flock() refused: another serialport user holds the port (`lock: true`); waiting will not help.
-  if (/cannot lock|port is locked|resource temporarily unavailable/i.test(message)) return 'locked';
+  if (/cannot lock|port is locked|resource temporarily unavailable|in use/i.test(message))
+    return 'locked';
   // open() refused with EBUSY: another program opened it exclusively (TIOCEXCL), e.g. ModemManager
-  // probing a port that just appeared.
-  if (code === 'EBUSY' || /EBUSY|device or resource busy/i.test(message)) return 'busy';
-  // EACCES: udev has not applied the group and mode of a node that just appeared (or the user is
-  // not in its group). Windows says "Access denied" while another program has the port open.
-  if (code === 'EACCES' || /EACCES|permission denied|access denied/i.test(message)) return 'denied';
-  if (code === 'ENOENT' || /ENOENT|no such file|does not exist|file not found/i.test(message))
+  // probing a port that just appeared. Windows words a port another program has open "Access
+  // denied" (esptool's loader.py reads "Access is denied" the same way: another task uses it).
+  if (code === 'EBUSY' || /EBUSY|device or resource busy|access (is )?denied/i.test(message))
+    return 'busy';
+  // EACCES: udev has not applied the group and mode of a node that just appeared, or the user is
+  // not in its group.
+  if (
+    code === 'EACCES' ||
+    code === 'EPERM' ||
+    /EACCES|EPERM|permission denied|operation not permitted/i.test(message)
+  )
+    return 'denied';
+  if (code === 'ENOENT' || /ENOENT|no such file|does not exist|not found/i.test(message))
     return 'missing';
   if (/busy/i.test(message)) return 'locked';
   return 'other';
+}
+
+/** `; held by ModemManager (pid 812)` where the OS can tell who holds the port. */
+function heldBy(path: string): string {
+  const holders = portHolders(path);
+  return holders.length === 0 ? '' : `; it is held by ${describeHolders(holders)}`;
 }
 
 function describeOpenError(path: string, error: unknown, retriedMs: number): unknown {
@@ -42,27 +59,37 @@ function describeOpenError(path: string, error: unknown, retriedMs: number): unk
     retriedMs > 0 ? ` (still, after retrying for ${Number((retriedMs / 1000).toFixed(1))} s)` : '';
   switch (classifyOpenError(error)) {
     case 'locked':
-      return new SerialError('PORT_BUSY', `${path} is in use by another process: ${message}`, {
-        cause: error,
-      });
+      return new SerialError(
+        'PORT_BUSY',
+        `${path} is in use by another process: ${message}${heldBy(path)}; close it (a monitor, another flash) and try again`,
+        { cause: error },
+      );
     case 'busy':
       return new SerialError(
         'PORT_BUSY',
-        `${path} is busy${after}: ${message}; another program has it open (on Linux, ModemManager probes new USB serial ports for a few seconds: stop it, or tag the board ID_MM_DEVICE_IGNORE in a udev rule)`,
+        `${path} is busy${after}: ${message}${heldBy(path)}; another program has it open: close it (on Linux, ModemManager probes new USB serial ports for a few seconds: stop it, or tag the board ID_MM_DEVICE_IGNORE in a udev rule)`,
         { cause: error },
       );
     case 'denied':
       return new SerialError(
-        'PORT_BUSY',
-        `${path}: permission denied${after}: ${message}; on Linux, join the port's group (dialout or uucp) or add a udev rule; on Windows, close the program that has the port open`,
+        'PORT_DENIED',
+        `${path}: permission denied${after}: ${message}; this user may not open the port: on Linux, join its group (dialout on Debian and Ubuntu, uucp on Arch and Fedora: sudo usermod -aG dialout $USER, then log in again) or add a udev rule giving the board's port to the user (MODE="0660", GROUP= or TAG+="uaccess")`,
         { cause: error },
       );
     case 'missing':
-      return new SerialError('PORT_NOT_FOUND', `${path} does not exist${after}: ${message}`, {
-        cause: error,
-      });
+      return new SerialError(
+        'PORT_NOT_FOUND',
+        `${path} does not exist${after}: ${message}; list the ports again: USB boards can come back under another path`,
+        { cause: error },
+      );
     default:
-      return error;
+      // A TypeError is a caller's mistake (an invalid option), not the port's.
+      if (error instanceof SerialError || error instanceof TypeError) return error;
+      return new SerialError(
+        'PORT_OPEN_FAILED',
+        `${path} could not be opened: ${message}; check the cable and that the port is the board's`,
+        { cause: error },
+      );
   }
 }
 
@@ -112,6 +139,19 @@ export interface OpenSafelyOptions {
   justFound?: boolean;
   /** Stops the retries (rejects with the abort reason). */
   signal?: AbortSignal;
+  /** Stream settings besides the rate (a Web Serial open's, for the flasher's port). */
+  settings?: {
+    readonly dataBits?: 7 | 8;
+    readonly stopBits?: 1 | 2;
+    readonly parity?: 'none' | 'even' | 'odd';
+    readonly rtscts?: boolean;
+    readonly highWaterMark?: number;
+  };
+  /**
+   * Release DTR and RTS right after open (one `set()`). Default true; a caller that tracks the
+   * lines itself releases them through its own setter.
+   */
+  releaseLines?: boolean;
 }
 
 /** One open attempt, bounded by `timeoutMs`. */
@@ -122,6 +162,7 @@ function openOnce(
   timeoutMs: number,
 ): Promise<SerialPortStream> {
   const stream = new SerialPortStream({
+    ...options.settings,
     binding,
     path,
     baudRate: options.baudRate,
@@ -153,8 +194,10 @@ function openOnce(
  * asserted keeps EN and GPIO0 high, so the moment between open and the first `set()` is harmless.
  * Each attempt is bounded by `timeoutMs` (default 5000). A port refused as busy or not permitted
  * is retried for `retryMs` (default {@link OPEN_RETRY_MS}), a missing one too when `justFound`.
- * Then a locked, busy or refused port rejects `PORT_BUSY`, a missing one `PORT_NOT_FOUND`, each
- * saying what to do; other errors pass through.
+ * Then a locked or busy port rejects `PORT_BUSY` (naming who holds it, where the OS can tell),
+ * a refused one `PORT_DENIED`, a missing one `PORT_NOT_FOUND`, any other failure of the binding
+ * `PORT_OPEN_FAILED`, each saying what to do; a `SerialError` of the binding (an rfc2217:// port's)
+ * passes through.
  */
 export async function openSafely(
   path: string,
@@ -197,6 +240,7 @@ export async function openSafely(
   } finally {
     clearTimeout(deadline);
   }
+  if (options.releaseLines === false) return stream;
   try {
     await releaseLines(stream);
   } catch (error) {

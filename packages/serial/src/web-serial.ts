@@ -12,8 +12,8 @@
  * which drops DTR on close); and the readable survives esptool's pattern of taking a reader per
  * chunk.
  */
-import { SerialPortStream } from '@serialport/stream';
-import { SerialError } from './errors.js';
+import type { SerialPortStream } from '@serialport/stream';
+import { openSafely } from './port-open.js';
 
 /**
  * A `serialport` binding (`@serialport/bindings-interface`'s `BindingInterface`), taken from
@@ -70,27 +70,6 @@ function lostError(message: string): Error {
   // esptool-js recognises a lost device by this name, as Chrome reports it.
   const error = new Error(`The device has been lost: ${message}`);
   error.name = 'NetworkError';
-  return error;
-}
-
-function mapOpenError(path: string, error: Error): Error {
-  // Already ours (an rfc2217:// port's refusal, busy server...): it says what to do.
-  if (error instanceof SerialError) return error;
-  const text = error.message;
-  if (/ENOENT|no such file|not found|does not exist/i.test(text)) {
-    return new SerialError(
-      'PORT_NOT_FOUND',
-      `serial port ${path} not found (${text}); list the ports again: USB boards can come back under another path`,
-      { cause: error },
-    );
-  }
-  if (/lock|busy|EBUSY|access denied|in use/i.test(text)) {
-    return new SerialError(
-      'PORT_BUSY',
-      `serial port ${path} is in use (${text}); close the other program (a monitor, another hil run) first`,
-      { cause: error },
-    );
-  }
   return error;
 }
 
@@ -176,29 +155,23 @@ export class NodeWebSerialPort {
     if (this.#stream !== undefined) {
       throw new DOMException(`serial port ${this.path} is already open`, 'InvalidStateError');
     }
-    const stream = new SerialPortStream({
+    // The one open of every port (port-open.ts): `hupcl` off (on Windows `hupcl` asserts DTR
+    // alone as the port opens, before the first set(): see the top of this file), a port that
+    // is still busy or not yet permitted retried, and a refusal said as what it is (busy and by
+    // whom, permission denied and the fix, missing), never as a board that does not answer.
+    const stream = await openSafely(this.path, {
       binding: this.#binding,
-      path: this.path,
       baudRate: options.baudRate,
-      // Not `hupcl` (serialport's default): on Windows it asserts DTR alone as the port opens,
-      // before the first set() (see the top of this file).
-      hupcl: false,
-      autoOpen: false,
-      ...(options.dataBits === undefined ? {} : { dataBits: options.dataBits }),
-      ...(options.stopBits === undefined ? {} : { stopBits: options.stopBits }),
-      ...(options.parity === undefined ? {} : { parity: options.parity }),
-      ...(options.flowControl === 'hardware' ? { rtscts: true } : {}),
-      ...(options.bufferSize === undefined ? {} : { highWaterMark: options.bufferSize }),
+      timeoutMs: this.#timeoutMs,
+      releaseLines: false,
+      settings: {
+        ...(options.dataBits === undefined ? {} : { dataBits: options.dataBits }),
+        ...(options.stopBits === undefined ? {} : { stopBits: options.stopBits }),
+        ...(options.parity === undefined ? {} : { parity: options.parity }),
+        ...(options.flowControl === 'hardware' ? { rtscts: true } : {}),
+        ...(options.bufferSize === undefined ? {} : { highWaterMark: options.bufferSize }),
+      },
     });
-    try {
-      await withTimeout(
-        callbackPromise((done) => stream.open(done)),
-        this.#timeoutMs,
-        `opening ${this.path}`,
-      );
-    } catch (error) {
-      throw mapOpenError(this.path, error as Error);
-    }
     // Without a listener, a stream error would crash the process; we report it instead.
     stream.on('error', (error: Error) => this.#onLost(error));
     stream.on('close', (error: Error | null) => {

@@ -40,6 +40,7 @@ describe('runReported: failures', () => {
     expect(await fail(new SerialError('PORT_BUSY', '/dev/ttyUSB0 is in use'))).toBe(3);
     expect(out.stderr).toBe('hil: flash /dev/ttyUSB0: /dev/ttyUSB0 is in use\n');
     expect(await fail(new SerialError('PORT_NOT_FOUND', 'gone'))).toBe(3);
+    expect(await fail(new SerialError('PORT_DENIED', '/dev/ttyUSB0: permission denied'))).toBe(3);
     expect(await fail(new BoardLockError('board on x is in use by hil (pid 1)'))).toBe(3);
     expect(await fail(new SerialCommandError('lost', 'port'))).toBe(3);
     expect(await fail(new Error('two\nlines'))).toBe(1);
@@ -53,7 +54,7 @@ describe('runReported: failures', () => {
     expect(out.stderr.endsWith('hil: flash /dev/ttyUSB0: a string\n')).toBe(true);
     expect(out.stdout).toBe('');
     // One line per failure.
-    expect(out.stderr.split('\n')).toHaveLength(11 + 1);
+    expect(out.stderr.split('\n')).toHaveLength(12 + 1);
   });
 
   it('exit 1 for a lost port where the CLI has no port code, and no prefix without a what', async () => {
@@ -82,6 +83,8 @@ describe('runReported: failures', () => {
     expect(failureKind(new FirmwareError('OPTION_INVALID', 'x'))).toBe('usage');
     expect(failureKind(new FirmwareError('PACKET_INVALID', 'x'))).toBe('failed');
     expect(failureKind(new SerialError('PORT_BUSY', 'x'))).toBe('port');
+    expect(failureKind(new SerialError('PORT_DENIED', 'x'))).toBe('port');
+    expect(failureKind(new SerialError('PORT_OPEN_FAILED', 'x'))).toBe('port');
     expect(failureKind(new SerialError('EXPECT_TIMEOUT', 'x'))).toBe('failed');
     expect(failureKind(undefined)).toBe('failed');
   });

@@ -17,7 +17,10 @@ export interface Output {
   stderr(text: string): void;
 }
 
-/** usage: exit 2; failed: exit 1; port (missing, busy, lost): the context's `portExitCode`. */
+/**
+ * usage: exit 2; failed: exit 1; port (missing, busy, not permitted, refused to open, lost): the
+ * context's `portExitCode`.
+ */
 export type FailureKind = 'usage' | 'failed' | 'port';
 
 export class SerialCommandError extends Error {
@@ -46,7 +49,10 @@ export interface SerialCommandContext {
   readonly lister?: () => Promise<PortInfo[]>;
   /** Stops a running `monitor` (Ctrl-C does too). */
   readonly signal?: AbortSignal;
-  /** Exit code when the port is missing, busy or lost: 1 (xiaozhi-mcp) or 3 (hil). */
+  /**
+   * Exit code when the port is missing, busy, not permitted, refused to open or lost: 1
+   * (xiaozhi-mcp) or 3 (hil).
+   */
   readonly portExitCode?: number;
   /** How long `monitor` waits for a vanished port to come back. Default 10 s. */
   readonly refindMs?: number;
@@ -61,7 +67,14 @@ export function failureKind(error: unknown): FailureKind {
   if (error instanceof SerialCommandError || error instanceof PortProviderError) return error.kind;
   if (error instanceof SerialError || error instanceof FirmwareError) {
     if (error.code === 'OPTION_INVALID') return 'usage';
-    if (error.code === 'PORT_NOT_FOUND' || error.code === 'PORT_BUSY') return 'port';
+    // A port that is missing, busy, not permitted or refused to open: the rig, not the usage.
+    if (
+      error.code === 'PORT_NOT_FOUND' ||
+      error.code === 'PORT_BUSY' ||
+      error.code === 'PORT_DENIED' ||
+      error.code === 'PORT_OPEN_FAILED'
+    )
+      return 'port';
     return 'failed';
   }
   if (error instanceof BoardLockError) return 'port';
