@@ -40,6 +40,38 @@ export interface PortInfoLike {
   locationId?: string | undefined;
 }
 
+/**
+ * The one spelling of a port's path on `platform`: what compares equal, what a lock is keyed
+ * by, and what is opened.
+ *
+ * - macOS has two nodes per serial device: `/dev/tty.<name>` (dial-in, what bindings-cpp lists:
+ *   `darwin_list.cpp` reads `kIODialinDeviceKey`) and `/dev/cu.<name>` (call-up, what pyserial
+ *   lists and users pass). esptool matches both (`loader.py` `_get_pid`: "The 'cu' (call-up)
+ *   device has to be used for outgoing communication on MacOS", adding the `cu` twin of a `tty`
+ *   path); here both are the `cu` path.
+ * - Windows names one port `COM3`, `com3` and `\\.\COM3`; all are `COM3`. bindings-cpp puts
+ *   `\\.\` in front of the path it opens (`serialport_win.cpp`, `OpenBaton::Execute`), which
+ *   COM10 and above need, so the bare name is also the path that opens, where an already
+ *   prefixed one would be prefixed twice.
+ *
+ * Any other path is itself. Pure: the platform is the caller's (`process.platform` at the edges).
+ */
+export function portPathIdentity(path: string, platform: NodeJS.Platform): string {
+  if (platform === 'darwin') {
+    const node = /^\/dev\/(?:cu|tty)\.(.+)$/.exec(path);
+    if (node !== null) return `/dev/cu.${node[1]}`;
+  } else if (platform === 'win32') {
+    const com = /^(?:\\\\[.?]\\)?(com\d+)$/i.exec(path.trim());
+    if (com !== null) return (com[1] as string).toUpperCase();
+  }
+  return path;
+}
+
+/** Whether two paths name the same port on `platform` ({@link portPathIdentity}). */
+export function samePortPath(a: string, b: string, platform: NodeJS.Platform): boolean {
+  return portPathIdentity(a, platform) === portPathIdentity(b, platform);
+}
+
 /** CP210x, CH340/CH9102, FTDI, Prolific: the bridges that sit in front of UART0 with auto-reset. */
 const UART_BRIDGE_VIDS: ReadonlySet<string> = new Set(['10c4', '1a86', '0403', '067b']);
 

@@ -11,7 +11,7 @@
  */
 import { basename, dirname } from 'node:path';
 import { SerialError } from './errors.js';
-import { BY_ID_NAME, normalizeUsbId, type PortInfo } from './port-info.js';
+import { BY_ID_NAME, normalizeUsbId, type PortInfo, samePortPath } from './port-info.js';
 import { abortableWait, abortReason, withTimeout } from './wait.js';
 
 export interface PortLister {
@@ -110,9 +110,15 @@ const sameSerial = (a: string | undefined, b: string): boolean =>
 
 /**
  * The ports a selector picks. Serial numbers compare case-insensitively (macOS reports them
- * raw, udev sanitized, and hex digits vary in case between tools).
+ * raw, udev sanitized, and hex digits vary in case between tools); paths as one port's
+ * spellings on `platform` (macOS `/dev/cu.*` and `/dev/tty.*`, Windows `COM3` and `\\.\COM3`:
+ * {@link portPathIdentity}).
  */
-export function matchPorts(ports: readonly PortInfo[], selector: PortSelector): PortInfo[] {
+export function matchPorts(
+  ports: readonly PortInfo[],
+  selector: PortSelector,
+  platform: NodeJS.Platform = process.platform,
+): PortInfo[] {
   if ('serialNumber' in selector) {
     return ports.filter((port) => sameSerial(port.serialNumber, selector.serialNumber));
   }
@@ -146,7 +152,10 @@ export function matchPorts(ports: readonly PortInfo[], selector: PortSelector): 
   const byPath = (port: PortInfo): boolean =>
     port.byPathPath !== undefined && byPathKey(port.byPathPath) === byPathKey(selector.path);
   return ports.filter(
-    (port) => port.path === selector.path || port.byIdPath === selector.path || byPath(port),
+    (port) =>
+      samePortPath(port.path, selector.path, platform) ||
+      port.byIdPath === selector.path ||
+      byPath(port),
   );
 }
 
@@ -163,12 +172,19 @@ export function isGenericSerialNumber(serialNumber: string): boolean {
  * a replug: its USB serial number, unless it has none, a generic one or one another listed port
  * shares; else its USB location (`by-path:`), when known; else its path.
  */
-export function portIdentity(port: PortInfo, ports: readonly PortInfo[] = [port]): PortSelector {
+export function portIdentity(
+  port: PortInfo,
+  ports: readonly PortInfo[] = [port],
+  platform: NodeJS.Platform = process.platform,
+): PortSelector {
   const serial = port.serialNumber;
   if (
     serial !== undefined &&
     !isGenericSerialNumber(serial) &&
-    !ports.some((other) => other.path !== port.path && sameSerial(other.serialNumber, serial))
+    !ports.some(
+      (other) =>
+        !samePortPath(other.path, port.path, platform) && sameSerial(other.serialNumber, serial),
+    )
   )
     return { serialNumber: serial };
   if (port.byPathPath !== undefined) return { byPath: basename(port.byPathPath) };
@@ -232,6 +248,8 @@ export interface FindPortOptions {
   /** Default 250. */
   pollMs?: number;
   signal?: AbortSignal;
+  /** Whose path spellings are one port's ({@link matchPorts}). Default `process.platform`. */
+  platform?: NodeJS.Platform;
 }
 
 /**
@@ -283,14 +301,16 @@ export async function findPort(
       listError = error;
       seen = [];
     }
-    const matches = matchPorts(seen, selector);
+    const matches = matchPorts(seen, selector, options.platform);
     const [only] = matches;
     if (matches.length === 1 && only !== undefined) return only;
     ambiguousPolls = matches.length > 1 ? ambiguousPolls + 1 : 0;
     const remaining = deadline - Date.now();
     if (ambiguousPolls >= 2 || (ambiguousPolls > 0 && remaining <= 0)) {
       const identities = [
-        ...new Set(matches.map((port) => formatPortSelector(portIdentity(port, seen)))),
+        ...new Set(
+          matches.map((port) => formatPortSelector(portIdentity(port, seen, options.platform))),
+        ),
       ];
       const which = identities.length === matches.length ? `: one of ${identities.join(', ')}` : '';
       throw new SerialError(

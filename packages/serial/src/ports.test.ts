@@ -642,6 +642,69 @@ describe('matchPorts', () => {
   });
 });
 
+describe('one port under its several spellings, on the host given', () => {
+  // What bindings-cpp lists on macOS (the dial-in node, darwin_list.cpp) and on Windows.
+  const macJtag = board({
+    path: '/dev/tty.usbmodem1101',
+    serialNumber: 'F4:12:FA:01:02:03',
+    vendorId: '303a',
+    productId: '1001',
+    kind: 'usb-serial-jtag',
+  });
+  const winBridge = board({ path: 'COM12', vendorId: '10c4', productId: 'ea60', kind: 'usb-uart' });
+  const on = (platform: NodeJS.Platform, path: string) =>
+    matchPorts([macJtag, winBridge], { path }, platform).map((port) => port.path);
+
+  it('matchPorts: macOS cu and tty nodes, Windows COM12, com12 and \\\\.\\COM12', () => {
+    expect(on('darwin', '/dev/cu.usbmodem1101')).toEqual(['/dev/tty.usbmodem1101']);
+    expect(on('darwin', '/dev/tty.usbmodem1101')).toEqual(['/dev/tty.usbmodem1101']);
+    expect(on('win32', '\\\\.\\COM12')).toEqual(['COM12']);
+    expect(on('win32', 'com12')).toEqual(['COM12']);
+    // Elsewhere the names are not one port's.
+    expect(on('linux', '/dev/cu.usbmodem1101')).toEqual([]);
+    expect(on('darwin', 'com12')).toEqual([]);
+  });
+
+  it('listPorts lists macOS ports as users and esptool name them, /dev/cu.*', async () => {
+    const listed = [
+      {
+        path: '/dev/tty.usbmodem1101',
+        vendorId: '303A',
+        productId: '1001',
+        serialNumber: 'F4:12:FA:01:02:03',
+      },
+      { path: '/dev/tty.Bluetooth-Incoming-Port' },
+    ];
+    expect(
+      (await listPorts({ binding: { list: async () => listed }, platform: 'darwin' })).map((p) => [
+        p.path,
+        p.kind,
+      ]),
+    ).toEqual([
+      ['/dev/cu.usbmodem1101', 'usb-serial-jtag'],
+      ['/dev/cu.Bluetooth-Incoming-Port', 'unknown'],
+    ]);
+    const windows = await listPorts({
+      binding: { list: async () => [{ path: 'COM12', vendorId: '10C4', productId: 'EA60' }] },
+      platform: 'win32',
+    });
+    expect(windows.map((p) => p.path)).toEqual(['COM12']);
+  });
+
+  it('findPort finds a macOS board named by its cu node in a listing of tty nodes', async () => {
+    const found = await findPort(
+      { path: '/dev/cu.usbmodem1101' },
+      { lister: { list: async () => [macJtag] }, timeoutMs: 0, platform: 'darwin' },
+    );
+    expect(found).toEqual(macJtag);
+    // A board listed twice under its two names is one board: its serial number stays its identity.
+    const twin = { ...macJtag, path: '/dev/cu.usbmodem1101' };
+    expect(portIdentity(macJtag, [macJtag, twin], 'darwin')).toEqual({
+      serialNumber: 'F4:12:FA:01:02:03',
+    });
+  });
+});
+
 describe('portIdentity: what finds a board again', () => {
   const clone = (path: string, socket: string): PortInfo =>
     board({

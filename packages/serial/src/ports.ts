@@ -13,6 +13,7 @@ import {
   parseByIdName,
   portInfo,
   portInfoFromBinding,
+  portPathIdentity,
   udevSanitize,
 } from './port-info.js';
 import { byPathKey } from './port-selector.js';
@@ -29,6 +30,11 @@ export interface ListPortsOptions {
   sysfsRoot?: string;
   /** Where tty device nodes live, for ports found through sysfs alone. Default `/dev`. */
   devDir?: string;
+  /**
+   * The host, for the spelling of the paths listed (macOS `/dev/cu.*`, Windows `COM3`:
+   * {@link portPathIdentity}). Default `process.platform`.
+   */
+  platform?: NodeJS.Platform;
 }
 
 /** Bounds `udevadm info -e` (via the binding), which is quick when it works at all. */
@@ -246,16 +252,30 @@ async function listFromSysfs(
 /**
  * Serial ports with their USB descriptors. Asks the binding first; when it fails or finds
  * nothing (Linux without `udevadm`), reads `/dev/serial/by-id` and sysfs instead. Off Linux,
- * with no directories given, a failing binding's error is rethrown.
+ * with no directories given, a failing binding's error is rethrown. Each path is spelled as
+ * users name the port and as it opens: macOS's `/dev/cu.*` where bindings-cpp lists
+ * `/dev/tty.*`, Windows' bare `COM3` ({@link portPathIdentity}).
  */
 export async function listPorts(options: ListPortsOptions = {}): Promise<PortInfo[]> {
+  const platform = options.platform ?? process.platform;
+  const ports = await listHostPorts(options, platform);
+  return ports.map((port) => {
+    const path = portPathIdentity(port.path, platform);
+    return path === port.path ? port : { ...port, path };
+  });
+}
+
+async function listHostPorts(
+  options: ListPortsOptions,
+  platform: NodeJS.Platform,
+): Promise<PortInfo[]> {
   const byIdDir = options.byIdDir ?? '/dev/serial/by-id';
   const byPathDir = options.byPathDir ?? '/dev/serial/by-path';
   const sysfsRoot = options.sysfsRoot ?? '/sys';
   const devDir = options.devDir ?? '/dev';
   // udev's directories and sysfs: Linux, or wherever a test puts them.
   const linuxLike =
-    process.platform === 'linux' ||
+    platform === 'linux' ||
     options.byIdDir !== undefined ||
     options.byPathDir !== undefined ||
     options.sysfsRoot !== undefined;

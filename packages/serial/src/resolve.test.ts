@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { failureKind } from './commands/context.js';
-import type { PortInfo } from './port-info.js';
+import { flasherFor } from './flash-image.js';
+import { type PortInfo, portPathIdentity } from './port-info.js';
 import type {
   PortProvider,
   ProvidedBoard,
@@ -216,6 +217,77 @@ describe('resolvePort: one run per board, whichever selector names it', () => {
   });
 });
 
+describe('resolvePort: one port under its several spellings (the host given, not this one)', () => {
+  // bindings-cpp on macOS lists the dial-in node (darwin_list.cpp, kIODialinDeviceKey); users,
+  // pyserial and esptool name the call-up node.
+  const macBoard: PortInfo = {
+    path: '/dev/tty.usbmodem1101',
+    vendorId: '303a',
+    productId: '1001',
+    serialNumber: 'F4:12:FA:01:02:03',
+    kind: 'usb-serial-jtag',
+  };
+  const winBoard: PortInfo = {
+    path: 'COM10',
+    vendorId: '10c4',
+    productId: 'ea60',
+    serialNumber: 'A1B2C3',
+    kind: 'usb-uart',
+  };
+
+  it('macOS: /dev/cu.* is the listed /dev/tty.* board: its USB ids, its reset, one lock, found again', async () => {
+    let ports = [macBoard];
+    const options = {
+      lister: async () => ports,
+      lockDir: join(dir, 'locks'),
+      findTimeoutMs: 0,
+      platform: 'darwin' as const,
+    };
+    const held = await resolvePort('/dev/cu.usbmodem1101', options);
+    // The listing's entry, so its kind: a native-USB board gets the USB-JTAG reset, not a click.
+    expect(held.info).toMatchObject({ kind: 'usb-serial-jtag', vendorId: '303a' });
+    expect(held.path).toBe('/dev/cu.usbmodem1101');
+    expect(flasherFor(held, { platform: 'darwin' }).resetPlan.map((step) => step.sequence)).toEqual(
+      ['usbJtag'],
+    );
+    // Every spelling of the board is the same lock.
+    for (const selector of ['/dev/tty.usbmodem1101', 'serial:F4:12:FA:01:02:03']) {
+      await expect(resolvePort(selector, options)).rejects.toMatchObject({ code: 'PORT_BUSY' });
+    }
+    // After a reset it re-enumerates; found again, by the path that opens it.
+    ports = [{ ...macBoard, path: '/dev/tty.usbmodem1102' }];
+    expect(await held.refind(0)).toMatchObject({ path: '/dev/cu.usbmodem1102' });
+    held.dispose();
+  });
+
+  it('Windows: COM10, com10 and \\\\.\\COM10 are one port, opened as COM10 (bindings-cpp adds \\\\.\\)', async () => {
+    const options = {
+      lister: async () => [winBoard],
+      lockDir: join(dir, 'locks'),
+      findTimeoutMs: 0,
+      platform: 'win32' as const,
+    };
+    const held = await resolvePort('\\\\.\\COM10', options);
+    expect(held.path).toBe('COM10');
+    expect(held.info).toMatchObject({ kind: 'usb-uart', serialNumber: 'A1B2C3' });
+    for (const selector of ['com10', 'COM10', 'serial:a1b2c3']) {
+      await expect(resolvePort(selector, options)).rejects.toMatchObject({ code: 'PORT_BUSY' });
+    }
+    held.dispose();
+    (await resolvePort('com10', options)).dispose();
+  });
+
+  it('the path of a port no listing knows is spelled as it opens, and keyed so', () => {
+    expect(portPathIdentity('/dev/tty.usbserial-0001', 'darwin')).toBe('/dev/cu.usbserial-0001');
+    expect(portPathIdentity('/dev/cu.usbserial-0001', 'darwin')).toBe('/dev/cu.usbserial-0001');
+    expect(portPathIdentity('/dev/ttyUSB0', 'darwin')).toBe('/dev/ttyUSB0');
+    expect(portPathIdentity('\\\\.\\com3', 'win32')).toBe('COM3');
+    expect(portPathIdentity('COM3', 'win32')).toBe('COM3');
+    expect(portPathIdentity('/dev/tty.usbmodem1101', 'linux')).toBe('/dev/tty.usbmodem1101');
+    expect(portPathIdentity('com3', 'linux')).toBe('com3');
+  });
+});
+
 describe('resolvePort: providers', () => {
   it('hands a selector with a provider prefix to that provider, with the request', async () => {
     const fake = new FakeProvider();
@@ -245,7 +317,8 @@ describe('resolvePort: providers', () => {
 /**
  * An RFC 2217 server that only negotiates and answers SIGNATURE (RFC 854 / RFC 2217 bytes as
  * literals): IAC DO 44 for IAC WILL 44, IAC WILL 44 for IAC DO 44, and IAC SB 44 100 <text>
- * IAC SE for IAC SB 44 0 IAC SE. Enough for a probe.
+ * IAC SE for IAC SB 44 0 IAC SE, and SET-BAUDRATE 0 (a query) with 115200. Enough to learn
+ * what it is.
  */
 async function signatureServer(signature: string | undefined) {
   const sockets = new Set<Socket>();
@@ -269,6 +342,8 @@ async function signatureServer(signature: string | undefined) {
           [255, 250, 44, 0, 255, 240],
           [255, 250, 44, 100, ...Buffer.from(signature), 255, 240],
         );
+      // SET-BAUDRATE 0 asks for the rate: 115200.
+      answer([255, 250, 44, 1, 0, 0, 0, 0, 255, 240], [255, 250, 44, 101, 0, 1, 0xc2, 0, 255, 240]);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

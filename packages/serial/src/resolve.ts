@@ -13,7 +13,7 @@
 import { realpath, stat } from 'node:fs/promises';
 import { SerialError } from './errors.js';
 import { BoardLockError, lockBoard } from './lock.js';
-import type { PortInfo } from './port-info.js';
+import { type PortInfo, portPathIdentity } from './port-info.js';
 import type { PortProvider, ProviderRequest, ResolvedPort } from './port-provider.js';
 import {
   describePorts,
@@ -26,7 +26,6 @@ import {
 } from './port-selector.js';
 import { listPorts } from './ports.js';
 import {
-  probeRfc2217,
   Rfc2217Binding,
   type Rfc2217BindingOptions,
   type Rfc2217Event,
@@ -54,8 +53,14 @@ export interface ResolvePortOptions {
   /** Real ports: stops looking for the port and waiting for its lock. */
   readonly signal?: AbortSignal;
   /**
+   * Real ports: the host, whose spellings of one port's path (macOS `/dev/cu.*` and
+   * `/dev/tty.*`, Windows `COM3` and `\\.\COM3`) match one listing entry, lock one key and
+   * resolve to the one path that opens ({@link portPathIdentity}). Default `process.platform`.
+   */
+  readonly platform?: NodeJS.Platform;
+  /**
    * `rfc2217://` ports: the binding's timeouts and reconnect window (see
-   * {@link Rfc2217BindingOptions}), and how long the probe that reads the server's signature may
+   * {@link Rfc2217BindingOptions}), and how long connecting and reading the server's signature may
    * take (default 5000 ms). Lost and reconnected connections are told through `request.notify`.
    */
   readonly rfc2217?: Omit<Rfc2217BindingOptions, 'onEvent'> & { readonly probeTimeoutMs?: number };
@@ -74,12 +79,15 @@ export async function nativeBinding(): Promise<SerialBinding> {
   return autoDetect() as unknown as SerialBinding;
 }
 
-/** The key a board is locked by: its identity, with a device path made canonical. */
-async function lockKey(identity: PortSelector): Promise<string> {
+/**
+ * The key a board is locked by: its identity, with a device path made canonical (links
+ * resolved, then one spelling per port: {@link portPathIdentity}).
+ */
+async function lockKey(identity: PortSelector, platform: NodeJS.Platform): Promise<string> {
   if ('serialNumber' in identity) return `serial:${identity.serialNumber.toLowerCase()}`;
   if (!('path' in identity)) return formatPortSelector(identity);
-  const path = await realpath(identity.path).catch(() => identity.path);
-  return `path:${process.platform === 'win32' ? path.toUpperCase() : path}`;
+  const path = portPathIdentity(await realpath(identity.path).catch(() => identity.path), platform);
+  return `path:${platform === 'win32' ? path.toUpperCase() : path}`;
 }
 
 /** A port by its selector; a path that exists but no listing knows is used as it is. */
@@ -89,23 +97,31 @@ async function findReal(
   options: ResolvePortOptions,
 ): Promise<PortInfo> {
   const { signal } = options;
+  const platform = options.platform ?? process.platform;
   const lister = { list };
   const timeoutMs = options.findTimeoutMs ?? 3000;
   const onSignal = signal === undefined ? {} : { signal };
+  // A port no listing knows (a pty, a serial header), by the path that opens it.
+  const unlisted = (path: string): PortInfo => ({
+    path: portPathIdentity(path, platform),
+    kind: 'unknown',
+  });
   if ('path' in selector && (await exists(selector.path))) {
     // A device node that is there: no need to wait for a listing to show it. A link to a
     // listed port (a symlink of the user's) is that port.
     const listed = await list().catch(() => []);
     const real = await realpath(selector.path).catch(() => selector.path);
-    const [known] = [...matchPorts(listed, selector), ...matchPorts(listed, { path: real })];
-    return known ?? { path: selector.path, kind: 'unknown' };
+    const [known] = [
+      ...matchPorts(listed, selector, platform),
+      ...matchPorts(listed, { path: real }, platform),
+    ];
+    return known ?? unlisted(selector.path);
   }
   try {
-    return await findPort(selector, { lister, timeoutMs, ...onSignal });
+    return await findPort(selector, { lister, timeoutMs, platform, ...onSignal });
   } catch (error) {
-    // A tty no listing knows (a pty, a serial header) that appeared meanwhile.
-    if ('path' in selector && (await exists(selector.path)))
-      return { path: selector.path, kind: 'unknown' };
+    // A tty no listing knows that appeared meanwhile.
+    if ('path' in selector && (await exists(selector.path))) return unlisted(selector.path);
     if (error instanceof SerialError && /^no serial port/.test(error.message))
       throw new SerialError(
         'PORT_NOT_FOUND',
@@ -121,17 +137,24 @@ async function resolveReal(
   options: ResolvePortOptions,
 ): Promise<ResolvedPort> {
   const selector = parsePortSelector(selectorText);
-  const base = options.lister ?? (() => listPorts());
+  const platform = options.platform ?? process.platform;
+  // Every listed path in the one spelling that matches, locks and opens (a lister of the
+  // caller's own may give macOS's /dev/tty.* as bindings-cpp does).
+  const base = async (): Promise<PortInfo[]> =>
+    (await (options.lister ?? (() => listPorts({ platform })))()).map((port) => ({
+      ...port,
+      path: portPathIdentity(port.path, platform),
+    }));
   let listed: PortInfo[] = [];
   const list = async (): Promise<PortInfo[]> => {
     listed = await base();
     return listed;
   };
   const info = await findReal(selector, list, options);
-  // Two selectors of one board (serial:X and /dev/ttyUSB0, a path and a link to it) lock the
-  // same key: the board's identity among the ports listed with it.
-  const identity = portIdentity(info, listed);
-  const key = await lockKey(identity);
+  // Two selectors of one board (serial:X and /dev/ttyUSB0, a path and a link to it, macOS's
+  // cu and tty nodes) lock the same key: the board's identity among the ports listed with it.
+  const identity = portIdentity(info, listed, platform);
+  const key = await lockKey(identity, platform);
   let release: () => void = () => {};
   try {
     if (options.lister === undefined || options.lockDir !== undefined)
@@ -174,6 +197,7 @@ async function resolveReal(
       const found = await findPort(again, {
         lister,
         timeoutMs,
+        platform,
         ...(signal === undefined ? {} : { signal }),
       });
       return { path: found.path, info: found };
@@ -192,9 +216,10 @@ function rfc2217Note(event: Rfc2217Event): string | undefined {
 }
 
 /**
- * A port on an RFC 2217 server: probed first (so a wrong address fails here, and the server's
- * signature gives the kind of port it shares), never locked here (the server lets one client
- * in at a time), with `linePlatform: 'win32'` (see {@link ResolvedPort.linePlatform}).
+ * A port on an RFC 2217 server: connected to first (so a wrong address fails here, and the
+ * server's signature gives the kind of port it shares), on the connection the command's first
+ * open then takes over (one per command); never locked here (the server lets one client in at
+ * a time), with `linePlatform: 'win32'` (see {@link ResolvedPort.linePlatform}).
  */
 async function resolveRfc2217(
   selector: string,
@@ -203,10 +228,6 @@ async function resolveRfc2217(
   const path = formatRfc2217Url(parseRfc2217Url(selector));
   options.signal?.throwIfAborted();
   const { probeTimeoutMs, ...bindingOptions } = options.rfc2217 ?? {};
-  const probe = await probeRfc2217(
-    path,
-    probeTimeoutMs === undefined ? {} : { timeoutMs: probeTimeoutMs },
-  );
   const notify = options.request?.notify;
   const binding = new Rfc2217Binding({
     ...bindingOptions,
@@ -215,6 +236,10 @@ async function resolveRfc2217(
       if (note !== undefined) notify?.('stderr', note);
     },
   });
+  const probe = await binding.connect(
+    path,
+    probeTimeoutMs === undefined ? {} : { timeoutMs: probeTimeoutMs },
+  );
   const info: PortInfo = { path, kind: probe.kind };
   return {
     binding,
@@ -238,7 +263,8 @@ async function resolveRfc2217(
         `${path} did not accept a connection within ${timeoutMs / 1000} s`,
       );
     },
-    dispose: () => {},
+    // A connection no open took over (the command failed before opening) is closed.
+    dispose: () => binding.release(),
   };
 }
 
