@@ -183,9 +183,8 @@ describe('esptool-js through our RFC 2217 client and server', () => {
     const firstPath = device.path;
     expect(firstPath).toMatch(/^\/dev\/ttyACM\d+$/);
     // The server knows what it shares and says so in its signature; the client reads the kind
-    // from it, having no USB ids over the network.
-    const probe = await probeRfc2217(server.url);
-    expect(probe.signature).toBe('xiaozhi-mcp port serve port=virtual:remote kind=usb-serial-jtag');
+    // from it, having no USB ids over the network (on the connection the flasher's open takes
+    // over: the server has one client at a time).
     expect(remote.info.kind).toBe('usb-serial-jtag');
     const flasher = flasherFor(remote, {
       ...(remote.linePlatform === undefined ? {} : { platform: remote.linePlatform }),
@@ -206,6 +205,8 @@ describe('esptool-js through our RFC 2217 client and server', () => {
     expect(result).toMatchObject({ flaky: false, failures: [] });
     expect(flash.md5(0, 4 * MB)).toBe(md5(fw.merged));
     await flasher.disconnect({ reset: true });
+    const probe = await probeRfc2217(server.url);
+    expect(probe.signature).toBe('xiaozhi-mcp port serve port=virtual:remote kind=usb-serial-jtag');
     await booted;
     expect(board.version).toBe('2.6.2');
     expect(flasher.log.filter((l) => l.startsWith('Resetting'))).toEqual([

@@ -22,7 +22,8 @@ afterEach(async () => {
 
 /**
  * An RFC 2217 server that only negotiates (IAC DO 44 for IAC WILL 44, IAC WILL 44 for IAC DO 44)
- * and answers SIGNATURE (IAC SB 44 0 IAC SE) with IAC SB 44 100 <text> IAC SE.
+ * and answers SIGNATURE (IAC SB 44 0 IAC SE) with IAC SB 44 100 <text> IAC SE, and SET-BAUDRATE 0
+ * (a query) with 115200.
  */
 async function signatureServer(signature: string | undefined): Promise<string> {
   const sockets = new Set<Socket>();
@@ -46,6 +47,8 @@ async function signatureServer(signature: string | undefined): Promise<string> {
           [255, 250, 44, 0, 255, 240],
           [255, 250, 44, 100, ...Buffer.from(signature), 255, 240],
         );
+      // SET-BAUDRATE 0 asks for the rate: 115200.
+      answer([255, 250, 44, 1, 0, 0, 0, 0, 255, 240], [255, 250, 44, 101, 0, 1, 0xc2, 0, 255, 240]);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -39,19 +39,23 @@ export const CLIENT_SIGNATURE = 'xiaozhi-mcp rfc2217 client';
 /** How many bytes a server sent before negotiating are kept for error messages. */
 const PREAMBLE_BYTES = 512;
 
-export interface SessionOptions {
-  readonly host: string;
-  readonly port: number;
-  /** The URL, for messages. */
-  readonly label: string;
-  readonly connectTimeoutMs: number;
-  readonly negotiationTimeoutMs: number;
+/** What a session tells whoever uses it; {@link ClientSession.attach} changes them later. */
+export interface SessionHandlers {
   /** Serial bytes from the server, IAC IAC undone, in order. */
   readonly onData?: (bytes: Uint8Array) => void;
   /** A SIGNATURE text the server sent (asked for or not). */
   readonly onSignature?: (text: string) => void;
   /** The connection closed without {@link ClientSession.close}; `reason` says why. */
   readonly onClose?: (reason: string) => void;
+}
+
+export interface SessionOptions extends SessionHandlers {
+  readonly host: string;
+  readonly port: number;
+  /** The URL, for messages. */
+  readonly label: string;
+  readonly connectTimeoutMs: number;
+  readonly negotiationTimeoutMs: number;
 }
 
 type OptionState = 'off' | 'requested' | 'on';
@@ -106,6 +110,7 @@ export function refusalError(label: string, text: string, what: string): SerialE
 
 export class ClientSession {
   readonly #options: SessionOptions;
+  #handlers: SessionHandlers;
   readonly #socket: Socket;
   readonly #decoder = new TelnetDecoder();
   readonly #us = new Map<number, OptionState>();
@@ -124,6 +129,8 @@ export class ClientSession {
   #resumeWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
   /** The last NOTIFY-MODEMSTATE value; 0 until one comes. */
   modemState = 0;
+  /** The server's SIGNATURE text, once it sent one. */
+  signature: string | undefined;
   /** What this connection has been told, so that a change is sent only once per connection. */
   readonly applied: {
     baudRate?: number;
@@ -134,7 +141,16 @@ export class ClientSession {
 
   private constructor(options: SessionOptions, socket: Socket) {
     this.#options = options;
+    this.#handlers = options;
     this.#socket = socket;
+  }
+
+  /**
+   * Who hears from this session from now on: a session opened before its port (to learn what
+   * the server is) is handed to the port that opens next.
+   */
+  attach(handlers: SessionHandlers): void {
+    this.#handlers = handlers;
   }
 
   /**
@@ -332,7 +348,7 @@ export class ClientSession {
     for (const waiter of this.#resumeWaiters.splice(0))
       waiter.reject(new SessionClosedError(reason));
     for (const waiter of this.#closeWaiters.splice(0)) waiter();
-    if (!this.#closedByUs && this.#negotiated) this.#options.onClose?.(reason);
+    if (!this.#closedByUs && this.#negotiated) this.#handlers.onClose?.(reason);
   }
 
   #onEvent(event: TelnetEvent): void {
@@ -340,7 +356,7 @@ export class ClientSession {
       case 'data':
         if (this.#preamble.length < PREAMBLE_BYTES)
           this.#preamble.push(...event.bytes.subarray(0, PREAMBLE_BYTES - this.#preamble.length));
-        this.#options.onData?.(event.bytes);
+        this.#handlers.onData?.(event.bytes);
         return;
       case 'negotiate':
         this.#onNegotiate(event.verb, event.option);
@@ -437,7 +453,10 @@ export class ClientSession {
         );
         return;
       }
-      if (text !== '') this.#options.onSignature?.(text);
+      if (text !== '') {
+        this.signature = text;
+        this.#handlers.onSignature?.(text);
+      }
     }
     if (entry === undefined) return; // unasked: a notification we do not need
     clearTimeout(entry.timer);

@@ -6,6 +6,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from '../errors.js';
+import { resolvePort } from '../resolve.js';
 import { NodeWebSerialPort } from '../web-serial.js';
 import { probeRfc2217, Rfc2217Binding, type Rfc2217Event, type Rfc2217Port } from './client.js';
 
@@ -653,7 +654,11 @@ describe('probeRfc2217', () => {
       label: '/dev/ttyACM0',
     });
     await vi.waitFor(() => expect(server.last.socket.closed).toBe(true));
-    expect(codes(server.last)).toEqual([0]);
+    // SIGNATURE, then SET-BAUDRATE 0: a query of the rate, which changes nothing.
+    expect(server.last.commands).toEqual([
+      { code: 0, value: [] },
+      { code: 1, value: [0, 0, 0, 0] },
+    ]);
   });
 
   it('a server without a signature (pyserial) is of unknown kind', async () => {
@@ -662,12 +667,64 @@ describe('probeRfc2217', () => {
       signature: '',
       kind: 'unknown',
     });
-    expect(codes(server.last)).toEqual([0]);
+    expect(codes(server.last)).toEqual([0, 1]);
   });
 
   it('fails as open does: refused, busy', async () => {
     const url = `rfc2217://127.0.0.1:${await freePort()}`;
     expect((await rejection(probeRfc2217(url))).code).toBe('PORT_NOT_FOUND');
+  });
+});
+
+describe('one connection per command, and no wait for a SIGNATURE that never comes', () => {
+  it('resolves and opens through a server that never answers SIGNATURE with no timer running out', async () => {
+    // pyserial's PortManager, and esp_rfc2217_server built on it, never answer SIGNATURE: a
+    // wait for it cost seconds per command. The answer to the rate asked right after it
+    // bounds it instead: one round trip. With the clock faked, a wait on a timer never ends.
+    const server = await serve();
+    const realSetTimeout = globalThis.setTimeout;
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    try {
+      const hang = new Promise<never>((_, reject) =>
+        realSetTimeout(() => reject(new Error('it waited on a timer')), 10_000),
+      );
+      const resolved = await Promise.race([resolvePort(server.url), hang]);
+      const port = await Promise.race([
+        resolved.binding.open({ path: resolved.path, baudRate: 115_200 }),
+        hang,
+      ]);
+      await Promise.race([port.close(), hang]);
+      resolved.dispose();
+      expect(resolved.info.kind).toBe('unknown');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('resolvePort and the open after it use one TCP connection', async () => {
+    const server = await serve({
+      signature: 'xiaozhi-mcp port serve port=virtual:a kind=usb-uart',
+    });
+    const resolved = await resolvePort(server.url);
+    expect(resolved.info.kind).toBe('usb-uart');
+    const port = await resolved.binding.open({ path: resolved.path, baudRate: 115_200 });
+    await port.set({ dtr: false, rts: false });
+    await port.write(Buffer.from('hi'));
+    await vi.waitFor(() => expect(Buffer.from(server.last.data).toString()).toBe('hi'));
+    await port.close();
+    resolved.dispose();
+    expect(server.connections).toHaveLength(1);
+    // Learned on it first (SIGNATURE, the rate asked), then the port's own settings.
+    expect(codes(server.last).slice(0, 3)).toEqual([0, 1, 1]);
+    expect(server.last.commands[2]).toEqual({ code: 1, value: [0, 1, 0xc2, 0] });
+  });
+
+  it('a resolved port that is never opened closes its connection on dispose', async () => {
+    const server = await serve({ signature: 'some server 1.0' });
+    const resolved = await resolvePort(server.url);
+    resolved.dispose();
+    await vi.waitFor(() => expect(server.last.socket.closed).toBe(true));
+    expect(server.connections).toHaveLength(1);
   });
 });
 

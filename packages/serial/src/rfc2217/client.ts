@@ -5,10 +5,15 @@
  * pyserial's server through the same code as a local one.
  *
  * What the port does with the wire (RFC 2217, "Com Port Control Option"):
- * - open: negotiate ({@link ClientSession}), ask the server's SIGNATURE, then SET-BAUDRATE,
- *   SET-DATASIZE, SET-PARITY, SET-STOPSIZE together and SET-CONTROL flow control, waiting for
- *   each answer (the same code plus 100), as pyserial's client does (`Serial._reconfigure_port`).
- *   Opening touches neither DTR nor RTS: the first `set()` does.
+ * - One connection per command: `resolvePort` connects, negotiates ({@link ClientSession}) and
+ *   learns what the server is ({@link Rfc2217Binding.connect}), and the port's open takes that
+ *   connection over. The SIGNATURE is asked first and the server's rate right after it
+ *   (SET-BAUDRATE 0, a query): a server answers in order, so once the rate is in, no
+ *   SIGNATURE means none is coming (pyserial's PortManager and esp_rfc2217_server send none).
+ *   One round trip; nothing waits for an answer that never comes.
+ * - open: SET-BAUDRATE, SET-DATASIZE, SET-PARITY, SET-STOPSIZE together and SET-CONTROL flow
+ *   control, waiting for each answer (the same code plus 100), as pyserial's client does
+ *   (`Serial._reconfigure_port`). Opening touches neither DTR nor RTS: the first `set()` does.
  * - `set()`: one SET-CONTROL per line that changed on this connection (the first sends both),
  *   RTS first, then DTR, each waiting for the server's answer: the order bindings-cpp writes the
  *   lines on Windows (`src/serialport_win.cpp`, `SetBaton::Execute`), so `line-steps.ts` plans for
@@ -29,9 +34,9 @@ import { ReceiveQueue } from '../receive-queue.js';
 import { abortableWait } from '../wait.js';
 import {
   ClientSession,
-  printableText,
   refusalError,
   SessionClosedError,
+  type SessionHandlers,
   type SessionOptions,
 } from './client-session.js';
 import {
@@ -82,8 +87,6 @@ const RECONNECT_FIRST_PAUSE_MS = 100;
 const RECONNECT_MAX_PAUSE_MS = 1000;
 /** Serial bytes per socket write: a flow-control suspension takes effect between them. */
 const WRITE_CHUNK_BYTES = 4096;
-/** How long a SIGNATURE answer is waited for by {@link probeRfc2217}: pyserial's server sends none. */
-const SIGNATURE_WAIT_MS = 2000;
 
 /** What an RFC 2217 port reports as it goes. */
 export type Rfc2217Event =
@@ -239,14 +242,18 @@ export class Rfc2217Port implements BindingPortInterface {
     return this.#state === 'open';
   }
 
-  /** @internal Connects, negotiates and applies the settings; the port is usable after. */
-  async start(): Promise<void> {
+  /**
+   * @internal Connects and negotiates (or takes over `kept`, a connection that already did and
+   * asked the signature), then applies the settings; the port is usable after.
+   */
+  async start(kept?: ClientSession): Promise<void> {
     this.#session = await this.#establish(
       {
         connectTimeoutMs: this.#options.connectTimeoutMs,
         negotiationTimeoutMs: this.#options.negotiationTimeoutMs,
       },
       1,
+      kept,
     );
   }
 
@@ -477,29 +484,29 @@ export class Rfc2217Port implements BindingPortInterface {
   async #establish(
     timeouts: { connectTimeoutMs: number; negotiationTimeoutMs: number },
     busyRetries: number,
+    kept?: ClientSession,
   ): Promise<ClientSession> {
     let session: ClientSession | undefined;
-    const onClose = (reason: string) => {
-      if (session !== undefined) this.#onSessionClosed(session, reason);
-    };
-    session = await openSession(
-      this.#url,
-      this.url,
-      timeouts,
-      {
-        onData: (bytes) => this.#receive(bytes),
-        onSignature: (signature) => {
-          this.#signature = signature;
-          this.#options.onEvent?.({ kind: 'signature', url: this.url, signature });
-        },
-        onClose,
+    const handlers: SessionHandlers = {
+      onData: (bytes) => this.#receive(bytes),
+      onSignature: (signature) => {
+        this.#signature = signature;
+        this.#options.onEvent?.({ kind: 'signature', url: this.url, signature });
       },
-      busyRetries,
-    );
+      onClose: (reason: string) => {
+        if (session !== undefined) this.#onSessionClosed(session, reason);
+      },
+    };
+    const adopted = kept !== undefined && !kept.closed;
+    if (adopted) {
+      session = kept;
+      session.attach(handlers);
+      this.#signature = session.signature;
+    } else session = await openSession(this.#url, this.url, timeouts, handlers, busyRetries);
     const live = session;
     try {
-      // Asked, not waited for: pyserial's server never answers it.
-      await live.request(COM_PORT.SIGNATURE, []);
+      // Asked, not waited for: the answers to the settings sent after it bound the wait.
+      if (!adopted) await live.request(COM_PORT.SIGNATURE, []);
       const s = this.#settings;
       await Promise.all([
         this.#applyBaud(live),
@@ -601,6 +608,8 @@ export class Rfc2217Port implements BindingPortInterface {
 export class Rfc2217Binding implements BindingInterface {
   readonly #options: Resolved;
   readonly #open = new Set<Rfc2217Port>();
+  /** Connections {@link connect} made, by URL, for the next open of that URL. */
+  readonly #kept = new Map<string, ClientSession>();
 
   constructor(options: Rfc2217BindingOptions = {}) {
     this.#options = resolveOptions(options);
@@ -637,7 +646,9 @@ export class Rfc2217Binding implements BindingInterface {
       } as Required<BindingOpenOptions>,
       this.#options,
     );
-    await port.start();
+    const kept = this.#kept.get(port.url);
+    this.#kept.delete(port.url);
+    await port.start(kept);
     this.#open.add(port);
     const close = port.close.bind(port);
     port.close = async () => {
@@ -645,6 +656,30 @@ export class Rfc2217Binding implements BindingInterface {
       await close();
     };
     return port;
+  }
+
+  /**
+   * Connects to `url` and learns what the server is ({@link probeRfc2217}: no line, no setting
+   * touched), keeping the connection for the next {@link open} of `url`, so that a command makes
+   * one connection, not a probe and then another. `timeoutMs` (default 5000) bounds it all.
+   */
+  async connect(url: string, options: { timeoutMs?: number } = {}): Promise<Rfc2217Probe> {
+    const { session, probe } = await learnServer(url, options.timeoutMs);
+    const label = formatRfc2217Url(parseRfc2217Url(url));
+    this.#kept.get(label)?.destroy();
+    this.#kept.set(label, session);
+    session.attach({
+      onClose: () => {
+        if (this.#kept.get(label) === session) this.#kept.delete(label);
+      },
+    });
+    return probe;
+  }
+
+  /** Closes the connections {@link connect} kept that no open took over. */
+  release(): void {
+    for (const session of this.#kept.values()) void session.close();
+    this.#kept.clear();
   }
 
   /** Whether a port of this binding holds a live connection to `url`. */
@@ -666,18 +701,19 @@ export interface Rfc2217Probe {
 }
 
 /**
- * Connects, negotiates, asks the server's SIGNATURE and disconnects, touching neither DTR nor RTS
- * nor any setting, so probing never resets a board. `timeoutMs` (default 5000) bounds it all;
- * a server that does not answer SIGNATURE (pyserial's) gives an empty one. Rejects as
- * {@link Rfc2217Binding.open} does.
+ * Connects, negotiates and learns what the server is: its SIGNATURE is asked, then its rate
+ * (SET-BAUDRATE 0, a query that changes nothing). A server answers in the order it was asked,
+ * so once the rate is in, a SIGNATURE answer would have come before it: none means the server
+ * sends none (pyserial's PortManager, and esp_rfc2217_server built on it). One round trip after
+ * negotiating; nothing waits for an answer that does not come. Touches neither DTR nor RTS nor
+ * any setting, so it never resets a board. Resolves with the open session.
  */
-export async function probeRfc2217(
+async function learnServer(
   url: string,
-  options: { timeoutMs?: number } = {},
-): Promise<Rfc2217Probe> {
+  timeoutMs: number = RFC2217_DEFAULTS.connectTimeoutMs,
+): Promise<{ session: ClientSession; probe: Rfc2217Probe }> {
   const parsed = parseRfc2217Url(url);
   const label = formatRfc2217Url(parsed);
-  const timeoutMs = options.timeoutMs ?? RFC2217_DEFAULTS.connectTimeoutMs;
   const started = performance.now();
   const left = () => Math.max(1, timeoutMs - (performance.now() - started));
   const session = await openSession(
@@ -690,30 +726,50 @@ export async function probeRfc2217(
     {},
     1,
   );
-  let signature = '';
   try {
-    const answer = await session.request(COM_PORT.SIGNATURE, [], {
-      timeoutMs: Math.min(SIGNATURE_WAIT_MS, left()),
-      timeout: () => new Error('no signature'),
+    await session.request(COM_PORT.SIGNATURE, []);
+    const waitMs = Math.min(RFC2217_DEFAULTS.ackTimeoutMs, left());
+    await session.request(COM_PORT.SET_BAUDRATE, baudBytes(0), {
+      timeoutMs: waitMs,
+      timeout: () =>
+        new SerialError(
+          'PORT_NOT_FOUND',
+          `${label} did not answer SET-BAUDRATE (a query of its rate) within ${waitMs} ms; is it an RFC 2217 server?`,
+        ),
     });
-    signature = answer === undefined ? '' : printableText(answer, 400);
   } catch (error) {
+    session.destroy();
     if (error instanceof SessionClosedError)
       throw refusalError(
         label,
         session.preambleText,
         'closed the connection right after negotiating',
       );
-    // No answer: a server without a signature.
-  } finally {
-    await session.close();
+    throw error;
   }
+  const signature = session.signature ?? '';
   const said = parseRfc2217Signature(signature);
   return {
-    signature,
-    kind: said.kind ?? 'unknown',
-    ...(said.label === undefined ? {} : { label: said.label }),
+    session,
+    probe: {
+      signature,
+      kind: said.kind ?? 'unknown',
+      ...(said.label === undefined ? {} : { label: said.label }),
+    },
   };
+}
+
+/**
+ * What the server at `url` is ({@link learnServer}), on a connection closed right after.
+ * `timeoutMs` (default 5000) bounds it all. Rejects as {@link Rfc2217Binding.open} does.
+ */
+export async function probeRfc2217(
+  url: string,
+  options: { timeoutMs?: number } = {},
+): Promise<Rfc2217Probe> {
+  const { session, probe } = await learnServer(url, options.timeoutMs);
+  await session.close();
+  return probe;
 }
 
 /** Whether something accepts a TCP connection at the URL's host and port within `timeoutMs`. */

@@ -23,6 +23,7 @@ import {
 import type { PortKind } from '../port-info.js';
 import { closeStream, openSafely } from '../port-open.js';
 import type { ResolvedPort } from '../port-provider.js';
+import { reopenPort } from '../port-reopen.js';
 import { RESET_DELAYS_MS, type ResetStep, resetSteps } from '../reset/plan.js';
 import { defaultResetSequence, RESET_SEQUENCES } from '../reset/sequences.js';
 import { abortableWait } from '../wait.js';
@@ -58,6 +59,7 @@ type Op =
   | { readonly kind: 'hard'; readonly done: () => void }
   | { readonly kind: 'baud'; readonly rate: number; readonly done: (rate: number) => void }
   | { readonly kind: 'break'; readonly on: boolean; readonly done: (on: boolean) => void }
+  | { readonly kind: 'purge-input'; readonly done: () => void }
   | { readonly kind: 'release'; readonly done: () => void };
 
 function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
@@ -266,8 +268,24 @@ export class ServedPort {
   }
 
   /**
-   * RFC 2217 PURGE-DATA 1, the access server's receive buffer: the device's bytes read but not
-   * yet passed on (held while the client was not reading) are dropped.
+   * RFC 2217 PURGE-DATA 1, the access server's receive buffer, as pyserial's PortManager does it
+   * (`reset_input_buffer()`, `tcflush(TCIFLUSH)`): the device's bytes read but not passed on
+   * are dropped now, and the OS's input buffer once what the client sent before the purge has
+   * reached the port. bindings offer only `flush()`, both directions at once (`tcflush(TCIOFLUSH)`),
+   * so the output is drained first (`tcdrain`): nothing the client sent is lost. esptool (Python)
+   * purges so before every command: a stale answer left in the tty would be read as the next
+   * one's. Resolves (never rejects) once done.
+   */
+  purgeInput(): Promise<void> {
+    this.purgeReceive();
+    return new Promise((resolve) =>
+      this.#enqueue({ kind: 'purge-input', done: resolve }, OP_WEIGHT),
+    );
+  }
+
+  /**
+   * The device's bytes read but not yet passed on (held while the client was not reading) are
+   * dropped.
    */
   purgeReceive(): void {
     const stream = this.#stream;
@@ -401,6 +419,7 @@ export class ServedPort {
         op.done(this.#break);
         break;
       case 'release':
+      case 'purge-input':
         op.done();
         break;
       default:
@@ -528,6 +547,24 @@ export class ServedPort {
         op.done(this.#break);
         return;
       }
+      case 'purge-input':
+        try {
+          await withTimeout(
+            callback((done) => stream.drain(done)),
+            CONTROL_TIMEOUT_MS,
+            `draining ${this.label}`,
+          );
+          await withTimeout(
+            callback((done) => stream.flush(done)),
+            CONTROL_TIMEOUT_MS,
+            `flushing the input of ${this.label}`,
+          );
+          // What the stream read meanwhile came before the flush.
+          this.purgeReceive();
+        } finally {
+          op.done();
+        }
+        return;
       case 'release': {
         try {
           this.#break = false;
@@ -574,14 +611,12 @@ export class ServedPort {
     const signal = this.#abort.signal;
     for (let attempt = 0; this.#state === 'lost'; attempt++) {
       try {
-        const found = await this.#port.refind(this.#refindMs, signal);
-        const stream = await openSafely(found.path, {
+        const found = await reopenPort(this.#port, {
           baudRate: this.#baud,
-          binding: this.#port.binding,
-          retryMs: this.#refindMs,
-          justFound: true,
+          withinMs: this.#refindMs,
           signal,
         });
+        const { stream } = found;
         if (this.#state !== 'lost') {
           await closeStream(stream);
           return;

@@ -42,7 +42,7 @@ type Event = string;
 
 /**
  * A serial device behind a fake binding: it records, in order, what reaches it (`set d,r`,
- * `brk`, `update`, `write <hex>`, `flush`), can echo, hold writes, send bytes, and vanish.
+ * `brk`, `update`, `write <hex>`, `flush`, `drain`), can echo, hold writes, send bytes, and vanish.
  */
 class FakeDevice {
   readonly path = '/dev/ttyFAKE0';
@@ -151,8 +151,12 @@ class FakeDevice {
           },
           async flush() {
             device.events.push('flush');
+            // tcflush: what the device sent and nobody read yet is gone.
+            device.#incoming = [];
           },
-          async drain() {},
+          async drain() {
+            device.events.push('drain');
+          },
         };
         return port;
       },
@@ -525,6 +529,22 @@ describe('Rfc2217Server: COM-PORT-OPTION', () => {
     expect(device.events).toContain('flush');
     c.send([...sb(12, 1), ...sb(12, 2)]);
     await c.waitFor([...sb(112, 1), ...sb(112, 2)]);
+  });
+
+  it("drops the port's input on PURGE-DATA 1 as pyserial's server does, after what was written before it", async () => {
+    // pyserial's `reset_input_buffer()` sends PURGE-DATA 1; its PortManager answers it with
+    // `serial.reset_input_buffer()` (tcflush TCIFLUSH). esptool (Python) purges so before each
+    // command: an answer left in the tty would be read as the next command's.
+    const device = new FakeDevice();
+    const { server } = await serve(device);
+    const c = await client(server);
+    await c.negotiate();
+    c.send([0x61, 0x62]);
+    c.send(sb(12, 1));
+    await c.waitFor(sb(112, 1));
+    const tail = device.events.slice(device.events.indexOf('write 6162'));
+    // Written, drained (nothing sent is lost), then flushed; answered after.
+    expect(tail).toEqual(['write 6162', 'drain', 'flush']);
   });
 
   it('passes data both ways with 255 doubled on the wire', async () => {

@@ -369,6 +369,8 @@ class ClientSession {
   readonly #recognizer: ResetRecognizer;
   /** A download reset playing locally: line commands are answered once it has played. */
   #playing: Promise<void> | undefined;
+  /** The last PURGE-DATA's answer. */
+  #purging: Promise<void> = Promise.resolve();
   readonly #us = new Set<number>();
   readonly #them = new Set<number>();
   #negotiated = false;
@@ -637,15 +639,24 @@ class ClientSession {
         this.#modemMask = first ?? 0xff;
         this.#answer(code, [this.#modemMask]);
         return;
-      case COM_PORT.PURGE_DATA:
-        if (first === PURGE.RECEIVE) served.purgeReceive();
-        else if (first === PURGE.TRANSMIT) served.purgeTransmit();
-        else if (first === PURGE.BOTH) {
-          void served.purgeBoth().then(() => this.#answer(code, [PURGE.BOTH]));
-          return;
-        } else return;
-        this.#answer(code, [first]);
+      case COM_PORT.PURGE_DATA: {
+        // Each answered once done, so a client that waits for the answer (pyserial's
+        // `reset_input_buffer`) reads nothing older than its purge; in the order asked, as
+        // clients match answers of one code.
+        const work =
+          first === PURGE.RECEIVE
+            ? served.purgeInput()
+            : first === PURGE.TRANSMIT
+              ? Promise.resolve(served.purgeTransmit())
+              : first === PURGE.BOTH
+                ? served.purgeBoth()
+                : undefined;
+        if (work === undefined) return;
+        this.#purging = Promise.all([this.#purging, work]).then(() =>
+          this.#answer(code, [first ?? 0]),
+        );
         return;
+      }
       default:
         // Not an RFC 2217 command: nothing to answer.
         return;
