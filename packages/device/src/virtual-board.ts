@@ -20,6 +20,7 @@ import type { BoardApi, BoardHardware, BoardPreset } from './board-api.js';
 import { BoardConsole } from './console.js';
 import { BoardPanic, DeviceError } from './errors.js';
 import type { FlashStorage } from './flash-storage.js';
+import type { BoardSilicon } from './serial/efuse.js';
 import { McpServer } from './mcp-server.js';
 import { NvsStorage } from './nvs-storage.js';
 import { type ActivationIdentity, type OtaCheck, OtaClient } from './ota-client.js';
@@ -108,6 +109,8 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   readonly mac: string;
   readonly timing: BoardTiming;
   readonly faults: FaultKnobs;
+  /** What the chip's eFuse says in download mode (see `VirtualBoardOptions.silicon`). */
+  readonly silicon: BoardSilicon;
   hardware: BoardHardware;
   #app: RunningApp;
   #state: DeviceState = 'off';
@@ -134,6 +137,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.mac = (options.mac ?? randomMac()).toLowerCase();
     this.#activation = activationIdentity(options, this.preset.chip);
     this.timing = { ...FIRMWARE_TIMING, ...options.timing };
+    this.silicon = options.silicon ?? {};
     this.faults = {
       replyLatencyMs: 0,
       dropReply: undefined,

@@ -17,11 +17,11 @@
  *   says otherwise; each entry says which.
  * - `xiaozhi`: xiaozhi-esp32 has builds for it (docs/protocol.md §9a: esp32, esp32s3, esp32c3,
  *   esp32c5, esp32c6, esp32p4).
- * - `rom`: what the chip's ROM download mode shows a flasher (esptool's target definitions,
- *   `esptool/targets/<chip>.py`; see {@link ChipRomFacts}), with the USB-Serial-JTAG and watchdog
- *   registers esptool uses for the ESP32-S3, -C3 and -C6 ({@link UsbJtagSerialRomFacts}; the
- *   other chips with a USB-Serial-JTAG are not in the table yet: the ESP32-P4's `UARTDEV_BUF_NO`
- *   depends on its revision).
+ * - `rom`: what the chip's ROM download mode shows a flasher (esptool v4.12's target definitions,
+ *   `esptool/targets/<chip>.py`; see {@link ChipRomFacts}): the eFuse fields esptool decodes into
+ *   the chip revision ({@link ChipEfuseFacts}), and on every chip with a USB-Serial-JTAG the
+ *   registers esptool's `disable_watchdogs` uses there ({@link UsbJtagSerialRomFacts}), some of
+ *   them by chip revision. `chips.test.ts` pins each fact to esptool's literal.
  */
 import { FirmwareError } from './errors.js';
 
@@ -57,16 +57,61 @@ export interface ChipRomFacts {
     readonly misoDlen: number;
     readonly w0: number;
   };
+  /** The eFuse fields esptool reads the chip's revision from. */
+  readonly efuse: ChipEfuseFacts;
   /**
    * The chip's USB-Serial-JTAG as download mode sees it, and the watchdogs esptool tames on it;
-   * absent for chips without one, or whose facts this table does not hold yet.
+   * absent for chips without one (ESP32, ESP32-S2, ESP32-C2).
    */
   readonly usbJtagSerial?: UsbJtagSerialRomFacts;
 }
 
+/** A bit field of one 32-bit register, as esptool reads it: `(read_reg(address) >> shift) & mask`. */
+export interface RegisterField {
+  readonly address: number;
+  readonly shift: number;
+  /** Bits in the field: esptool's mask is `2 ** width - 1`. */
+  readonly width: number;
+}
+
 /**
- * esptool's `disable_watchdogs` (in `esptool/targets/esp32s3.py` and `esp32c3.py`, which the
- * ESP32-C6 target inherits; run from `_post_connect` unless the stub was already running): "When
+ * The chip revision in eFuse, as esptool's `get_minor_chip_version` and `get_major_chip_version`
+ * read it (esptool's `get_chip_revision()` is `major * 100 + minor`). Each is the pieces of
+ * `minor` / `major` put together, lowest bits first; no pieces: esptool returns 0.
+ */
+export interface ChipEfuseFacts {
+  readonly minor: readonly RegisterField[];
+  readonly major: readonly RegisterField[];
+  /** The ESP32: the major pieces form a code, `{0: 0, 1: 1, 3: 2, 7: 3}`, any other reading 0. */
+  readonly majorCodes?: Readonly<Record<number, number>>;
+  /**
+   * The ESP32-S3's `is_eco0`: a raw minor whose low three bits are 0, with the eFuse block
+   * version 1.1 (`get_blk_version_major`, `get_blk_version_minor`), reads as v0.0.
+   */
+  readonly eco0?: { readonly blockMajor: RegisterField; readonly blockMinor: RegisterField };
+}
+
+/** A chip's revision: esptool prints it `v<major>.<minor>`. */
+export interface ChipRevision {
+  readonly major: number;
+  readonly minor: number;
+}
+
+/**
+ * `UARTDEV_BUF_NO` (where the ROM keeps the console it talks on) and
+ * `UARTDEV_BUF_NO_USB_JTAG_SERIAL` (its value on the USB-Serial-JTAG), from one chip revision on.
+ */
+export interface UartDevBufNo {
+  /** esptool's `get_chip_revision()` (major * 100 + minor) from which these hold. */
+  readonly fromRevision: number;
+  readonly uartDevBufNo: number;
+  readonly usbJtagSerial: number;
+}
+
+/**
+ * esptool's `disable_watchdogs` (in `esptool/targets/esp32s3.py`, `esp32p4.py` and `esp32c3.py`,
+ * which the ESP32-C6, -C5, -C61, -H2, -H21 and -H4 targets inherit; run from `_post_connect`
+ * unless the stub was already running): "When
  * USB-JTAG/Serial is used, the RTC WDT and SWD watchdog are not reset and can then reset the
  * board during flashing". esptool tells USB-JTAG/Serial by `get_uart_no()`, the byte at
  * `UARTDEV_BUF_NO` (`read_reg(UARTDEV_BUF_NO) & 0xFF`), equal to `UARTDEV_BUF_NO_USB_JTAG_SERIAL`
@@ -76,10 +121,12 @@ export interface ChipRomFacts {
  * Names are esptool's.
  */
 export interface UsbJtagSerialRomFacts {
-  /** `UARTDEV_BUF_NO`: a variable in the ROM's .bss, the console download mode talks on. */
-  readonly uartDevBufNo: number;
-  /** `UARTDEV_BUF_NO_USB_JTAG_SERIAL`: its value when that console is the USB-Serial-JTAG. */
-  readonly uartDevBufNoUsbJtagSerial: number;
+  /**
+   * `UARTDEV_BUF_NO` and its USB-Serial-JTAG value, by chip revision, oldest first: where the
+   * ROM's .bss moved between revisions (the ESP32-C3 from v1.1, the ESP32-P4 from v3.0, the
+   * ESP32-C61 after v0.2), esptool picks by `get_chip_revision()`. See {@link uartDevBufNoFor}.
+   */
+  readonly consoles: readonly UartDevBufNo[];
   /** `RTC_CNTL_WDTCONFIG0_REG`: the RTC watchdog's config; 0 disables it. */
   readonly rtcWdtConfig0: number;
   /** `RTC_CNTL_WDTWPROTECT_REG`: writes to the RTC watchdog take effect only while it holds the key. */
@@ -94,6 +141,13 @@ export interface UsbJtagSerialRomFacts {
   readonly swdWprotect: number;
   /** `RTC_CNTL_SWD_WKEY`. */
   readonly swdKey: number;
+  /**
+   * esptool's `hard_reset` on this chip passes `uses_usb_jtag_serial()` to `HardReset`, which
+   * then holds EN low 200 ms and waits 200 ms after releasing it, instead of a 100 ms pulse (the
+   * ESP32-C5: "Give the chip some time to come out of reset, to be able to handle further
+   * DTR/RTS transitions").
+   */
+  readonly hardResetUsesUsb: boolean;
 }
 
 /** The facts one entry of {@link CHIPS} holds. */
@@ -130,6 +184,12 @@ const SPI_LATER = {
   w0: 0x58,
 } as const;
 
+const field = (address: number, shift: number, width: number): RegisterField => ({
+  address,
+  shift,
+  width,
+});
+
 export const CHIPS = [
   {
     name: 'esp32',
@@ -146,6 +206,13 @@ export const CHIPS = [
       macEfuse: 0x3ff5_a004, // esptool reads eFuse words 1 and 2 of EFUSE_RD_REG_BASE 0x3FF5A000
       uartClkdivReg: 0x3ff4_0014,
       spi: { base: 0x3ff4_2000, ...SPI_ESP32 },
+      // read_efuse(n) is EFUSE_RD_REG_BASE + 4n: minor word 5 bits 24..25; major rev_bit0 word 3
+      // bit 15, rev_bit1 word 5 bit 20, rev_bit2 bit 31 of APB_CTL_DATE (0x3FF66000 + 0x7C).
+      efuse: {
+        minor: [field(0x3ff5_a014, 24, 2)],
+        major: [field(0x3ff5_a00c, 15, 1), field(0x3ff5_a014, 20, 1), field(0x3ff6_607c, 31, 1)],
+        majorCodes: { 0: 0, 1: 1, 3: 2, 7: 3 },
+      },
     },
   },
   {
@@ -163,6 +230,12 @@ export const CHIPS = [
       macEfuse: 0x3f41_a044,
       uartClkdivReg: 0x3f40_0014,
       spi: { base: 0x3f40_2000, ...SPI_LATER },
+      // EFUSE_BLOCK1_ADDR 0x3F41A044: minor word 4 bits 4..6, then word 3 bit 20; major word 3
+      // bits 18..19.
+      efuse: {
+        minor: [field(0x3f41_a054, 4, 3), field(0x3f41_a050, 20, 1)],
+        major: [field(0x3f41_a050, 18, 2)],
+      },
     },
   },
   {
@@ -180,10 +253,19 @@ export const CHIPS = [
       macEfuse: 0x6000_8844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_2000, ...SPI_LATER },
-      // esptool/targets/esp32c3.py: RTCCNTL_BASE_REG 0x60008000 + 0x90, 0xA8, 0xAC, 0xB0.
+      // EFUSE_BLOCK1_ADDR 0x60008844: minor word 3 bits 18..20, then word 5 bit 23; major word 5
+      // bits 24..25.
+      efuse: {
+        minor: [field(0x6000_8850, 18, 3), field(0x6000_8858, 23, 1)],
+        major: [field(0x6000_8858, 24, 2)],
+      },
+      // RTCCNTL_BASE_REG 0x60008000 + 0x90, 0xA8, 0xAC, 0xB0. UARTDEV_BUF_NO is BSS_UART_DEV_ADDR
+      // + 24, BSS_UART_DEV_ADDR being 0x3FCDF064 below revision v1.1 and 0x3FCDF060 from it.
       usbJtagSerial: {
-        uartDevBufNo: 0x3fcd_f07c,
-        uartDevBufNoUsbJtagSerial: 3,
+        consoles: [
+          { fromRevision: 0, uartDevBufNo: 0x3fcd_f07c, usbJtagSerial: 3 },
+          { fromRevision: 101, uartDevBufNo: 0x3fcd_f078, usbJtagSerial: 3 },
+        ],
         rtcWdtConfig0: 0x6000_8090,
         rtcWdtWprotect: 0x6000_80a8,
         rtcWdtKey: 0x50d8_3aa1,
@@ -191,6 +273,7 @@ export const CHIPS = [
         swdAutoFeedEn: 0x8000_0000, // 1 << 31
         swdWprotect: 0x6000_80b0,
         swdKey: 0x8f1d_312a,
+        hardResetUsesUsb: false,
       },
     },
   },
@@ -209,12 +292,18 @@ export const CHIPS = [
       macEfuse: 0x6000_7044,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_2000, ...SPI_LATER },
-      // esptool/targets/esp32s3.py: RTCCNTL_BASE_REG 0x60008000 + 0x98, 0xB0, 0xB4, 0xB8. (An
-      // older esp32s3.py, which disabled only the RTC watchdog, had WDTCONFIG0 at + 0x90; the
-      // one that also sets the super watchdog's auto-feed has + 0x98, taken here.)
+      // EFUSE_BLOCK1_ADDR 0x60007044: raw minor word 3 bits 18..20, then word 5 bit 23; major
+      // word 5 bits 24..25; the block version: major EFUSE_BLOCK2_ADDR 0x6000705C word 4 bits
+      // 0..1, minor BLOCK1 word 3 bits 24..26.
+      efuse: {
+        minor: [field(0x6000_7050, 18, 3), field(0x6000_7058, 23, 1)],
+        major: [field(0x6000_7058, 24, 2)],
+        eco0: { blockMajor: field(0x6000_706c, 0, 2), blockMinor: field(0x6000_7050, 24, 3) },
+      },
+      // RTCCNTL_BASE_REG 0x60008000 + 0x98, 0xB0, 0xB4, 0xB8. (An older esp32s3.py, which
+      // disabled only the RTC watchdog, had WDTCONFIG0 at + 0x90.)
       usbJtagSerial: {
-        uartDevBufNo: 0x3fce_f14c,
-        uartDevBufNoUsbJtagSerial: 4, // 3 is USB-OTG on this chip
+        consoles: [{ fromRevision: 0, uartDevBufNo: 0x3fce_f14c, usbJtagSerial: 4 }], // 3: USB-OTG
         rtcWdtConfig0: 0x6000_8098,
         rtcWdtWprotect: 0x6000_80b0,
         rtcWdtKey: 0x50d8_3aa1,
@@ -222,6 +311,7 @@ export const CHIPS = [
         swdAutoFeedEn: 0x8000_0000, // 1 << 31
         swdWprotect: 0x6000_80b8,
         swdKey: 0x8f1d_312a,
+        hardResetUsesUsb: false, // its hard_reset passes uses_usb_otg(), not the USB-Serial-JTAG
       },
     },
   },
@@ -240,6 +330,8 @@ export const CHIPS = [
       macEfuse: 0x6000_8840,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_2000, ...SPI_LATER },
+      // EFUSE_BLOCK2_ADDR 0x60008840 word 1: minor bits 16..19, major bits 20..21.
+      efuse: { minor: [field(0x6000_8844, 16, 4)], major: [field(0x6000_8844, 20, 2)] },
     },
   },
   {
@@ -257,12 +349,13 @@ export const CHIPS = [
       macEfuse: 0x600b_0844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
-      // esptool/targets/esp32c6.py: the LP watchdog, DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0, 0x18,
-      // 0x1C, 0x20; the super watchdog's key is the RTC watchdog's; RTC_CNTL_WDT_WKEY and
-      // disable_watchdogs are inherited from ESP32C3ROM.
+      // EFUSE_BLOCK1_ADDR 0x600B0844 word 3: minor bits 18..21, major bits 22..23.
+      efuse: { minor: [field(0x600b_0850, 18, 4)], major: [field(0x600b_0850, 22, 2)] },
+      // The LP watchdog, DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0, 0x18, 0x1C, 0x20; the super
+      // watchdog's key is the RTC watchdog's; RTC_CNTL_WDT_WKEY and disable_watchdogs are
+      // inherited from ESP32C3ROM.
       usbJtagSerial: {
-        uartDevBufNo: 0x4087_f580,
-        uartDevBufNoUsbJtagSerial: 3,
+        consoles: [{ fromRevision: 0, uartDevBufNo: 0x4087_f580, usbJtagSerial: 3 }],
         rtcWdtConfig0: 0x600b_1c00,
         rtcWdtWprotect: 0x600b_1c18,
         rtcWdtKey: 0x50d8_3aa1,
@@ -270,6 +363,7 @@ export const CHIPS = [
         swdAutoFeedEn: 0x0004_0000, // 1 << 18
         swdWprotect: 0x600b_1c20,
         swdKey: 0x50d8_3aa1,
+        hardResetUsesUsb: false,
       },
     },
   },
@@ -288,6 +382,20 @@ export const CHIPS = [
       macEfuse: 0x600b_0844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
+      // EFUSE_BLOCK1_ADDR 0x600B0844 (ESP32-C6's) word 3: minor bits 18..20, major bits 21..22.
+      efuse: { minor: [field(0x600b_0850, 18, 3)], major: [field(0x600b_0850, 21, 2)] },
+      // DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0, 0x1C, 0x20, 0x24 (not the ESP32-C6's offsets).
+      usbJtagSerial: {
+        consoles: [{ fromRevision: 0, uartDevBufNo: 0x4084_fefc, usbJtagSerial: 3 }],
+        rtcWdtConfig0: 0x600b_1c00,
+        rtcWdtWprotect: 0x600b_1c1c,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x600b_1c20,
+        swdAutoFeedEn: 0x0004_0000, // 1 << 18
+        swdWprotect: 0x600b_1c24,
+        swdKey: 0x50d8_3aa1,
+        hardResetUsesUsb: false,
+      },
     },
   },
   {
@@ -307,6 +415,28 @@ export const CHIPS = [
       // UART_CLKDIV_REG is the ESP32's, inherited and never read on this chip.
       uartClkdivReg: 0x500c_a014,
       spi: { base: 0x5008_d000, ...SPI_LATER },
+      // EFUSE_BLOCK1_ADDR 0x5012D044 word 2: minor bits 0..3; major bits 4..5, and bit 23 as its
+      // bit 2.
+      efuse: {
+        minor: [field(0x5012_d04c, 0, 4)],
+        major: [field(0x5012_d04c, 4, 2), field(0x5012_d04c, 23, 1)],
+      },
+      // DR_REG_LP_WDT_BASE 0x50116000 + 0x0, 0x18, 0x1C, 0x20. UARTDEV_BUF_NO is BSS_UART_DEV_ADDR
+      // + 24, BSS_UART_DEV_ADDR being 0x4FF3FEB0 below revision v3.0 and 0x4FFBFEB0 from it.
+      usbJtagSerial: {
+        consoles: [
+          { fromRevision: 0, uartDevBufNo: 0x4ff3_fec8, usbJtagSerial: 6 }, // 5: USB-OTG
+          { fromRevision: 300, uartDevBufNo: 0x4ffb_fec8, usbJtagSerial: 6 },
+        ],
+        rtcWdtConfig0: 0x5011_6000,
+        rtcWdtWprotect: 0x5011_6018,
+        rtcWdtKey: 0x50d8_3aa1, // its disable_watchdogs writes RTC_CNTL_SWD_WKEY, the same value
+        swdConf: 0x5011_601c,
+        swdAutoFeedEn: 0x0004_0000, // 1 << 18
+        swdWprotect: 0x5011_6020,
+        swdKey: 0x50d8_3aa1,
+        hardResetUsesUsb: false,
+      },
     },
   },
   {
@@ -324,6 +454,24 @@ export const CHIPS = [
       macEfuse: 0x600b_4844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
+      // EFUSE_BLOCK1_ADDR 0x600B4844 word 2: minor bits 0..3, major bits 4..5.
+      efuse: { minor: [field(0x600b_484c, 0, 4)], major: [field(0x600b_484c, 4, 2)] },
+      // The ESP32-C6's watchdogs (inherited); UARTDEV_BUF_NO and its USB-Serial-JTAG value
+      // change after revision v0.2 (`get_chip_revision() <= 2`).
+      usbJtagSerial: {
+        consoles: [
+          { fromRevision: 0, uartDevBufNo: 0x4084_f5ec, usbJtagSerial: 3 },
+          { fromRevision: 3, uartDevBufNo: 0x4084_f5e4, usbJtagSerial: 4 },
+        ],
+        rtcWdtConfig0: 0x600b_1c00,
+        rtcWdtWprotect: 0x600b_1c18,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x600b_1c1c,
+        swdAutoFeedEn: 0x0004_0000, // 1 << 18
+        swdWprotect: 0x600b_1c20,
+        swdKey: 0x50d8_3aa1,
+        hardResetUsesUsb: false,
+      },
     },
   },
   {
@@ -345,6 +493,21 @@ export const CHIPS = [
       macEfuse: 0x600b_4844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
+      // EFUSE_BLOCK1_ADDR 0x600B4844 word 2: minor bits 0..3, major bits 4..5.
+      efuse: { minor: [field(0x600b_484c, 0, 4)], major: [field(0x600b_484c, 4, 2)] },
+      // Its own UARTDEV_BUF_NO; the USB-Serial-JTAG value, the watchdogs and disable_watchdogs
+      // are the ESP32-C6's (inherited); its hard_reset passes uses_usb_jtag_serial().
+      usbJtagSerial: {
+        consoles: [{ fromRevision: 0, uartDevBufNo: 0x4085_f514, usbJtagSerial: 3 }],
+        rtcWdtConfig0: 0x600b_1c00,
+        rtcWdtWprotect: 0x600b_1c18,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x600b_1c1c,
+        swdAutoFeedEn: 0x0004_0000, // 1 << 18
+        swdWprotect: 0x600b_1c20,
+        swdKey: 0x50d8_3aa1,
+        hardResetUsesUsb: true,
+      },
     },
   },
   {
@@ -362,6 +525,21 @@ export const CHIPS = [
       macEfuse: 0x600b_4044,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
+      // get_minor_chip_version and get_major_chip_version return 0.
+      efuse: { minor: [], major: [] },
+      // The ESP32-H2's UARTDEV_BUF_NO and its watchdogs (DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0,
+      // 0x1C, 0x20, 0x24).
+      usbJtagSerial: {
+        consoles: [{ fromRevision: 0, uartDevBufNo: 0x4084_fefc, usbJtagSerial: 3 }],
+        rtcWdtConfig0: 0x600b_1c00,
+        rtcWdtWprotect: 0x600b_1c1c,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x600b_1c20,
+        swdAutoFeedEn: 0x0004_0000, // 1 << 18
+        swdWprotect: 0x600b_1c24,
+        swdKey: 0x50d8_3aa1,
+        hardResetUsesUsb: false,
+      },
     },
   },
   {
@@ -381,6 +559,21 @@ export const CHIPS = [
       macEfuse: 0x600b_1844,
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6009_9000, ...SPI_LATER },
+      // esptool v4.12's get_minor_chip_version and get_major_chip_version return 0.
+      efuse: { minor: [], major: [] },
+      // DR_REG_LP_WDT_BASE 0x600B5400 + 0x0, 0x18, 0x1C, 0x20; the RTC watchdog's key and
+      // disable_watchdogs are inherited from ESP32C3ROM.
+      usbJtagSerial: {
+        consoles: [{ fromRevision: 0, uartDevBufNo: 0x4087_f580, usbJtagSerial: 3 }],
+        rtcWdtConfig0: 0x600b_5400,
+        rtcWdtWprotect: 0x600b_5418,
+        rtcWdtKey: 0x50d8_3aa1,
+        swdConf: 0x600b_541c,
+        swdAutoFeedEn: 0x0004_0000, // 1 << 18
+        swdWprotect: 0x600b_5420,
+        swdKey: 0x50d8_3aa1,
+        hardResetUsesUsb: false,
+      },
     },
   },
 ] as const satisfies readonly ChipFacts[];
@@ -422,4 +615,70 @@ export function chipByName(name: string): ChipInfo {
     );
   }
   return chip;
+}
+
+/** esptool's `get_chip_revision()`: major * 100 + minor. */
+export function chipRevisionNumber(revision: ChipRevision): number {
+  return revision.major * 100 + revision.minor;
+}
+
+/** `v0.2`, as esptool prints a revision. */
+export function formatChipRevision(revision: ChipRevision): string {
+  return `v${revision.major}.${revision.minor}`;
+}
+
+/** Every register a flasher reads (READ_REG) to decode the revision, each once. */
+export function chipRevisionRegisters(efuse: ChipEfuseFacts): readonly number[] {
+  const fields = [
+    ...efuse.minor,
+    ...efuse.major,
+    ...(efuse.eco0 === undefined ? [] : [efuse.eco0.blockMajor, efuse.eco0.blockMinor]),
+  ];
+  return [...new Set(fields.map((f) => f.address))];
+}
+
+function readField(f: RegisterField, words: ReadonlyMap<number, number>): number {
+  return ((words.get(f.address) ?? 0) >>> f.shift) & (2 ** f.width - 1);
+}
+
+function readPieces(fields: readonly RegisterField[], words: ReadonlyMap<number, number>): number {
+  let value = 0;
+  let bits = 0;
+  for (const f of fields) {
+    value += readField(f, words) * 2 ** bits;
+    bits += f.width;
+  }
+  return value;
+}
+
+/**
+ * The chip revision from the words at {@link chipRevisionRegisters} (an address missing reads
+ * 0), decoded as esptool's `get_minor_chip_version` and `get_major_chip_version` do.
+ */
+export function decodeChipRevision(
+  efuse: ChipEfuseFacts,
+  words: ReadonlyMap<number, number>,
+): ChipRevision {
+  const minor = readPieces(efuse.minor, words);
+  const rawMajor = readPieces(efuse.major, words);
+  const eco0 = efuse.eco0;
+  if (
+    eco0 !== undefined &&
+    (minor & 0x7) === 0 &&
+    readField(eco0.blockMajor, words) === 1 &&
+    readField(eco0.blockMinor, words) === 1
+  )
+    return { major: 0, minor: 0 };
+  const codes = efuse.majorCodes;
+  const major = codes === undefined ? rawMajor : (codes[rawMajor] ?? 0);
+  return { major, minor };
+}
+
+/** `UARTDEV_BUF_NO` and its USB-Serial-JTAG value on a chip of this `get_chip_revision()`. */
+export function uartDevBufNoFor(usb: UsbJtagSerialRomFacts, revision: number): UartDevBufNo {
+  let found = usb.consoles[0];
+  for (const console of usb.consoles) if (revision >= console.fromRevision) found = console;
+  if (found === undefined)
+    throw new FirmwareError('CHIP_UNKNOWN', 'no UARTDEV_BUF_NO in the table');
+  return found;
 }

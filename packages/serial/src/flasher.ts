@@ -18,8 +18,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type ChipName,
+  type ChipRevision,
   type ChipRomFacts,
   chipById,
+  chipRevisionNumber,
+  chipRevisionRegisters,
+  decodeChipRevision,
   encodeWords,
   IMAGE_MAGIC,
   PARTITION_TABLE_MAX_SIZE,
@@ -27,6 +31,7 @@ import {
   type PartitionTable,
   readImageHeader,
   readPartitionTable,
+  uartDevBufNoFor,
 } from '@xiaozhi-mcp/firmware';
 import {
   type ClassicReset,
@@ -93,6 +98,8 @@ export interface ConnectedChip {
   readonly chipId: number;
   /** esptool's description, e.g. `ESP32-S3 (QFN56) (revision v0.0)`. */
   readonly description: string;
+  /** The revision in eFuse, decoded as esptool's `get_chip_revision()` decodes it. */
+  readonly revision: ChipRevision;
   /** Lowercase `aa:bb:cc:dd:ee:ff`. */
   readonly mac: string;
   /** From the SPI flash's JEDEC id; undefined when it does not say. */
@@ -315,8 +322,13 @@ export class Flasher {
         const description = await loader.chip.getChipDescription(loader);
         const mac = (await loader.chip.readMac(loader)).toLowerCase();
         await loader.chip.postConnect?.(loader);
+        step = 'revision';
+        const words = new Map<number, number>();
+        for (const address of chipRevisionRegisters(info.rom.efuse))
+          words.set(address, (await loader.readReg(address)) >>> 0);
+        const revision = decodeChipRevision(info.rom.efuse, words);
         step = 'watchdogs';
-        const usbJtagSerial = await this.#tameWatchdogs(loader, info.rom);
+        const usbJtagSerial = await this.#tameWatchdogs(loader, info.rom, revision);
         step = 'stub';
         await loader.runStub();
         if (!loader.IS_STUB)
@@ -329,6 +341,7 @@ export class Flasher {
           chip: info.name,
           chipId: id,
           description,
+          revision,
           mac,
           flashId,
           usbJtagSerial,
@@ -354,16 +367,22 @@ export class Flasher {
    * over its USB-Serial-JTAG, which a reset through it leaves with the RTC watchdog and the
    * super watchdog running, disable the first and let the hardware feed the second, so neither
    * resets the chip mid-flash. esptool tells the USB-Serial-JTAG by the ROM's UARTDEV_BUF_NO;
-   * the port's USB ids (303a:1001) say it too, without a register read. Skipped where esptool
-   * skips it: a chip without such facts, secure download mode, a stub already running
+   * the port's USB ids (303a:1001) say it too, without a register read. Where the ROM keeps that
+   * byte depends on the chip's revision on some chips (the ESP32-C3 from v1.1). Skipped where
+   * esptool skips it: a chip without such facts, secure download mode, a stub already running
    * (`sync_stub_detected`). Returns whether the chip is on its USB-Serial-JTAG.
    */
-  async #tameWatchdogs(loader: ESPLoader, rom: ChipRomFacts): Promise<boolean> {
+  async #tameWatchdogs(
+    loader: ESPLoader,
+    rom: ChipRomFacts,
+    revision: ChipRevision,
+  ): Promise<boolean> {
     const usb = rom.usbJtagSerial;
     const byPort = this.#usbJtagSerialPort();
     if (usb === undefined || loader.secureDownloadMode) return byPort;
+    const where = uartDevBufNoFor(usb, chipRevisionNumber(revision));
     const byRom =
-      byPort || ((await loader.readReg(usb.uartDevBufNo)) & 0xff) === usb.uartDevBufNoUsbJtagSerial;
+      byPort || ((await loader.readReg(where.uartDevBufNo)) & 0xff) === where.usbJtagSerial;
     if (!byRom) return false;
     // esptool-js keeps esptool's `sync_stub_detected` as a private field.
     if ((loader as unknown as { syncStubDetected?: boolean }).syncStubDetected === true)
@@ -671,13 +690,24 @@ export class Flasher {
     await this.#changeBaudRate(baudRate);
   }
 
-  /** esptool's HardReset: an RTS pulse with DTR released, so the chip boots its app. */
+  /**
+   * esptool's HardReset: an RTS pulse with DTR released, so the chip boots its app; the longer
+   * one (`uses_usb`) where the chip's `hard_reset` asks for it on its USB-Serial-JTAG (the
+   * ESP32-C5).
+   */
   async #hardReset(): Promise<void> {
     const session = this.#session;
+    const chip = session?.chip;
+    const long =
+      chip?.usbJtagSerial === true &&
+      chipById(chip.chipId)?.rom.usbJtagSerial?.hardResetUsesUsb === true;
     try {
       await this.#bounded('reset', this.#timeouts.stepMs, async () => {
         const lease = session?.lease ?? new PortLease(this.#port);
-        await runLineSteps(this.#lineSetter(lease), RESET_SEQUENCES.hard);
+        await runLineSteps(
+          this.#lineSetter(lease),
+          long ? RESET_SEQUENCES.hardUsb : RESET_SEQUENCES.hard,
+        );
         // The firmware's console runs at the ROM rate.
         if (session !== undefined && session.baudRate !== this.#romBaudRate)
           await this.#port.setBaudRate(this.#romBaudRate);

@@ -41,9 +41,13 @@ export const DEFAULT_CHIP_REVISIONS: Readonly<Record<ChipName, ChipRevision>> = 
   esp32h4: { major: 0, minor: 0 },
 });
 
-export interface ChipSilicon {
+/** What a virtual board's chip says in eFuse beyond its preset (`VirtualBoardOptions.silicon`). */
+export interface BoardSilicon {
   /** Default {@link DEFAULT_CHIP_REVISIONS}. */
   readonly revision?: ChipRevision;
+}
+
+export interface ChipSilicon extends BoardSilicon {
   /** What the package holds; default nothing. */
   readonly inPackage?: InPackageMemory;
   /** The board's crystal, for the chips whose ROM records the one it expects (ESP32-C5). */
@@ -108,7 +112,7 @@ function noMemory(chip: ChipName, silicon: ChipSilicon): void {
     throw invalid(chip, 'in-package flash or PSRAM is modelled only for the ESP32-S3');
 }
 
-/** The common layout of the ESP32-C3 and ESP32-C6 (`esp32c3.py`, `esp32c6.py`): BLOCK1 words 3 and 5. */
+/** The ESP32-C3's layout (`esp32c3.py`): BLOCK1 words 3 and 5. */
 function c3Layout(r: Registers, block1: number, rev: ChipRevision): void {
   // get_minor_chip_version: word 3 bits 18..20, then word 5 bit 23; major: word 5 bits 24..25.
   r.put(rev.minor, 'minor revision', field(block1 + 12, 18, 3), field(block1 + 20, 23, 1));
@@ -211,10 +215,12 @@ const ENCODERS: Readonly<Record<ChipName, Encoder>> = {
     r.put(rev.minor, 'minor revision', field(0x6000_8844, 16, 4));
     r.put(rev.major, 'major revision', field(0x6000_8844, 20, 2));
   },
-  // esptool/targets/esp32c6.py: EFUSE_BLOCK1_ADDR 0x600B0844, the ESP32-C3's fields.
+  // esptool/targets/esp32c6.py: EFUSE_BLOCK1_ADDR 0x600B0844, word 3: minor bits 18..21, major
+  // bits 22..23 (older esptool read the ESP32-C3's fields; a v0.x minor below 8 reads alike).
   esp32c6: (r, rev, silicon) => {
     noMemory('esp32c6', silicon);
-    c3Layout(r, 0x600b_0844, rev);
+    r.put(rev.minor, 'minor revision', field(0x600b_0850, 18, 4));
+    r.put(rev.major, 'major revision', field(0x600b_0850, 22, 2));
   },
   // esptool/targets/esp32h2.py (EFUSE_BLOCK1_ADDR 0x600B0844, inherited): minor word 3 bits
   // 18..20, major word 3 bits 21..22 (older esptool read the ESP32-C6's fields; a v0.x minor

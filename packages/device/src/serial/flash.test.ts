@@ -21,7 +21,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
-import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
+import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from '../virtual-board.js';
 import type { VirtualSerialDevice, VirtualSerialDeviceOptions } from './usb-device.js';
 import { VirtualSerialBinding } from './virtual-binding.js';
 
@@ -37,9 +37,13 @@ const md5 = (data: Uint8Array) => createHash('md5').update(data).digest('hex');
 
 type LineSet = { readonly dtr: boolean; readonly rts: boolean };
 
-/** The binding as the port sees it, recording every set() of the lines. */
+/**
+ * The binding as the port sees it, recording every set() of the lines, and when each set() and
+ * each close came (`performance.now()`).
+ */
 function recording(binding: VirtualSerialBinding) {
   const sets: LineSet[] = [];
+  const times: { readonly what: 'set' | 'close'; readonly atMs: number }[] = [];
   const recorded: SerialBinding = {
     list: () => binding.list(),
     open: async (options) => {
@@ -47,12 +51,18 @@ function recording(binding: VirtualSerialBinding) {
       const set = port.set.bind(port);
       port.set = (flags) => {
         sets.push({ dtr: flags.dtr ?? true, rts: flags.rts ?? true });
+        times.push({ what: 'set', atMs: performance.now() });
         return set(flags);
+      };
+      const close = port.close.bind(port);
+      port.close = () => {
+        times.push({ what: 'close', atMs: performance.now() });
+        return close();
       };
       return port;
     },
   };
-  return { recorded, sets };
+  return { recorded, sets, times };
 }
 
 /** A frame the host sent: the command, the rate it was sent at, and a data block's seq. */
@@ -91,6 +101,7 @@ async function rig(
   options: VirtualSerialDeviceOptions = {},
   chip?: ChipModel,
   flasherOptions: Omit<FlasherOptions, 'port'> & { readonly bare?: boolean } = {},
+  boardOptions: Pick<VirtualBoardOptions, 'silicon'> = {},
 ) {
   const flash = new FlashStorage({ size: 4 * MB });
   // Another chip than the preset's ESP32-S3R8: without its in-package PSRAM.
@@ -101,13 +112,14 @@ async function rig(
     timing: TIMING,
     mac: 'f4:12:fa:5e:00:01',
     ...(preset === undefined ? {} : { preset }),
+    ...boardOptions,
   });
   const binding = new VirtualSerialBinding();
   const device = binding.attach(board, options);
   board.powerOn();
   const [info] = await binding.list();
   if (info === undefined) throw new Error('the board is not listed');
-  const { recorded, sets } = recording(binding);
+  const { recorded, sets, times } = recording(binding);
   const { bare, ...rest } = flasherOptions;
   const port =
     bare === true
@@ -119,14 +131,14 @@ async function rig(
     board.powerOff();
     binding.detach(device);
   });
-  return { flash, board, binding, device, port, flasher, sets };
+  return { flash, board, binding, device, port, flasher, sets, times };
 }
 
 /** The set() steps of a line sequence. */
 const setsOf = (steps: readonly ({ set: LineSet } | { waitMs: number })[]): LineSet[] =>
   steps.flatMap((step) => ('set' in step ? [{ dtr: step.set.dtr, rts: step.set.rts }] : []));
 
-const firmware = (chip: 'esp32s3' | 'esp32c3', version = '2.6.0') =>
+const firmware = (chip: 'esp32s3' | 'esp32c3' | 'esp32c5', version = '2.6.0') =>
   buildVirtualFirmware({
     chip,
     version,
@@ -375,8 +387,12 @@ describe('the watchdogs of a chip on its USB-Serial-JTAG', () => {
    * super watchdog running, so each entry into download mode arms them here; their time is up
    * when the write is a third done (the test's clock), and the chip resets unless tamed.
    */
-  async function nativeUsbRig(bare: boolean) {
-    const r = await rig({ usbJtag: true }, 'esp32s3', { bare, reset: 'usb-jtag' });
+  async function nativeUsbRig(
+    bare: boolean,
+    chip: ChipModel = 'esp32s3',
+    boardOptions: Pick<VirtualBoardOptions, 'silicon'> = {},
+  ) {
+    const r = await rig({ usbJtag: true }, chip, { bare, reset: 'usb-jtag' }, boardOptions);
     r.board.on('state', (state: string) => {
       if (state !== 'download') return;
       r.device.emulator?.setConsole('usb-jtag-serial');
@@ -414,6 +430,49 @@ describe('the watchdogs of a chip on its USB-Serial-JTAG', () => {
       expect(flash.md5(0, 4 * MB)).toBe(md5(fw.merged));
     },
   );
+
+  it('finds the console byte where an ESP32-C3 v1.1 keeps it (esptool: a new address from v1.1), so a bare path is tamed too', {
+    timeout: 60_000,
+  }, async () => {
+    const { flash, flasher, bites, onProgress } = await nativeUsbRig(true, 'esp32c3', {
+      silicon: { revision: { major: 1, minor: 1 } },
+    });
+    const fw = firmware('esp32c3');
+    const result = await flasher.flash([{ offset: 0, data: fw.merged }], {
+      baudRate: 921_600,
+      onProgress,
+    });
+    expect(result.chip).toMatchObject({ usbJtagSerial: true, revision: { major: 1, minor: 1 } });
+    expect(bites).toEqual([undefined]);
+    expect(result).toMatchObject({ flaky: false, failures: [] });
+    expect(flash.md5(0, 4 * MB)).toBe(md5(fw.merged));
+  });
+
+  it("tames an ESP32-C5's, and hard-resets it esptool's USB way: 200 ms in reset, 200 ms before the port closes", {
+    timeout: 60_000,
+  }, async () => {
+    const { flash, flasher, bites, onProgress, sets, times } = await nativeUsbRig(true, 'esp32c5');
+    const fw = firmware('esp32c5');
+    const result = await flasher.flash([{ offset: 0, data: fw.merged }], {
+      baudRate: 921_600,
+      onProgress,
+    });
+    expect(result.chip).toMatchObject({ chip: 'esp32c5', usbJtagSerial: true });
+    expect(bites).toEqual([undefined]);
+    expect(result).toMatchObject({ flaky: false, failures: [] });
+    // The board runs the image by now (its NVS at 0x9000 may have changed): up to NVS it is ours.
+    expect(flash.md5(0, 0x9000)).toBe(md5(fw.merged.subarray(0, 0x9000)));
+    // The hard reset is the last RTS pulse: EN low, released, then the port closes.
+    const setTimes = times.filter((t) => t.what === 'set');
+    const pressed = sets.findLastIndex((s) => !s.dtr && s.rts);
+    expect(sets[pressed + 1]).toEqual({ dtr: false, rts: false });
+    const inReset = (setTimes[pressed + 1]?.atMs ?? 0) - (setTimes[pressed]?.atMs ?? 0);
+    const released = setTimes[pressed + 1]?.atMs ?? 0;
+    const closed = times.find((t) => t.what === 'close' && t.atMs >= released)?.atMs ?? 0;
+    // Lower bounds only: a timer never fires early by more than its millisecond rounding.
+    expect(inReset).toBeGreaterThanOrEqual(199);
+    expect(closed - released).toBeGreaterThanOrEqual(199);
+  });
 });
 
 describe('write timeouts and cancelled attempts', () => {

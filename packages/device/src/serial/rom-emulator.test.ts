@@ -170,11 +170,28 @@ describe('ROM emulator: the ROM bootloader', () => {
     expect((await ok(C.GET_SECURITY_INFO)).payload).toEqual(new Uint8Array(12));
   });
 
-  it("emulates every chip of the firmware's chip table with that table's ROM facts", async () => {
+  it("emulates every chip of the firmware's chip table, its own copy of the facts agreeing with the table", async () => {
     for (const chip of CHIPS) {
       const { ok } = harness(chip.name);
       const profile = ROM_CHIPS[chip.name];
-      expect(profile).toMatchObject({ ...chip.rom, name: chip.description, imageChipId: chip.id });
+      // Two copies written apart (the flasher reads the table, the emulator its own): a wrong
+      // fact in either shows here.
+      const {
+        efuse: _revision,
+        usbJtagSerial,
+        ...rom
+      } = chip.rom as typeof chip.rom & {
+        usbJtagSerial?: { hardResetUsesUsb: boolean };
+      };
+      const { hardResetUsesUsb: _reset, ...usb } = usbJtagSerial ?? { hardResetUsesUsb: false };
+      expect({ ...profile, xtalMhz: undefined, romStatusBytes: undefined }).toEqual({
+        ...rom,
+        name: chip.description,
+        imageChipId: chip.id,
+        ...(usbJtagSerial === undefined ? {} : { usbJtagSerial: usb }),
+        xtalMhz: undefined,
+        romStatusBytes: undefined,
+      });
       const magic = (await ok(C.READ_REG, encodeWords(CHIP_DETECT_MAGIC_REG))).value;
       // A chip esptool knows only by GET_SECURITY_INFO reads 0 there.
       expect([chip.name, magic]).toEqual([chip.name, chip.rom.detectMagic ?? 0]);
@@ -478,10 +495,12 @@ describe('ROM emulator: the flasher stub', () => {
 });
 
 describe('ROM emulator: the watchdogs a reset over the USB-Serial-JTAG leaves running', () => {
-  const facts = (chip: 'esp32s3' | 'esp32c3' | 'esp32c6') => {
+  const facts = (chip: 'esp32s3' | 'esp32c3' | 'esp32c6' | 'esp32c5') => {
     const usb = ROM_CHIPS[chip].usbJtagSerial;
-    if (usb === undefined) throw new Error(`${chip} has no USB-Serial-JTAG facts`);
-    return usb;
+    const first = usb?.consoles[0];
+    if (usb === undefined || first === undefined)
+      throw new Error(`${chip} has no USB-Serial-JTAG facts`);
+    return { ...usb, uartDevBufNo: first.uartDevBufNo };
   };
   const write = (address: number, value: number) => encodeWords(address, value, 0xffffffff, 0);
 
@@ -491,6 +510,22 @@ describe('ROM emulator: the watchdogs a reset over the USB-Serial-JTAG leaves ru
     expect((await uart.ok(C.READ_REG, encodeWords(usb.uartDevBufNo))).value & 0xff).toBe(0);
     const native = harness('esp32s3', { console: 'usb-jtag-serial' });
     expect((await native.ok(C.READ_REG, encodeWords(usb.uartDevBufNo))).value & 0xff).toBe(4);
+  });
+
+  it('keeps UARTDEV_BUF_NO where the chip revision puts it (the ESP32-C3 moved it at v1.1)', async () => {
+    // esptool v4.12 targets/esp32c3.py:83 BSS_UART_DEV_ADDR = 0x3FCDF064 if rev < 101 else 0x3FCDF060
+    const byRevision = async (major: number, minor: number) => {
+      const h = harness('esp32c3', {
+        console: 'usb-jtag-serial',
+        silicon: { revision: { major, minor } },
+      });
+      const read = async (address: number) =>
+        (await h.ok(C.READ_REG, encodeWords(address))).value & 0xff;
+      return [await read(0x3fcd_f07c), await read(0x3fcd_f078)];
+    };
+    expect(await byRevision(0, 4)).toEqual([3, 0]);
+    expect(await byRevision(1, 0)).toEqual([3, 0]);
+    expect(await byRevision(1, 1)).toEqual([0, 3]);
   });
 
   it('resets the chip when their time is up, unless the host tamed both in time', async () => {
@@ -514,7 +549,7 @@ describe('ROM emulator: the watchdogs a reset over the USB-Serial-JTAG leaves ru
     expect(half.reboots).toEqual(['watchdog']);
   });
 
-  it.each(['esp32s3', 'esp32c3', 'esp32c6'] as const)(
+  it.each(['esp32s3', 'esp32c3', 'esp32c6', 'esp32c5'] as const)(
     "%s: esptool's disable_watchdogs sequence tames them",
     async (chip) => {
       const usb = facts(chip);

@@ -17,13 +17,13 @@
  * Every reply ends with the status bytes esptool's targets give each loader: 4 from the ROM of
  * every chip here (status, error, 2 reserved), 2 from the stub (see `rom-protocol.ts`).
  *
- * Every chip of the firmware package's chip table can be emulated: the per-chip ROM facts come
- * from that table; only the emulator's own choices (the board's crystal, the chip revision) are
- * here and in `efuse.ts`.
+ * Every chip of the firmware package's chip table can be emulated, from the emulator's own copy
+ * of esptool's facts (`rom-chips.ts`, `efuse.ts`), never the table the flasher reads.
  *
- * On a chip with a USB-Serial-JTAG (the chip table's `rom.usbJtagSerial`), the emulator also holds
+ * On a chip with a USB-Serial-JTAG (`rom-chips.ts`'s `usbJtagSerial`), the emulator also holds
  * what esptool reads and writes there after connecting (esptool's `disable_watchdogs`): the ROM's
- * `UARTDEV_BUF_NO` (which console download mode talks on, see {@link RomConsole}) and the RTC
+ * `UARTDEV_BUF_NO` (which console download mode talks on, see {@link RomConsole}; where it sits
+ * depends on the chip revision on some chips) and the RTC
  * watchdog and super watchdog registers behind their write-protect keys. A reset over the
  * USB-Serial-JTAG resets neither watchdog, so a board on native USB enters download mode with
  * them running: {@link RomEmulator.armWatchdogs} arms them, and unless the host disabled the RTC
@@ -32,10 +32,7 @@
 import { createHash } from 'node:crypto';
 import { createInflate, type Inflate, constants as zlibConstants } from 'node:zlib';
 import {
-  CHIP_DETECT_MAGIC_REG,
-  CHIPS,
   type ChipName,
-  type ChipRomFacts,
   decodeDataBlock,
   decodeRomRequest,
   decodeWords,
@@ -56,11 +53,17 @@ import {
 } from '@xiaozhi-mcp/firmware';
 import type { InPackageMemory } from '../board-api.js';
 import type { FlashStorage } from '../flash-storage.js';
-import { type ChipRevision, efuseRegisters } from './efuse.js';
+import { type ChipRevision, DEFAULT_CHIP_REVISIONS, efuseRegisters } from './efuse.js';
+import {
+  CHIP_DETECT_MAGIC_REG,
+  ROM_CHIPS,
+  type RomChipProfile,
+  romConsoleVariable,
+} from './rom-chips.js';
 import { runSpiFlashCommand } from './spi-flash.js';
 
 export { spiFlashId } from './spi-flash.js';
-export { CHIP_DETECT_MAGIC_REG };
+export { CHIP_DETECT_MAGIC_REG, ROM_CHIPS, type RomChipProfile };
 
 /**
  * Status bytes after every ROM reply: `STATUS_BYTES_LENGTH = 4` in esptool's `ESP32ROM`
@@ -69,58 +72,6 @@ export { CHIP_DETECT_MAGIC_REG };
 const ROM_STATUS_BYTES = 4;
 /** The stub's: `STATUS_BYTES_LENGTH = 2  # same as ESP8266, different to ESP32 ROM`. */
 const STUB_STATUS_BYTES = 2;
-
-/**
- * What a chip's ROM looks like from the serial port: the chip table's facts (`CHIPS` in
- * `@xiaozhi-mcp/firmware`, from esptool's target definitions) plus the emulator's own choices.
- */
-export interface RomChipProfile extends ChipRomFacts {
-  /** esptool's CHIP_NAME. */
-  readonly name: string;
-  /** The image header chip id, which GET_SECURITY_INFO also reports. */
-  readonly imageChipId: number;
-  /** Status bytes in ROM replies: 4 on every ESP32-family chip (the stub always sends 2). */
-  readonly romStatusBytes: 4;
-  /** The crystal the emulated board has (a board's part, not the chip's), for the UART divider. */
-  readonly xtalMhz: number;
-}
-
-/**
- * The emulator's part of each profile. Crystals: where esptool's target fixes one, that one
- * (40 MHz, 32 MHz on the H series); where esptool measures it through the UART divider, the
- * emulator's pick among the ones it detects (ESP32 and ESP32-C2: 40 of 26/40 MHz; ESP32-C5:
- * 48 of 40/48 MHz).
- */
-const EMULATED: Readonly<Record<ChipName, Pick<RomChipProfile, 'xtalMhz'>>> = {
-  esp32: { xtalMhz: 40 },
-  esp32s2: { xtalMhz: 40 },
-  esp32c3: { xtalMhz: 40 },
-  esp32s3: { xtalMhz: 40 },
-  esp32c2: { xtalMhz: 40 },
-  esp32c6: { xtalMhz: 40 },
-  esp32h2: { xtalMhz: 32 },
-  esp32p4: { xtalMhz: 40 },
-  esp32c61: { xtalMhz: 40 },
-  esp32c5: { xtalMhz: 48 },
-  esp32h21: { xtalMhz: 32 },
-  esp32h4: { xtalMhz: 32 },
-};
-
-/** The ROM profile of every chip of the chip table. */
-export const ROM_CHIPS: Readonly<Record<ChipName, RomChipProfile>> = Object.freeze(
-  Object.fromEntries(
-    CHIPS.map((chip) => [
-      chip.name,
-      Object.freeze({
-        ...chip.rom,
-        name: chip.description,
-        imageChipId: chip.id,
-        romStatusBytes: ROM_STATUS_BYTES,
-        ...EMULATED[chip.name],
-      }),
-    ]),
-  ) as Record<ChipName, RomChipProfile>,
-);
 
 export type RomStage = 'rom' | 'stub';
 
@@ -305,10 +256,12 @@ export class RomEmulator {
   #hung = false;
   #watchdogsArmed = false;
   #watchdogTimer: NodeJS.Timeout | undefined;
+  readonly #revision: ChipRevision;
 
   constructor(options: RomEmulatorOptions) {
     this.#options = options;
     this.chip = ROM_CHIPS[options.chip];
+    this.#revision = options.silicon?.revision ?? DEFAULT_CHIP_REVISIONS[options.chip];
     // A chip esptool knows only by its security info reads 0 there, as an unset register does.
     if (this.chip.detectMagic !== undefined)
       this.#registers.set(CHIP_DETECT_MAGIC_REG, this.chip.detectMagic);
@@ -328,16 +281,17 @@ export class RomEmulator {
   }
 
   /**
-   * Which console download mode talks on: `UARTDEV_BUF_NO` then reads 0 (UART0) or the chip's
-   * USB-Serial-JTAG value. A chip without a USB-Serial-JTAG in the chip table has no such
-   * variable to set.
+   * Which console download mode talks on: `UARTDEV_BUF_NO` (where this chip's revision keeps it)
+   * then reads 0 (UART0) or the chip's USB-Serial-JTAG value. A chip without a USB-Serial-JTAG
+   * has no such variable to set.
    */
   setConsole(console: RomConsole): void {
     const usb = this.chip.usbJtagSerial;
     if (usb === undefined) return;
+    const variable = romConsoleVariable(usb, this.#revision.major * 100 + this.#revision.minor);
     this.#registers.set(
-      usb.uartDevBufNo,
-      console === 'usb-jtag-serial' ? usb.uartDevBufNoUsbJtagSerial : 0,
+      variable.uartDevBufNo,
+      console === 'usb-jtag-serial' ? variable.usbJtagSerial : 0,
     );
   }
 

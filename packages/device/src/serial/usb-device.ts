@@ -135,6 +135,7 @@ export class VirtualSerialDevice {
     // What the preset says its package holds must be something the chip's eFuse can record:
     // refused here, loudly, rather than when download mode starts.
     efuseRegisters(board.preset.chip, {
+      ...board.silicon,
       ...(board.preset.inPackage === undefined ? {} : { inPackage: board.preset.inPackage }),
     });
     const hex = board.mac.replace(/:/g, '').toUpperCase();
@@ -340,7 +341,7 @@ export class VirtualSerialDevice {
       chip: board.preset.chip,
       mac: board.mac,
       flash: board.flash,
-      ...(inPackage === undefined ? {} : { silicon: { inPackage } }),
+      silicon: { ...board.silicon, ...(inPackage === undefined ? {} : { inPackage }) },
       ...(this.usbJtag ? { console: 'usb-jtag-serial' as const } : {}),
       ...(watchdogMs === false ? {} : { watchdogs: { timeoutMs: watchdogMs } }),
       send: (bytes) => this.#boardSend(bytes),

@@ -10,6 +10,7 @@ import type { FlashStorage } from '../flash-storage.js';
 import type { McpProfile } from '../mcp-server.js';
 import type { NvsStorage } from '../nvs-storage.js';
 import type { OtaCheck } from '../ota-client.js';
+import type { BoardSilicon } from '../serial/efuse.js';
 import type { RegressionName } from './regressions.js';
 
 /** The firmware's device states (`StateMachine`), plus `off`. */
@@ -176,6 +177,12 @@ export interface VirtualBoardOptions {
    * changes are written back. Without one, the app and NVS live in memory.
    */
   readonly flash?: FlashStorage;
+  /**
+   * The chip as its eFuse describes it to a flasher in download mode: its revision (default the
+   * emulator's for the chip, `efuse.ts`). A revision the chip's eFuse cannot record throws
+   * `BOARD_OPTIONS_INVALID` when the board is plugged in.
+   */
+  readonly silicon?: BoardSilicon;
 }
 
 export interface VirtualBoardEvents {

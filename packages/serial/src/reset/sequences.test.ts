@@ -66,6 +66,16 @@ describe('RESET_SEQUENCES', () => {
     ]);
   });
 
+  it('hardUsb is esptool HardReset(uses_usb=True): 200 ms in reset, 200 ms after', () => {
+    // esptool v4.12 reset.py:156-162: _setRTS(True); sleep(0.2); _setRTS(False); sleep(0.2)
+    expect(RESET_SEQUENCES.hardUsb).toEqual([
+      set(false, true),
+      wait(200),
+      set(false, false),
+      wait(200),
+    ]);
+  });
+
   it('download-mode sequences hold EN low, then release it with GPIO0 low', () => {
     for (const name of ['classic', 'tight'] as const) {
       const effects = RESET_SEQUENCES[name].flatMap((step) =>
@@ -81,7 +91,12 @@ describe('RESET_SEQUENCES', () => {
 
   it('every sequence ends with both lines released and is frozen', () => {
     for (const [name, steps] of Object.entries(RESET_SEQUENCES)) {
-      expect(steps.at(-1), name).toEqual({ set: SAFE_LINES });
+      // A pause may follow the last line change (hardUsb's), nothing else.
+      const last = steps.findLast((step) => 'set' in step);
+      expect(last, name).toEqual({ set: SAFE_LINES });
+      expect(steps.slice(steps.indexOf(last as LineStep) + 1).every((s) => 'waitMs' in s)).toBe(
+        true,
+      );
       expect(Object.isFrozen(steps), name).toBe(true);
       for (const step of steps) expect(Object.isFrozen(step), name).toBe(true);
     }

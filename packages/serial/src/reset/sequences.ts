@@ -30,6 +30,7 @@ export const RESET_SEQUENCES: Readonly<{
   tight: readonly LineStep[];
   usbJtag: readonly LineStep[];
   hard: readonly LineStep[];
+  hardUsb: readonly LineStep[];
 }> = Object.freeze({
   /**
    * esptool ClassicReset, `D0|R1|W0.1|D1|R0|W0.05|D0`: into the ROM download mode. The
@@ -87,6 +88,17 @@ export const RESET_SEQUENCES: Readonly<{
     set(false, true), // EN low (reset), GPIO0 high
     wait(100),
     set(false, false), // EN high: the app boots
+  ]),
+  /**
+   * esptool HardReset with `uses_usb` (what the ESP32-C5 asks for on its USB-Serial-JTAG, the
+   * chip table's `hardResetUsesUsb`): RTS held 200 ms, then 200 ms more after its release before
+   * anything else touches the lines, "to be able to handle further DTR/RTS transitions".
+   */
+  hardUsb: freezeSteps([
+    set(false, true), // EN low (reset), GPIO0 high
+    wait(200),
+    set(false, false), // EN high: the app boots
+    wait(200),
   ]),
 });
 
