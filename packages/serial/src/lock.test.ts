@@ -21,7 +21,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { BoardLockError, lockBoard, lockPath } from './lock.js';
+import { BoardLockError, LOCK_DIR_ENV, lockBoard, lockPath } from './lock.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 let dir: string;
@@ -157,7 +157,10 @@ import { appendFileSync, closeSync, openSync, unlinkSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { lockBoard } from './lock.js';
-const [dir, key, log, waitMs, hold] = process.argv.slice(2);
+const [dirArg, key, log, waitMs, hold] = process.argv.slice(2);
+// 'default': the lock's own default location (XIAOZHI_LOCK_DIR, else the host's shared one).
+const dir = dirArg === 'default' ? undefined : dirArg;
+const scratch = dir ?? process.env.RACER_SCRATCH;
 const lines = createInterface({ input: process.stdin });
 const next = () => new Promise((resolve) => lines.once('line', resolve));
 const note = (event, extra = {}) =>
@@ -166,13 +169,13 @@ process.stdout.write('ready\\n');
 await next();
 let release;
 try {
-  release = await lockBoard(key, { dir, waitMs: Number(waitMs) });
+  release = await lockBoard(key, { ...(dir === undefined ? {} : { dir }), waitMs: Number(waitMs) });
 } catch (error) {
   note('refused', { message: error.message });
   process.exit(0);
 }
 note('acquire');
-const inside = join(dir, 'inside');
+const inside = join(scratch, 'inside');
 try { closeSync(openSync(inside, 'wx')); } catch { note('overlap'); }
 if (hold === 'told') {
   process.stdout.write('held\\n');
@@ -200,11 +203,28 @@ interface Racer {
   exited: Promise<unknown>;
 }
 
-function racer(key: string, log: string, waitMs: number, hold: number | 'told'): Racer {
+function racer(
+  key: string,
+  log: string,
+  waitMs: number,
+  hold: number | 'told',
+  /** The lock's default location and this environment (another user's temp directory). */
+  env?: NodeJS.ProcessEnv,
+): Racer {
   const child = spawn(
     process.execPath,
-    [join(lockModule, 'racer.js'), dir, key, log, String(waitMs), String(hold)],
-    { stdio: ['pipe', 'pipe', 'pipe'] },
+    [
+      join(lockModule, 'racer.js'),
+      env === undefined ? dir : 'default',
+      key,
+      log,
+      String(waitMs),
+      String(hold),
+    ],
+    {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      ...(env === undefined ? {} : { env: { ...process.env, RACER_SCRATCH: dir, ...env } }),
+    },
   );
   const lines: string[] = [];
   const waiters: { text: string; resolve: () => void }[] = [];
@@ -311,6 +331,30 @@ describe('lockBoard across processes racing', { timeout: 60_000 }, () => {
       expect(entry.message).toMatch(new RegExp(`in use by .*pid ${winner.child.pid}\\b`));
       expect(entry.message).not.toMatch(new RegExp(`pid ${deadPid}\\b`));
     }
+  });
+
+  it('two users with their own temp directories (a service, a CI job) exclude each other', async () => {
+    const log = join(dir, 'log.jsonl');
+    const shared = join(dir, 'shared-locks');
+    const userTemp = (name: string) => {
+      const temp = join(dir, name);
+      mkdirSync(temp);
+      return { TMPDIR: temp, TMP: temp, TEMP: temp, [LOCK_DIR_ENV]: shared };
+    };
+    const service = racer('serial:SHARED', log, 0, 'told', userTemp('tmp-service'));
+    await startTogether([service]);
+    await service.line('held');
+    const job = racer('serial:SHARED', log, 0, 20, userTemp('tmp-ci'));
+    await startTogether([job]);
+    await job.exited;
+    const refused = readLog(log).filter((e) => e.event === 'refused');
+    expect(refused.map((e) => e.pid)).toEqual([job.child.pid]);
+    expect(refused[0]?.message).toMatch(
+      new RegExp(`in use by another run \\(pid ${service.child.pid}\\b`),
+    );
+    expect(readdirSync(shared)).toHaveLength(1);
+    service.child.stdin.write('release\n');
+    await service.exited;
   });
 
   it('a live owner whose record reads empty (being written) is not taken for dead', async () => {

@@ -12,7 +12,7 @@
  */
 import { realpath, stat } from 'node:fs/promises';
 import { SerialError } from './errors.js';
-import { BoardLockError, lockBoard } from './lock.js';
+import { BoardLockError, lockBoard, uucpLockDir, uucpLockHolder } from './lock.js';
 import { type PortInfo, portPathIdentity } from './port-info.js';
 import type { PortProvider, ProviderRequest, ResolvedPort } from './port-provider.js';
 import {
@@ -45,11 +45,18 @@ export interface ResolvePortOptions {
   /** Real ports: how long to wait for a board another process holds. Default 0: refuse at once. */
   readonly lockWaitMs?: number;
   /**
-   * Real ports: where the board locks live. Default `os.tmpdir()`, the host's; ports from a
-   * `lister` of the caller's own are not necessarily the host's devices, and are locked only
-   * when `lockDir` is given.
+   * Real ports: where the board locks live. Default the host's, shared by all its users
+   * (`lockBoard`'s default: `XIAOZHI_LOCK_DIR`, else `/run/lock/xiaozhi-mcp` or the like); ports
+   * from a `lister` of the caller's own are not necessarily the host's devices, and are locked
+   * only when `lockDir` is given.
    */
   readonly lockDir?: string;
+  /**
+   * Real ports, when locked: where other programs' UUCP lock files (`LCK..<device>`, minicom's
+   * and picocom's) are read. Default the host's (`/var/lock`, `/run/lock`, `/var/spool/lock`);
+   * undefined reads none.
+   */
+  readonly uucpLockDir?: string | undefined;
   /** Real ports: stops looking for the port and waiting for its lock. */
   readonly signal?: AbortSignal;
   /**
@@ -156,17 +163,33 @@ async function resolveReal(
   const identity = portIdentity(info, listed, platform);
   const key = await lockKey(identity, platform);
   let release: () => void = () => {};
-  try {
-    if (options.lister === undefined || options.lockDir !== undefined)
+  const label = key === `path:${info.path}` ? info.path : `${info.path} (${key})`;
+  if (options.lister === undefined || options.lockDir !== undefined) {
+    try {
       release = await lockBoard(key, {
-        label: key === `path:${info.path}` ? info.path : `${info.path} (${key})`,
+        label,
         waitMs: options.lockWaitMs ?? 0,
         ...(options.lockDir === undefined ? {} : { dir: options.lockDir }),
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       });
-  } catch (error) {
-    if (!(error instanceof BoardLockError)) throw error;
-    throw new SerialError('PORT_BUSY', error.message, { cause: error });
+    } catch (error) {
+      if (!(error instanceof BoardLockError)) throw error;
+      throw new SerialError(error.reason === 'held' ? 'PORT_BUSY' : 'LOCK_FAILED', error.message, {
+        cause: error,
+      });
+    }
+    // A terminal program's UUCP lock (minicom, picocom): the port is in use by it.
+    const uucp = uucpLockHolder(
+      info.path,
+      'uucpLockDir' in options ? options.uucpLockDir : uucpLockDir(),
+    );
+    if (uucp !== undefined) {
+      release();
+      throw new SerialError(
+        'PORT_BUSY',
+        `${label} is in use by ${uucp.command ?? 'another program'} (pid ${uucp.pid}, by its UUCP lock ${uucp.file}); close it first, or remove the lock file if that process does not use the port`,
+      );
+    }
   }
   let binding: SerialBinding;
   try {

@@ -67,12 +67,14 @@ export function failureKind(error: unknown): FailureKind {
   if (error instanceof SerialCommandError || error instanceof PortProviderError) return error.kind;
   if (error instanceof SerialError || error instanceof FirmwareError) {
     if (error.code === 'OPTION_INVALID') return 'usage';
-    // A port that is missing, busy, not permitted or refused to open: the rig, not the usage.
+    // A port that is missing, busy, not permitted, refused to open or cannot be locked: the rig,
+    // not the usage.
     if (
       error.code === 'PORT_NOT_FOUND' ||
       error.code === 'PORT_BUSY' ||
       error.code === 'PORT_DENIED' ||
-      error.code === 'PORT_OPEN_FAILED'
+      error.code === 'PORT_OPEN_FAILED' ||
+      error.code === 'LOCK_FAILED'
     )
       return 'port';
     return 'failed';
