@@ -369,17 +369,16 @@ function makeDir(dir: string, mode: number | undefined): void {
 }
 
 /**
- * Makes the lock directory `base` if it is missing: inside a directory every user may write (a
- * sticky one such as `/run/lock` or `/tmp`) it is made as that one is, mode 1777, so that every
- * user can lock boards in it, and nobody can remove another's key directory.
+ * Makes the lock directory `base` if it is missing: inside a directory every user may write
+ * (`/run/lock`, `/tmp`) it is made as those are, mode 1777, so that every user can lock boards in
+ * it and nobody can remove another's key directory.
  */
 function makeBase(base: string): void {
   const parent = dirname(base);
-  if (parent !== base && !realpathOrUndefined(base)) {
-    if (realpathOrUndefined(parent) === undefined)
-      writing(dirname(parent), () => mkdirSync(parent, { recursive: true }));
-    writing(parent, () => makeDir(base, worldWritable(parent) ? 0o1777 : undefined));
-  }
+  if (parent === base || realpathOrUndefined(base) !== undefined) return;
+  if (realpathOrUndefined(parent) === undefined)
+    writing(dirname(parent), () => mkdirSync(parent, { recursive: true }));
+  writing(parent, () => makeDir(base, worldWritable(parent) ? 0o1777 : undefined));
 }
 
 /**
