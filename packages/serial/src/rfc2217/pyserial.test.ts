@@ -168,9 +168,9 @@ describe.skipIf(skipped !== undefined)(
       // rate comes back once it left.
       expect(updates).toEqual([9600, 460800, 115200]);
       // Open (the server's two releases), pyserial's open (DTR_OFF, RTS_OFF), the BOOT click,
-      // the hard reset, ClassicReset's D0 and R1; its D1 plays the local download reset
-      // (esptool UnixTightReset on Linux, ClassicReset on Windows), and its R0 and D0 are
-      // absorbed; released when pyserial left.
+      // the hard reset, ClassicReset's D0 and R1; its D1 is held and the R0 after it plays the
+      // local download reset (esptool UnixTightReset on Linux, ClassicReset on Windows), and
+      // its D0 is absorbed; released when pyserial left.
       const download =
         process.platform === 'win32'
           ? ['0,0', '0,1', '1,1', '1,0', '0,0']

@@ -598,8 +598,9 @@ describe('Rfc2217Server: DTR and RTS', () => {
     const lines = device.events
       .slice(start)
       .filter((e) => e.startsWith('set') || e.startsWith('write'));
-    // D0 and R1 pass; D1 starts the local reset (esptool UnixTightReset on Linux: (0,0) (1,1)
-    // (0,1) wait (1,0) wait (0,0)); R0 and D0 are absorbed; the bytes come after.
+    // D0 and R1 pass; D1 is held and R0 after it starts the local reset (esptool
+    // UnixTightReset on Linux: (0,0) (1,1) (0,1) wait (1,0) wait (0,0)); D0 is absorbed; the
+    // bytes come after.
     const tight = ['set 0,0', 'set 1,1', 'set 0,1', 'set 1,0', 'set 0,0'];
     const classic = ['set 0,0', 'set 0,1', 'set 1,1', 'set 1,0', 'set 0,0'];
     const played = process.platform === 'win32' ? classic : tight;
@@ -621,18 +622,19 @@ describe('Rfc2217Server: DTR and RTS', () => {
     const c = await client(server);
     await c.negotiate();
     const base = device.sets.length;
-    for (const value of [DTR_OFF, RTS_ON, DTR_ON]) {
+    for (const value of [DTR_OFF, RTS_ON, DTR_ON, RTS_OFF]) {
       const from = c.received.length;
       c.send(sb(5, value));
       await c.waitFor(sb(105, value), from);
     }
-    // The moment D1 is answered, the whole local reset (its two waits included) is done.
+    // The moment R0 is answered (D1 before it was held), the whole local reset (its two waits
+    // included) is done.
     const tight = ['0,0', '1,1', '0,1', '1,0', '0,0'];
     const classic = ['0,0', '0,1', '1,1', '1,0', '0,0'];
     const played = process.platform === 'win32' ? classic : tight;
     expect(device.sets.slice(base)).toEqual(['0,0', '0,1', ...played]);
     // The rest of the client's sequence is absorbed and answered at once.
-    for (const value of [RTS_OFF, DTR_OFF]) {
+    for (const value of [DTR_OFF]) {
       const from = c.received.length;
       c.send(sb(5, value));
       await c.waitFor(sb(105, value), from);
@@ -827,9 +829,9 @@ describe('Rfc2217Server: the local port going away', () => {
     await c.negotiate();
     device.vanish();
     await until(() => log.some((l) => /waiting up to 60 s/.test(l)), 'the loss');
-    // ClassicReset's D1 starts a play that waits for the port: answered all the same while the
-    // port is still away (after a bound within the 3 s pyserial's client and ours wait).
-    for (const value of [DTR_OFF, RTS_ON, DTR_ON]) {
+    // ClassicReset's R0 after D1 starts a play that waits for the port: answered all the same
+    // while the port is still away (after a bound within the 3 s pyserial's client and ours wait).
+    for (const value of [DTR_OFF, RTS_ON, DTR_ON, RTS_OFF]) {
       const from = c.received.length;
       c.send(sb(5, value));
       await c.waitFor(sb(105, value), from, 20_000);

@@ -371,6 +371,8 @@ class ClientSession {
   #playing: Promise<void> | undefined;
   /** The last PURGE-DATA's answer. */
   #purging: Promise<void> = Promise.resolve();
+  /** Fires at the recognizer's deadline (a held DTR given up, an absorbing window over). */
+  #deadlineTimer: NodeJS.Timeout | undefined;
   readonly #us = new Set<number>();
   readonly #them = new Set<number>();
   #negotiated = false;
@@ -395,9 +397,10 @@ class ClientSession {
   ) {
     this.#socket = socket;
     this.peer = peer;
-    // On a USB-Serial-JTAG port RTS alone resets at once: held until the next change says which
-    // reset it starts (reset-recognizer.ts, `holdReset`).
-    this.#recognizer = new ResetRecognizer({ holdReset: served.kind === 'usb-serial-jtag' });
+    // Which line orders are a download reset depends on the port: on a USB-Serial-JTAG RTS
+    // alone resets at once and the peripheral latches the strap its own way
+    // (reset-recognizer.ts, `usbSerialJtag`).
+    this.#recognizer = new ResetRecognizer({ usbSerialJtag: served.kind === 'usb-serial-jtag' });
     this.#served = served;
     this.#log = options.log;
     this.#negotiationTimeoutMs = options.negotiationTimeoutMs;
@@ -439,6 +442,7 @@ class ClientSession {
     if (this.#ending) return;
     this.#ending = true;
     clearTimeout(this.#negotiationTimer);
+    clearTimeout(this.#deadlineTimer);
     const socket = this.#socket;
     const served = this.#served;
     served.onData(undefined);
@@ -708,7 +712,9 @@ class ClientSession {
       case CONTROL.RTS_OFF: {
         const line = value === CONTROL.DTR_ON || value === CONTROL.DTR_OFF ? 'dtr' : 'rts';
         const on = value === CONTROL.DTR_ON || value === CONTROL.RTS_ON;
-        this.#act(this.#recognizer.command({ line, on }));
+        for (const action of this.#recognizer.command({ line, on }, performance.now()))
+          this.#act(action);
+        this.#watchDeadline();
         // Answered with what the client asked, absorbed or not (it is what it will have once its
         // sequence is over); at once, but while a download reset plays locally only once it
         // has played. A client that waits for answers (ours, pyserial's) then sends its next
@@ -732,6 +738,22 @@ class ClientSession {
     }
   }
 
+  /** Runs the recognizer's deadline when it comes (its clock is `performance.now()`). */
+  #watchDeadline(): void {
+    clearTimeout(this.#deadlineTimer);
+    const deadline = this.#recognizer.deadline;
+    if (deadline === undefined || this.#ending) return;
+    this.#deadlineTimer = setTimeout(
+      () => {
+        const action = this.#recognizer.tick(performance.now());
+        if (action !== undefined && !this.#ending) this.#act(action);
+        this.#watchDeadline();
+      },
+      Math.max(0, deadline - performance.now()),
+    );
+    this.#deadlineTimer.unref();
+  }
+
   #act(action: RecognizerAction): void {
     const served = this.#served;
     switch (action.kind) {
@@ -745,7 +767,8 @@ class ClientSession {
       case 'play': {
         if (action.sequence === 'hard') {
           const playing = served.playHard().then(() => {
-            this.#recognizer.played();
+            this.#recognizer.played(performance.now());
+            this.#watchDeadline();
             if (this.#playing === playing) this.#playing = undefined;
             this.#log(
               `client ${this.peer}: hard reset (an RTS pulse) played locally: RTS alone waits for its release on a USB-Serial-JTAG port`,
@@ -755,7 +778,8 @@ class ClientSession {
           return;
         }
         const playing = served.playDownload().then((played) => {
-          this.#recognizer.played();
+          this.#recognizer.played(performance.now());
+          this.#watchDeadline();
           if (this.#playing === playing) this.#playing = undefined;
           this.#log(
             `client ${this.peer}: reset into download mode recognised (${action.because === 'classic' ? 'ClassicReset' : 'USBJTAGSerialReset'} order); played ${played} locally`,
