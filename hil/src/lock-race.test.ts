@@ -101,13 +101,13 @@ interface Run {
   readonly exited: Promise<number | null>;
 }
 
-/** A `hil` process with its own FIFO to be let go by; locks in the case's own temp dir. */
+/** A `hil` process with its own FIFO to be let go by; locks in the case's own directory. */
 function hil(name: string, args: string[], pauseOn: string, locks: string, fifo: string): Run {
   const child = spawn(process.execPath, [hilBin, ...args], {
     cwd: dir,
     env: {
       ...process.env,
-      TMPDIR: locks,
+      XIAOZHI_LOCK_DIR: locks,
       NODE_OPTIONS: `--import ${pathToFileURL(hook).href}`,
       PAUSE_ON: pauseOn,
       PAUSE_FIFO: fifo,
