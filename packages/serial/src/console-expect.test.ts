@@ -300,6 +300,26 @@ describe('ConsoleExpect.expect', () => {
     await vi.advanceTimersByTimeAsync(10);
     expect((await wait).code).toBe('EXPECT_TIMEOUT');
   });
+
+  it('lets go of a wait its caller no longer needs: rejected with the reason, nothing consumed, no timer left', async () => {
+    const con = new ConsoleExpect();
+    const stop = new AbortController();
+    const wait = track(con.expect(/App version/, { timeoutMs: 30_000, signal: stop.signal }));
+    await flushMicrotasks();
+    stop.abort(new Error('the OTA check came first'));
+    await flushMicrotasks();
+    expect(wait.status).toBe('rejected');
+    expect((wait.error as Error).message).toBe('the OTA check came first');
+    expect(vi.getTimerCount()).toBe(0);
+    // A line that comes later is still there for the next wait.
+    con.feed('I (9) app_init: App version:      2.4.2\n');
+    await expect(con.expect(/App version/)).resolves.toMatchObject({
+      line: 'I (9) app_init: App version:      2.4.2',
+    });
+    await expect(con.expect(/x/, { signal: stop.signal })).rejects.toThrow(
+      'the OTA check came first',
+    );
+  });
 });
 
 describe('ConsoleExpect.close', () => {

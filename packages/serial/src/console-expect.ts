@@ -23,6 +23,11 @@ export interface ExpectOptions {
   timeoutMs?: number;
   /** Fail as soon as one appears. Default `['panic']`; `[]` forbids nothing. */
   forbidden?: readonly Forbidden[];
+  /**
+   * The caller no longer needs the wait (another sign came first): it rejects with the signal's
+   * reason, its timer stops, and the read position stays where it was.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExpectMatch {
@@ -134,7 +139,9 @@ interface Waiter {
   /** Set once the wait met a panic: it fails when the dump ends. */
   panic: PanicEvent | undefined;
   resolve: (matches: ExpectMatch[]) => void;
-  reject: (error: ExpectError) => void;
+  reject: (error: unknown) => void;
+  /** Stops listening to the caller's signal. */
+  unlisten: (() => void) | undefined;
 }
 
 const DEFAULT_TIMERS: Timers = {
@@ -257,6 +264,8 @@ export class ConsoleExpect {
       );
     }
     if (patterns.length === 0) return Promise.resolve([]);
+    const { signal } = options;
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
     return new Promise<ExpectMatch[]>((resolve, reject) => {
       const waiter: Waiter = {
         patterns: patterns.map(toRegExp),
@@ -272,6 +281,7 @@ export class ConsoleExpect {
         panic: undefined,
         resolve,
         reject,
+        unlisten: undefined,
       };
       this.#waiters.add(waiter);
       this.#scan(waiter);
@@ -281,6 +291,15 @@ export class ConsoleExpect {
         return;
       }
       waiter.timer = this.#timers.setTimeout(() => this.#onTimeout(waiter), timeoutMs);
+      if (signal !== undefined) {
+        const onAbort = () => {
+          if (!this.#waiters.has(waiter)) return;
+          this.#settle(waiter);
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        waiter.unlisten = () => signal.removeEventListener('abort', onAbort);
+      }
     });
   }
 
@@ -436,6 +455,8 @@ export class ConsoleExpect {
 
   #settle(waiter: Waiter): void {
     this.#waiters.delete(waiter);
+    waiter.unlisten?.();
+    waiter.unlisten = undefined;
     if (waiter.timer !== undefined) this.#timers.clearTimeout(waiter.timer);
     if (waiter.graceTimer !== undefined) this.#timers.clearTimeout(waiter.graceTimer);
     waiter.timer = undefined;

@@ -14,6 +14,7 @@ export { SERIAL_ERROR_CODES, SerialError, type SerialErrorCode } from './errors.
 export { type PortInfo, type PortKind, portInfoFromBinding } from './port-info.js';
 export { type OpenSafelyOptions, openSafely } from './port-open.js';
 export type { PortProvider, ProviderRequest, ResolvedPort } from './port-provider.js';
+export { reopenPort } from './port-reopen.js';
 export {
   type FindPortOptions,
   findPort,

@@ -25,6 +25,7 @@ import { SerialError } from '../errors.js';
 import { lineSetterFor, runLineSteps } from '../line-steps.js';
 import { closeStream, openSafely } from '../port-open.js';
 import type { ResolvedPort } from '../port-provider.js';
+import { reopenPort } from '../port-reopen.js';
 import { BOOT_CLICK, RESET_SEQUENCES } from '../reset/sequences.js';
 import {
   type PortOptions,
@@ -236,16 +237,20 @@ class MonitorSession {
     }
   }
 
-  /** Opens the current path; `reopen`: it was just found again, bounded by `retryMs`. */
-  async #open(reopen?: { retryMs: number }): Promise<void> {
-    const stream = await openSafely(this.#path, {
-      baudRate: this.#baud,
-      binding: this.#port.binding,
-      signal: this.#abort.signal,
-      ...(reopen === undefined ? {} : { retryMs: reopen.retryMs, justFound: true }),
-    });
+  /** Opens the current path. */
+  async #open(): Promise<void> {
+    this.#attach(
+      await openSafely(this.#path, {
+        baudRate: this.#baud,
+        binding: this.#port.binding,
+        signal: this.#abort.signal,
+      }),
+    );
+  }
+
+  #attach(stream: SerialPortStream): void {
     if (this.#outcome !== undefined) {
-      await closeStream(stream);
+      void closeStream(stream);
       return;
     }
     this.#stream = stream;
@@ -311,37 +316,29 @@ class MonitorSession {
     this.#context.out.stderr(
       `--- ${this.#path}: ${why}; waiting up to ${refindMs / 1000} s for it to come back ---\n`,
     );
-    // One budget for finding the port and opening it: a port that came back may refuse opens
-    // for a moment (EBUSY, EACCES), or vanish again (a native-USB board resetting twice).
-    let expired = false;
-    const deadline = setTimeout(() => (expired = true), refindMs);
-    const started = performance.now();
-    const remaining = () => Math.max(0, refindMs - (performance.now() - started));
+    // One budget for finding the port and opening it (serial's reopenPort): a port that came
+    // back may refuse opens for a moment (EBUSY, EACCES), or vanish again (a native-USB board
+    // resetting twice).
     try {
-      for (;;) {
-        const found = await this.#port.refind(remaining(), this.#abort.signal);
-        if (this.#outcome !== undefined) return;
-        this.#path = found.path;
-        try {
-          await this.#open({ retryMs: remaining() });
-        } catch (error) {
-          if (
-            expired ||
-            this.#abort.signal.aborted ||
-            !(error instanceof SerialError) ||
-            error.code !== 'PORT_NOT_FOUND'
-          )
-            throw error;
-          continue; // gone again before it opened: look for it again
-        }
-        if (this.#outcome === undefined)
-          this.#context.out.stderr(`--- reconnected on ${found.path} ---\n`);
+      const { stream, path } = await reopenPort(this.#port, {
+        baudRate: this.#baud,
+        withinMs: refindMs,
+        signal: this.#abort.signal,
+        onFound: (found) => {
+          this.#path = found;
+        },
+      });
+      if (this.#outcome !== undefined) {
+        await closeStream(stream);
         return;
       }
+      this.#attach(stream);
+      this.#context.out.stderr(`--- reconnected on ${path} ---\n`);
     } catch (error) {
       if (this.#abort.signal.aborted) return;
       const reason = error instanceof Error ? error.message : String(error);
-      const cameBack = error instanceof SerialError && error.code === 'PORT_BUSY';
+      // Found again but not opened (busy, not permitted): not a lost cable.
+      const cameBack = error instanceof SerialError && error.code !== 'PORT_NOT_FOUND';
       this.#settle({
         kind: 'failed',
         error: new SerialCommandError(
@@ -353,7 +350,6 @@ class MonitorSession {
         ),
       });
     } finally {
-      clearTimeout(deadline);
       this.#recovering = false;
     }
   }
