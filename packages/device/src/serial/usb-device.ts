@@ -3,8 +3,13 @@
  * circuit, or the chip's own USB-Serial-JTAG (303a:1001). Its identity (serial number, USB ids,
  * the udev by-id name), its UART (console lines out, the ROM emulator's packets in, in download
  * mode), DTR and RTS through the auto-reset circuit, and what a native-USB device does on the bus:
- * re-enumerating under a new path on a chip reset ({@link Reenumeration}). The host's open port
- * ({@link HostPort}) and the bus around it are the binding's (`virtual-binding.ts`).
+ * re-enumerating under a new path on a chip reset ({@link Reenumeration}). What the board prints
+ * while no host holds its port open is lost, as on a real board: ESP-IDF's USB-Serial-JTAG
+ * console drops output no host reads (the host's CDC-ACM driver reads the device only while its
+ * tty is open, and the chip's 64-byte FIFO holds no more), so after a reset that re-enumerates a
+ * native-USB board its early boot lines never arrive; a bridge board's UART output is likewise
+ * lost while its port is closed. The host's open port ({@link HostPort}) and the bus around it
+ * are the binding's (`virtual-binding.ts`).
  */
 import type { ConsoleLine } from '../console.js';
 import type { DeviceState, VirtualBoard } from '../virtual-board.js';
@@ -57,7 +62,8 @@ export interface VirtualSerialDeviceOptions {
    * open port fails as an unplugged one does) and comes back this many milliseconds later under a
    * new path, its serial number unchanged; the board keeps running meanwhile. What a native-USB
    * board does on Linux when its port is held open (esptool documents `/dev/ttyACM0` ->
-   * `/dev/ttyACM1` for its watchdog reset); real re-enumeration takes 1–3 s. Default: never.
+   * `/dev/ttyACM1` for its watchdog reset); real re-enumeration takes 1–3 s, and what the
+   * board prints meanwhile is lost. Default: never.
    */
   readonly reenumerateMs?: number;
   /**
@@ -77,6 +83,13 @@ export interface VirtualSerialDeviceOptions {
 
 /** How long a native-USB board's armed watchdogs give a flasher to tame them (esptool does so right after sync). */
 export const DEFAULT_USB_JTAG_WATCHDOG_MS = 3000;
+
+/** DTR and RTS as the host left them, when it changed them (`atMs`: `performance.now()`). */
+export interface LineChange {
+  readonly dtr: boolean;
+  readonly rts: boolean;
+  readonly atMs: number;
+}
 
 /** The host's open port on a device: what the device hands bytes to, and fails when it leaves. */
 export interface HostPort {
@@ -111,7 +124,9 @@ export class VirtualSerialDevice {
   readonly #toHost: Wire;
   readonly #toBoard: Wire;
   readonly #lineEvents: AutoResetEvent[] = [];
+  readonly #lineChanges: LineChange[] = [];
   #droppedLines = 0;
+  #droppedClosedLines = 0;
   readonly #onLine = (line: ConsoleLine) => this.#consoleSend(line);
   readonly #onState = (state: DeviceState) => this.#stateChanged(state);
   readonly #onBoot = () => {
@@ -198,16 +213,28 @@ export class VirtualSerialDevice {
     return this.#lineEvents;
   }
 
+  /**
+   * Every change of DTR and RTS the host made (a `set()` that changed a line, a close that
+   * dropped them), oldest first (bounded): which reset a flasher or a rig played, or that it
+   * touched no line at all.
+   */
+  get lineChanges(): readonly LineChange[] {
+    return this.#lineChanges;
+  }
+
   get stats(): {
     readonly toBoard: WireStats;
     readonly toHost: WireStats;
     /** Console lines dropped because the wire was behind. */
     readonly droppedLines: number;
+    /** Console lines lost because no host held the port open (closed, or the device away). */
+    readonly droppedClosedLines: number;
   } {
     return {
       toBoard: { bytes: this.#toBoard.bytes, wireMs: this.#toBoard.wireMs },
       toHost: { bytes: this.#toHost.bytes, wireMs: this.#toHost.wireMs },
       droppedLines: this.#droppedLines,
+      droppedClosedLines: this.#droppedClosedLines,
     };
   }
 
@@ -250,12 +277,29 @@ export class VirtualSerialDevice {
     this.#port = undefined;
     this.#toHost.clear();
     this.#toBoard.clear();
-    if (hupcl) this.circuit.release();
+    if (hupcl) this.setLines(false, false);
   }
 
   /** @internal */
   setLines(dtr: boolean, rts: boolean): void {
+    const now = this.circuit.lines;
+    if (now.dtr !== dtr || now.rts !== rts) {
+      this.#lineChanges.push({ dtr, rts, atMs: performance.now() });
+      if (this.#lineChanges.length > 1000) this.#lineChanges.shift();
+    }
     this.circuit.setLines({ dtr, rts });
+  }
+
+  /**
+   * The board's RESET (EN) button, with BOOT held when `boot`: the chip starts afresh
+   * (`rst:0x1 (POWERON)`: EN is the chip's power-up pin) and samples GPIO0, into the serial
+   * bootloader with BOOT held, else its app. No line is involved: what a person does for a
+   * board whose lines reset nothing (`reset: none`). On the bus a native-USB device
+   * re-enumerates, as on any chip reset (`VirtualSerialBinding.pressReset`).
+   */
+  pressReset(options: { boot?: boolean } = {}): void {
+    this.#resetUart();
+    this.board.reset('POWERON', { download: options.boot === true });
   }
 
   /** @internal */
@@ -305,7 +349,11 @@ export class VirtualSerialDevice {
    * virtual board prints at once, so lines beyond a short backlog are dropped instead.
    */
   #consoleSend(line: ConsoleLine): void {
-    if (this.#port === undefined) return;
+    // No host holds the port: nobody reads the device, and what the board prints is lost.
+    if (this.#port === undefined) {
+      this.#droppedClosedLines++;
+      return;
+    }
     if (this.#toHost.backlogMs > CONSOLE_BACKLOG_MS) {
       this.#droppedLines++;
       return;
@@ -443,6 +491,14 @@ export class Reenumeration {
     this.cancelLeave();
     this.cancelReturn();
     this.#device.board.off('boot', this.#onBoot);
+  }
+
+  /**
+   * The chip was reset by its RESET (EN) button: the USB peripheral restarts with it, though the
+   * boot reason is a power-up, which the board's `boot` event alone does not count.
+   */
+  buttonReset(): void {
+    this.#chipReset();
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   lineSetterFor,
   openSafely,
   RESET_SEQUENCES,
+  reopenPort,
   runLineSteps,
   SerialError,
 } from '@xiaozhi-mcp/serial';
@@ -21,6 +22,7 @@ import { FlashStorage } from '../flash-storage.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
 import type { VirtualSerialDeviceOptions } from './usb-device.js';
 import { VirtualSerialBinding, type VirtualSerialBindingOptions } from './virtual-binding.js';
+import { virtualPort } from './virtual-bus.js';
 
 const TIMING: Partial<BoardTiming> = { bootMs: 5, wifiConnectMs: 5, panicRebootMs: 500 };
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -416,5 +418,89 @@ describe('a port that just appeared refuses opens', () => {
     expect(await plugged).toEqual([device, path]);
     await expect(open(binding, path)).rejects.toThrow(/Permission denied/);
     await open(binding, path);
+  });
+});
+
+describe('a native-USB board across resets: what it prints with no host, its RESET button, finding it again', () => {
+  it('loses what it prints while no host holds its port (ESP-IDF drops USB-Serial-JTAG output nobody reads)', async () => {
+    const { board, binding, device } = setup({ usbJtag: true, reenumerateMs: 300 });
+    board.powerOn();
+    const port = await open(binding, device.path);
+    const seen = collect(port);
+    board.console.log('I', 'Test', 'while the port is open');
+    await seen.until(/while the port is open/);
+    // Closed: printed, and lost.
+    await new Promise<void>((resolve) => port.close(() => resolve()));
+    board.console.log('I', 'Test', 'while the port is closed');
+    // Reset: the device leaves the bus and comes back elsewhere; the boot lines go nowhere.
+    const back = once(binding, 'plug');
+    binding.pressReset(device);
+    const [, path] = (await back) as [unknown, string];
+    expect(path).not.toBe('/dev/ttyACM0');
+    const again = collect(await open(binding, path));
+    board.console.log('I', 'Test', 'after the port opened again');
+    await again.until(/after the port opened again/);
+    expect(again.text()).not.toMatch(/while the port is closed|app_init|rst:0x1/);
+    expect(device.stats.droppedClosedLines).toBeGreaterThan(1);
+  });
+
+  it('presses RESET without touching a line: with BOOT held into the ROM, else the app', async () => {
+    const { board, binding, device } = setup();
+    board.powerOn();
+    binding.pressReset(device, { boot: true });
+    expect(board.state).toBe('download');
+    expect(device.emulator?.stage).toBe('rom');
+    const booted = board.waitForLine(/app_init: App version/, 5000);
+    binding.pressReset(device);
+    await booted;
+    expect(device.lineChanges).toEqual([]);
+    // The host's changes are what it records, a set() that changes nothing is not one.
+    const port = await open(binding, device.path);
+    await set(port, false, false);
+    await set(port, false, true);
+    await set(port, false, false);
+    expect(device.lineChanges.map(({ dtr, rts }) => ({ dtr, rts }))).toEqual([
+      { dtr: false, rts: true },
+      { dtr: false, rts: false },
+    ]);
+  });
+
+  it("is opened again by serial's reopenPort once back, through a missing node, a busy port and a second re-enumeration", async () => {
+    const { board, binding, device } = setup({ usbJtag: true, reenumerateMs: 300 });
+    board.powerOn();
+    const port = virtualPort(binding, device, 'virtual:desk', () => {});
+    let plugs = 0;
+    binding.on('plug', (_device, path) => {
+      plugs++;
+      if (plugs === 1) {
+        // Gone again before anything opened it: the chip reset twice.
+        setImmediate(() => binding.pressReset(device));
+        return;
+      }
+      binding.failOpens(path, 2, 'ENOENT');
+      binding.failOpens(path, 2, 'EBUSY');
+    });
+    const left = once(binding, 'unplug');
+    binding.pressReset(device);
+    await left;
+    const found: string[] = [];
+    const opened = await reopenPort(port, {
+      baudRate: 115200,
+      withinMs: 10_000,
+      path: '/dev/ttyACM0',
+      onFound: (path) => found.push(path),
+    });
+    cleanups.push(() => new Promise<void>((resolve) => opened.stream.close(() => resolve())));
+    expect(opened.path).toBe('/dev/ttyACM2');
+    expect(opened.refinds).toBeGreaterThanOrEqual(1);
+    expect(found.at(-1)).toBe('/dev/ttyACM2');
+    expect(opened.stream.isOpen).toBe(true);
+
+    // A device that never comes back: PORT_NOT_FOUND, within the budget.
+    binding.unplug(opened.path, { powerOff: false });
+    const error = await reopenPort(port, { baudRate: 115200, withinMs: 300 }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: 'PORT_NOT_FOUND' });
   });
 });

@@ -348,6 +348,17 @@ export class VirtualSerialBinding
     return path;
   }
 
+  /**
+   * A hand on the board's RESET (EN) button, with BOOT held when `boot`
+   * ({@link VirtualSerialDevice.pressReset}): no line is touched. A native-USB device that
+   * re-enumerates leaves the bus and comes back `reenumerateMs` later, as on any chip reset.
+   */
+  pressReset(device: VirtualSerialDevice, options: { boot?: boolean } = {}): void {
+    if (!this.#devices.includes(device)) throw new PortError('the device is not on this bus');
+    device.pressReset(options);
+    this.#reenumerations.get(device)?.buttonReset();
+  }
+
   /** A plugged device by USB serial number (how a rig finds a board again after re-enumeration). */
   bySerialNumber(serialNumber: string): VirtualSerialDevice | undefined {
     return this.#devices.find((d) => d.plugged && d.serialNumber === serialNumber);
