@@ -23,6 +23,7 @@ import {
   RESET_SEQUENCES,
   type ResolvedPort,
   runLineSteps,
+  SerialError,
 } from '@xiaozhi-mcp/serial';
 import type { DeviceRecord, OtaCheckRecord, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { applyBaseline, type Baseline, type FixedDeviationPolicy } from './baseline.js';
@@ -133,10 +134,12 @@ class StepFailure extends Error {
     message: string,
     /**
      * `board`: the firmware failed (a panic); `check`: a check failed and the board cannot go
-     * on (the session did not open); `rig`: the rig could not go on (port lost, timeout);
-     * `interrupted`: Ctrl-C.
+     * on (the session did not open); `refused`: the flasher refused, before writing a byte, an
+     * image the board would not survive (its Secure Boot, flash encryption or chip revision:
+     * exit 2, bad input); `rig`: the rig could not go on (port lost, timeout); `interrupted`:
+     * Ctrl-C.
      */
-    readonly kind: 'board' | 'check' | 'rig' | 'interrupted',
+    readonly kind: 'board' | 'check' | 'refused' | 'rig' | 'interrupted',
   ) {
     super(message);
   }
@@ -316,6 +319,10 @@ export class BoardRunner {
         // A named check failed and the board could not go on: exit 1, and the checks say why.
         this.report.status = 'failed';
         this.#skip('suites', `not run: ${reason}`);
+      } else if (kind === 'refused') {
+        // The build cannot go on this board (exit 2): nothing was written to it.
+        this.report.status = 'failed';
+        this.report.failure = { step, reason, refused: true };
       } else {
         this.report.status = kind === 'board' ? 'failed' : 'rig-failed';
         this.report.failure = { step, reason };
@@ -445,7 +452,9 @@ export class BoardRunner {
             ? 'board'
             : error instanceof SessionChecksFailed
               ? 'check'
-              : 'rig',
+              : error instanceof SerialError && error.code === 'WRITE_REFUSED'
+                ? 'refused'
+                : 'rig',
       );
     }
   }

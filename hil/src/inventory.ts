@@ -96,6 +96,12 @@ export interface BoardConfig {
      * another host.
      */
     readonly via?: 'direct' | 'rfc2217';
+    /** Secure Boot burnt in the chip's eFuse: a merged image is refused before it is written. */
+    readonly secureBoot?: boolean;
+    /** Flash encryption in release mode burnt in the chip's eFuse: no plaintext is written. */
+    readonly flashEncryption?: boolean;
+    /** The chip's revision as esptool prints it (`v0.1`); default the virtual chip's own. */
+    readonly chipRevision?: string;
     readonly faults?: {
       readonly replyLatencyMs?: number;
       readonly disconnectOnCall?: string;

@@ -155,8 +155,12 @@ export interface BoardReport {
   /** The image the run flashed onto this board. */
   image?: ImageInfo;
   status: BoardStatus;
-  /** Why the rig could not finish with this board (exit 3): the step and the reason. */
-  failure?: { readonly step: RigStepName; readonly reason: string };
+  /**
+   * Why the rig could not finish with this board (exit 3): the step and the reason; `refused`:
+   * the flasher refused the build before writing a byte, for the board's security eFuses or chip
+   * revision (exit 2).
+   */
+  failure?: { readonly step: RigStepName; readonly reason: string; readonly refused?: true };
   readonly steps: RigStep[];
   readonly checks: CheckResult[];
   readonly latency: LatencyStats[];
@@ -419,6 +423,7 @@ export function summarize(boards: readonly BoardReport[]): RunSummary {
 export function exitCodeFor(boards: readonly BoardReport[], interrupted = false): ExitCode {
   if (interrupted || boards.some((b) => b.status === 'interrupted')) return 130;
   if (boards.some((b) => b.status === 'rig-failed')) return 3;
+  if (boards.some((b) => b.failure?.refused === true)) return 2;
   if (boards.some((b) => b.status === 'failed')) return 1;
   return 0;
 }

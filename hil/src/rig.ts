@@ -91,6 +91,15 @@ function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
         : { flashSizeMb: config.virtual.flashSizeMb }),
       ...(config.virtual?.faults === undefined ? {} : { faults: config.virtual.faults }),
       ...(config.virtual?.usb === undefined ? {} : { usb: config.virtual.usb }),
+      ...(config.virtual?.secureBoot === undefined
+        ? {}
+        : { secureBoot: config.virtual.secureBoot }),
+      ...(config.virtual?.flashEncryption === undefined
+        ? {}
+        : { flashEncryption: config.virtual.flashEncryption }),
+      ...(config.virtual?.chipRevision === undefined
+        ? {}
+        : { chipRevision: config.virtual.chipRevision }),
     },
     `virtual:${config.name}`,
   );

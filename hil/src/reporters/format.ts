@@ -17,13 +17,14 @@ import type {
 export const EXIT_CODE_MEANING: Readonly<Record<ExitCode, string>> = {
   0: 'all checks passed',
   1: 'a check failed, or a regression against the base',
-  2: 'bad usage or config',
+  2: 'bad usage or input (a build a board refuses before it is written included)',
   3: 'the rig failed (board missing, port lost, backend could not start)',
   130: 'interrupted (Ctrl-C): the reports hold what ran',
 };
 
 /** A board's outcome in words: `passed`, `failed`, `rig failed at boot`, `interrupted at suites`. */
 export function boardStatusText(board: BoardReport): string {
+  if (board.failure?.refused === true) return `refused at ${board.failure.step}`;
   if (board.status === 'rig-failed')
     return `rig failed at ${board.failure?.step ?? 'an unknown step'}`;
   if (board.status === 'interrupted')

@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import {
   APP_DESC_OFFSET,
   buildAppImage,
+  chipRevisionMismatch,
+  chipRevisionRange,
   readAppDescription,
   readAppImage,
   readImageHeader,
@@ -161,6 +163,57 @@ describe('real images (fixtures/corpus/images)', () => {
       expect(image.size).toBe(48);
       expect(image.appDescription).toBeUndefined();
     }
+  });
+});
+
+describe("the chip revisions an image runs on, as esptool's write_flash reads its header", () => {
+  it("takes min_rev_full with no maximum from esptool's ESP32-C3 header (v2.55 and up)", () => {
+    const c3 = readImageHeader(fixture('esp32c3_header_min_rev.bin'));
+    expect(chipRevisionRange(c3)).toEqual({ kind: 'full', min: 255, max: undefined });
+    // esptool: "requires chip revision in range [v2.55 - max rev not set]"
+    expect(chipRevisionMismatch(c3, { major: 0, minor: 4 })).toBe(
+      'the image needs chip revision >= v2.55, this chip is v0.4',
+    );
+    expect(chipRevisionMismatch(c3, { major: 2, minor: 55 })).toBeUndefined();
+    expect(chipRevisionMismatch(c3, { major: 3, minor: 0 })).toBeUndefined();
+  });
+
+  it('takes the legacy min_rev of a header without the full fields: the ESP32-S3 header needs major 10', () => {
+    const s3 = readImageHeader(fixture('esp32s3_header.bin'));
+    expect(chipRevisionRange(s3)).toEqual({ kind: 'legacy', min: 10, counts: 'major' });
+    expect(chipRevisionMismatch(s3, { major: 0, minor: 2 })).toBe(
+      "the image needs a chip whose major revision is 10 or higher (its header's min_rev), this chip is v0.2",
+    );
+  });
+
+  it('counts the ESP32-C3 legacy min_rev in minor revisions, as esptool does', () => {
+    const header = readImageHeader(fixture('esp32c3_header_min_rev.bin'));
+    const legacy = { ...header, minChipRev: 3, minChipRevFull: 0, maxChipRevFull: 0 };
+    expect(chipRevisionRange(legacy)).toEqual({ kind: 'legacy', min: 3, counts: 'minor' });
+    expect(chipRevisionMismatch(legacy, { major: 1, minor: 2 })).toMatch(/minor revision is 3/);
+    expect(chipRevisionMismatch(legacy, { major: 0, minor: 3 })).toBeUndefined();
+    // max_rev_full 0xFFFF with min_rev_full unset: min_rev still rules.
+    expect(chipRevisionRange({ ...legacy, maxChipRevFull: 0xffff })).toMatchObject({
+      kind: 'legacy',
+    });
+  });
+
+  it('checks both ends of a range, and passes the corpus images that say nothing', () => {
+    const blink = readImageHeader(fixture('esp_idf_blink_esp32s2.bin'));
+    expect(chipRevisionMismatch(blink, { major: 0, minor: 0 })).toBeUndefined();
+    const bytes = buildAppImage({
+      chip: 'esp32s3',
+      version: '1.0.0',
+      minChipRevFull: 1,
+      maxChipRevFull: 99,
+    });
+    const header = readImageHeader(bytes);
+    expect(chipRevisionRange(header)).toEqual({ kind: 'full', min: 1, max: 99 });
+    expect(chipRevisionMismatch(header, { major: 0, minor: 0 })).toBe(
+      'the image needs chip revision v0.1 to v0.99, this chip is v0.0',
+    );
+    expect(chipRevisionMismatch(header, { major: 1, minor: 0 })).toMatch(/v0\.1 to v0\.99/);
+    expect(chipRevisionMismatch(header, { major: 0, minor: 2 })).toBeUndefined();
   });
 });
 

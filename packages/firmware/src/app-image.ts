@@ -162,6 +162,68 @@ export function readImageHeader(bytes: Uint8Array): ImageHeader {
   };
 }
 
+/**
+ * The chip revisions an image runs on, as esptool's `write_flash` reads its header
+ * (`esptool/cmds.py`): a header without the full fields (`max_rev_full` 0), or whose
+ * `min_rev_full` is unset while its deprecated `min_rev` is not (with `max_rev_full` 0xFFFF, "not
+ * set"), says only `min_rev`, which ESP-IDF's Kconfig sets to the major revision, the minor one on
+ * the ESP32-C3; any other is the range `min_rev_full`..`max_rev_full` (major * 100 + minor;
+ * 0xFFFF: no maximum).
+ */
+export type ChipRevisionRange =
+  | { readonly kind: 'full'; readonly min: number; readonly max: number | undefined }
+  | { readonly kind: 'legacy'; readonly min: number; readonly counts: 'major' | 'minor' };
+
+const NO_MAX_REV = 0xffff;
+
+/** See {@link ChipRevisionRange}. */
+export function chipRevisionRange(header: ImageHeader): ChipRevisionRange {
+  const legacy = (): ChipRevisionRange => ({
+    kind: 'legacy',
+    min: header.minChipRev,
+    counts: header.chipId === chipByName('esp32c3').id ? 'minor' : 'major',
+  });
+  if (header.maxChipRevFull === 0) return legacy();
+  if (
+    header.maxChipRevFull === NO_MAX_REV &&
+    header.minChipRevFull === 0 &&
+    header.minChipRev !== 0
+  )
+    return legacy();
+  return {
+    kind: 'full',
+    min: header.minChipRevFull,
+    max: header.maxChipRevFull === NO_MAX_REV ? undefined : header.maxChipRevFull,
+  };
+}
+
+const revisionText = (full: number) => `v${Math.floor(full / 100)}.${full % 100}`;
+
+/**
+ * Why a chip of `revision` cannot run the image `header` heads (its second-stage bootloader or
+ * ESP-IDF's app loader refuses it, and the board never boots it), in esptool's terms; undefined
+ * when it can.
+ */
+export function chipRevisionMismatch(
+  header: ImageHeader,
+  revision: { readonly major: number; readonly minor: number },
+): string | undefined {
+  const range = chipRevisionRange(header);
+  const chip = `v${revision.major}.${revision.minor}`;
+  if (range.kind === 'legacy') {
+    const have = range.counts === 'major' ? revision.major : revision.minor;
+    if (have >= range.min) return undefined;
+    return `the image needs a chip whose ${range.counts} revision is ${range.min} or higher (its header's min_rev), this chip is ${chip}`;
+  }
+  const full = revision.major * 100 + revision.minor;
+  if (full >= range.min && (range.max === undefined || full <= range.max)) return undefined;
+  const needs =
+    range.max === undefined
+      ? `>= ${revisionText(range.min)}`
+      : `${revisionText(range.min)} to ${revisionText(range.max)}`;
+  return `the image needs chip revision ${needs}, this chip is ${chip}`;
+}
+
 function parseAppDescription(bytes: Uint8Array, offset: number): AppDescription {
   const dv = view(bytes);
   const magic = dv.getUint32(offset, true);

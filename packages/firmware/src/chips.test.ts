@@ -8,7 +8,9 @@ import {
   chipByName,
   chipRevisionNumber,
   chipRevisionRegisters,
+  chipSecurityRegisters,
   decodeChipRevision,
+  decodeChipSecurity,
   isChipName,
   uartDevBufNoFor,
 } from './chips.js';
@@ -161,7 +163,7 @@ const f = (address: number, shift: number, width: number) => ({ address, shift, 
  * esptool v4.12's revision fields, written out from `esptool/targets/<chip>.py`: the address is
  * EFUSE_BLOCK1_ADDR (or the ESP32's EFUSE_RD_REG_BASE) + 4 * num_word, as each function reads it.
  */
-const ESPTOOL_REVISION_FIELDS: Record<ChipName, unknown> = {
+const ESPTOOL_EFUSE: Record<ChipName, unknown> = {
   // esp32.py:35 EFUSE_RD_REG_BASE = 0x3FF5A000; :205 read_efuse(5) >> 24 & 0x3;
   // :208 read_efuse(3) >> 15 & 0x1; :209 read_efuse(5) >> 20 & 0x1; :56 APB_CTL_DATE_ADDR =
   // 0x3FF66000 + 0x7C, :58 APB_CTL_DATE_S = 31; :214-219 {0: 0, 1: 1, 3: 2, 7: 3}.get(.., 0)
@@ -169,13 +171,35 @@ const ESPTOOL_REVISION_FIELDS: Record<ChipName, unknown> = {
     minor: [f(0x3ff5a014, 24, 2)],
     major: [f(0x3ff5a00c, 15, 1), f(0x3ff5a014, 20, 1), f(0x3ff6607c, 31, 1)],
     majorCodes: { 0: 0, 1: 1, 3: 2, 7: 3 },
+    // esp32.py:46 EFUSE_RD_ABS_DONE_REG = 0x3FF5A000 + 0x018, :47 1 << 4, :48 1 << 5 (:192 rev >= 300);
+    // :43 EFUSE_SPI_BOOT_CRYPT_CNT_REG = EFUSE_RD_REG_BASE, :44 0x7F << 20; :40 + 0x18, :41 1 << 7
+    secureBoot: [
+      { address: 0x3ff5a018, mask: 0x10 },
+      { address: 0x3ff5a018, mask: 0x20, fromRevision: 300 },
+    ],
+    flashCryptCnt: { address: 0x3ff5a000, mask: 0x7f00000 },
+    disDownloadManualEncrypt: { address: 0x3ff5a018, mask: 0x80 },
   },
   // esp32s2.py:47 EFUSE_BLOCK1_ADDR = 0x3F41A000 + 0x044; :140 word 3 >> 20 & 0x01 (hi);
   // :142 word 4 >> 4 & 0x07 (low); :147 word 3 >> 18 & 0x03
-  esp32s2: { minor: [f(0x3f41a054, 4, 3), f(0x3f41a050, 20, 1)], major: [f(0x3f41a050, 18, 2)] },
+  esp32s2: {
+    minor: [f(0x3f41a054, 4, 3), f(0x3f41a050, 20, 1)],
+    major: [f(0x3f41a050, 18, 2)],
+    // esp32s2.py:69-70 0x3F41A000 + 0x038, 1 << 20; :66-67 + 0x034, 0x7 << 18; :63-64 + 0x030, 1 << 19
+    secureBoot: [{ address: 0x3f41a038, mask: 0x100000 }],
+    flashCryptCnt: { address: 0x3f41a034, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x3f41a030, mask: 0x80000 },
+  },
   // esp32c3.py:43 EFUSE_BLOCK1_ADDR = 0x60008800 + 0x044; :135 word 5 >> 23 & 0x01 (hi);
   // :137 word 3 >> 18 & 0x07 (low); :142 word 5 >> 24 & 0x03
-  esp32c3: { minor: [f(0x60008850, 18, 3), f(0x60008858, 23, 1)], major: [f(0x60008858, 24, 2)] },
+  esp32c3: {
+    minor: [f(0x60008850, 18, 3), f(0x60008858, 23, 1)],
+    major: [f(0x60008858, 24, 2)],
+    // esp32c3.py:67-68 0x60008800 + 0x038, 1 << 20; :64-65 + 0x034, 0x7 << 18; :61-62 + 0x030, 1 << 20
+    secureBoot: [{ address: 0x60008838, mask: 0x100000 }],
+    flashCryptCnt: { address: 0x60008834, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x60008830, mask: 0x100000 },
+  },
   // esp32s3.py:47 EFUSE_BLOCK1_ADDR = 0x60007000 + 0x44, :48 EFUSE_BLOCK2_ADDR = + 0x5C;
   // :167 word 5 >> 23 & 0x01; :169 word 3 >> 18 & 0x07; :188 word 5 >> 24 & 0x03;
   // :174 BLOCK2 word 4 >> 0 & 0x03; :178 word 3 >> 24 & 0x07; :154-156 is_eco0
@@ -183,26 +207,86 @@ const ESPTOOL_REVISION_FIELDS: Record<ChipName, unknown> = {
     minor: [f(0x60007050, 18, 3), f(0x60007058, 23, 1)],
     major: [f(0x60007058, 24, 2)],
     eco0: { blockMajor: f(0x6000706c, 0, 2), blockMinor: f(0x60007050, 24, 3) },
+    // esp32s3.py:72-73 0x60007000 + 0x038, 1 << 20; :69-70 + 0x034, 0x7 << 18; :66-67 + 0x030, 1 << 20
+    secureBoot: [{ address: 0x60007038, mask: 0x100000 }],
+    flashCryptCnt: { address: 0x60007034, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x60007030, mask: 0x100000 },
   },
   // esp32c2.py:25 EFUSE_BLOCK2_ADDR = 0x60008800 + 0x040; :88 word 1 >> 16 & 0xF;
   // :92 word 1 >> 20 & 0x3
-  esp32c2: { minor: [f(0x60008844, 16, 4)], major: [f(0x60008844, 20, 2)] },
+  esp32c2: {
+    minor: [f(0x60008844, 16, 4)],
+    major: [f(0x60008844, 20, 2)],
+    // esp32c2.py:28-29 0x60008800 + 0x30, 1 << 21; :31-32 + 0x30, 0x7 << 7; :34-35 + 0x30, 1 << 6
+    secureBoot: [{ address: 0x60008830, mask: 0x200000 }],
+    flashCryptCnt: { address: 0x60008830, mask: 0x380 },
+    disDownloadManualEncrypt: { address: 0x60008830, mask: 0x40 },
+  },
   // esp32c6.py:35 EFUSE_BLOCK1_ADDR = 0x600B0800 + 0x044; :109 word 3 >> 18 & 0x0F;
   // :113 word 3 >> 22 & 0x03
-  esp32c6: { minor: [f(0x600b0850, 18, 4)], major: [f(0x600b0850, 22, 2)] },
+  esp32c6: {
+    minor: [f(0x600b0850, 18, 4)],
+    major: [f(0x600b0850, 22, 2)],
+    // esp32c6.py:59-60 0x600B0800 + 0x038, 1 << 20; :56-57 + 0x034, 0x7 << 18; :53-54 + 0x030, 1 << 20
+    secureBoot: [{ address: 0x600b0838, mask: 0x100000 }],
+    flashCryptCnt: { address: 0x600b0834, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x600b0830, mask: 0x100000 },
+  },
   // esp32h2.py (EFUSE_BLOCK1_ADDR of esp32c6.py:35); :61 word 3 >> 18 & 0x07; :65 word 3 >> 21 & 0x03
-  esp32h2: { minor: [f(0x600b0850, 18, 3)], major: [f(0x600b0850, 21, 2)] },
+  esp32h2: {
+    minor: [f(0x600b0850, 18, 3)],
+    major: [f(0x600b0850, 21, 2)],
+    // esp32c6.py:53-60 (inherited)
+    secureBoot: [{ address: 0x600b0838, mask: 0x100000 }],
+    flashCryptCnt: { address: 0x600b0834, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x600b0830, mask: 0x100000 },
+  },
   // esp32p4.py:29 EFUSE_BLOCK1_ADDR = 0x5012D000 + 0x044; :163 word 2 >> 0 & 0x0F;
   // :168 ((word >> 23) & 1) << 2 | (word >> 4) & 0x03
-  esp32p4: { minor: [f(0x5012d04c, 0, 4)], major: [f(0x5012d04c, 4, 2), f(0x5012d04c, 23, 1)] },
+  esp32p4: {
+    minor: [f(0x5012d04c, 0, 4)],
+    major: [f(0x5012d04c, 4, 2), f(0x5012d04c, 23, 1)],
+    // esp32p4.py:67-68 0x5012D000 + 0x038, 1 << 20; :62-64 + 0x034, 0x7 << 18; :59-60 + 0x030, 1 << 20
+    secureBoot: [{ address: 0x5012d038, mask: 0x100000 }],
+    flashCryptCnt: { address: 0x5012d034, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x5012d030, mask: 0x100000 },
+  },
   // esp32c61.py:19 EFUSE_BLOCK1_ADDR = 0x600B4800 + 0x044; :103 word 2 >> 0 & 0x0F; :107 >> 4 & 0x03
-  esp32c61: { minor: [f(0x600b484c, 0, 4)], major: [f(0x600b484c, 4, 2)] },
+  esp32c61: {
+    minor: [f(0x600b484c, 0, 4)],
+    major: [f(0x600b484c, 4, 2)],
+    // esp32c61.py:43-44 0x600B4800 + 0x034, 1 << 26; :40-41 + 0x030, 0x7 << 23; :37-38 + 0x030, 1 << 14
+    secureBoot: [{ address: 0x600b4834, mask: 0x4000000 }],
+    flashCryptCnt: { address: 0x600b4830, mask: 0x3800000 },
+    disDownloadManualEncrypt: { address: 0x600b4830, mask: 0x4000 },
+  },
   // esp32c5.py:22 EFUSE_BLOCK1_ADDR = 0x600B4800 + 0x044; :107 word 2 >> 0 & 0x0F; :111 >> 4 & 0x03
-  esp32c5: { minor: [f(0x600b484c, 0, 4)], major: [f(0x600b484c, 4, 2)] },
+  esp32c5: {
+    minor: [f(0x600b484c, 0, 4)],
+    major: [f(0x600b484c, 4, 2)],
+    // esp32c5.py:46-47 0x600B4800 + 0x038, 1 << 25; :43-44 + 0x034, 0x7 << 18; :40-41 + 0x030, 1 << 20
+    secureBoot: [{ address: 0x600b4838, mask: 0x2000000 }],
+    flashCryptCnt: { address: 0x600b4834, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x600b4830, mask: 0x100000 },
+  },
   // esp32h21.py:58 return 0; :61 return 0
-  esp32h21: { minor: [], major: [] },
+  esp32h21: {
+    minor: [],
+    major: [],
+    // esp32h21.py:51-52 0x600B4000 + 0x038, 1 << 20; :48-49 + 0x034, 0x7 << 18; :45-46 + 0x030, 1 << 20
+    secureBoot: [{ address: 0x600b4038, mask: 0x100000 }],
+    flashCryptCnt: { address: 0x600b4034, mask: 0x1c0000 },
+    disDownloadManualEncrypt: { address: 0x600b4030, mask: 0x100000 },
+  },
   // esp32h4.py:115 return 0; :118 return 0
-  esp32h4: { minor: [], major: [] },
+  esp32h4: {
+    minor: [],
+    major: [],
+    // esp32h4.py:59-60 0x600B1800 + 0x038, 1 << 5; :56-57 + 0x030, 0x7 << 23; :53-54 + 0x030, 1 << 14
+    secureBoot: [{ address: 0x600b1838, mask: 0x20 }],
+    flashCryptCnt: { address: 0x600b1830, mask: 0x3800000 },
+    disDownloadManualEncrypt: { address: 0x600b1830, mask: 0x4000 },
+  },
 };
 
 /** LP watchdog registers at `base` + 0x0, 0x18, 0x1C, 0x20 (the ESP32-C6 family's offsets). */
@@ -317,10 +401,47 @@ const ESPTOOL_USB_JTAG_SERIAL: Partial<Record<ChipName, unknown>> = {
 };
 
 describe("the chip facts the serial path uses, pinned to esptool v4.12's literals", () => {
-  it('reads the revision where esptool reads it, on every chip', () => {
+  it('reads the revision and the security eFuses where esptool reads them, on every chip', () => {
     for (const chip of CHIPS) {
-      expect([chip.name, chip.rom.efuse]).toEqual([chip.name, ESPTOOL_REVISION_FIELDS[chip.name]]);
+      expect([chip.name, chip.rom.efuse]).toEqual([chip.name, ESPTOOL_EFUSE[chip.name]]);
     }
+  });
+
+  it("decodes the security eFuses as esptool's write_flash checks do", () => {
+    const words = (entries: [number, number][]) => new Map(entries);
+    const s3 = chipByName('esp32s3').rom.efuse;
+    const v02 = { major: 0, minor: 2 };
+    expect(chipSecurityRegisters(s3)).toEqual([0x60007038, 0x60007034, 0x60007030]);
+    expect(decodeChipSecurity(s3, words([]), v02)).toEqual({
+      secureBoot: false,
+      flashEncryption: false,
+      encryptedDownloadDisabled: false,
+    });
+    // An odd number of SPI_BOOT_CRYPT_CNT bits is on, an even number off again (esp32.py:186).
+    const odd = words([[0x60007034, 0b001 << 18]]);
+    const even = words([[0x60007034, 0b011 << 18]]);
+    const three = words([[0x60007034, 0b111 << 18]]);
+    expect(decodeChipSecurity(s3, odd, v02).flashEncryption).toBe(true);
+    expect(decodeChipSecurity(s3, even, v02).flashEncryption).toBe(false);
+    expect(decodeChipSecurity(s3, three, v02).flashEncryption).toBe(true);
+    const secured = words([
+      [0x60007038, 1 << 20],
+      [0x60007030, 1 << 20],
+    ]);
+    expect(decodeChipSecurity(s3, secured, v02)).toMatchObject({
+      secureBoot: true,
+      encryptedDownloadDisabled: true,
+    });
+    // The ESP32's ABS_DONE_1 (Secure Boot v2) counts from v3.0 only (esp32.py:191-193).
+    const esp32 = chipByName('esp32').rom.efuse;
+    const v2 = words([[0x3ff5a018, 1 << 5]]);
+    expect(decodeChipSecurity(esp32, v2, { major: 3, minor: 0 }).secureBoot).toBe(true);
+    expect(decodeChipSecurity(esp32, v2, { major: 1, minor: 0 }).secureBoot).toBe(false);
+    expect(
+      decodeChipSecurity(esp32, words([[0x3ff5a018, 1 << 4]]), { major: 1, minor: 0 }),
+    ).toMatchObject({
+      secureBoot: true,
+    });
   });
 
   it('has the USB-Serial-JTAG console byte and the watchdogs of every chip esptool tames', () => {
@@ -335,6 +456,15 @@ describe("the chip facts the serial path uses, pinned to esptool v4.12's literal
       'esp32s2',
       'esp32c2',
     ]);
+  });
+
+  it("hooks the ESP32-S3's stub start under Secure Boot where esptool does", () => {
+    // esptool v4.12 loader.py:1246 rom_spiflash_legacy_funcs_read_ptr = 0x3FCEF688 (:1222-1223:
+    // only on the ESP32-S3 with Secure Boot)
+    const hooks = CHIPS.flatMap((c) =>
+      'secureBootStubHook' in c.rom ? [[c.name, c.rom.secureBootStubHook]] : [],
+    );
+    expect(hooks).toEqual([['esp32s3', 0x3fcef688]]);
   });
 
   it('picks the console byte by revision, as esptool does (the ESP32-C3 from v1.1)', () => {

@@ -57,8 +57,15 @@ export interface ChipRomFacts {
     readonly misoDlen: number;
     readonly w0: number;
   };
-  /** The eFuse fields esptool reads the chip's revision from. */
+  /** The eFuse fields esptool reads the chip's revision and its security features from. */
   readonly efuse: ChipEfuseFacts;
+  /**
+   * The ESP32-S3 with Secure Boot on: its ROM does not run an uploaded stub from MEM_END ("Bug in
+   * ESP32-S3 ROM prevents stub execution if secure boot is enabled", esptool's `run_stub`), so
+   * esptool points the ROM's `rom_spiflash_legacy_funcs.read` at this address to the stub's entry
+   * and calls it with READ_FLASH_SLOW, then puts the pointer back.
+   */
+  readonly secureBootStubHook?: number;
   /**
    * The chip's USB-Serial-JTAG as download mode sees it, and the watchdogs esptool tames on it;
    * absent for chips without one (ESP32, ESP32-S2, ESP32-C2).
@@ -74,10 +81,21 @@ export interface RegisterField {
   readonly width: number;
 }
 
+/** A flag in a register, as esptool tests it: `read_reg(address) & mask`. */
+export interface RegisterBits {
+  readonly address: number;
+  readonly mask: number;
+}
+
 /**
- * The chip revision in eFuse, as esptool's `get_minor_chip_version` and `get_major_chip_version`
- * read it (esptool's `get_chip_revision()` is `major * 100 + minor`). Each is the pieces of
- * `minor` / `major` put together, lowest bits first; no pieces: esptool returns 0.
+ * The eFuse fields esptool reads before it writes (`write_flash` in `esptool/cmds.py`):
+ *
+ * - the chip revision, as `get_minor_chip_version` and `get_major_chip_version` read it
+ *   (esptool's `get_chip_revision()` is `major * 100 + minor`): each the pieces of `minor` /
+ *   `major` put together, lowest bits first; no pieces: esptool returns 0;
+ * - the security eFuses: `get_secure_boot_enabled`, `get_flash_encryption_enabled` and
+ *   `get_encrypted_download_disabled` (the ROM's GET_SECURITY_INFO reports the first two too, but
+ *   not on the ESP32, whose ROM lacks the command; esptool's checks read these registers).
  */
 export interface ChipEfuseFacts {
   readonly minor: readonly RegisterField[];
@@ -89,6 +107,26 @@ export interface ChipEfuseFacts {
    * version 1.1 (`get_blk_version_major`, `get_blk_version_minor`), reads as v0.0.
    */
   readonly eco0?: { readonly blockMajor: RegisterField; readonly blockMinor: RegisterField };
+  /**
+   * `EFUSE_SECURE_BOOT_EN`: Secure Boot is on when any of these is set; one with `fromRevision`
+   * counts only on a chip of that revision or later (the ESP32's ABS_DONE_1, Secure Boot v2,
+   * from v3.0).
+   */
+  readonly secureBoot: readonly (RegisterBits & { readonly fromRevision?: number })[];
+  /** `EFUSE_SPI_BOOT_CRYPT_CNT`: flash encryption is on while an odd number of its bits are set. */
+  readonly flashCryptCnt: RegisterBits;
+  /**
+   * `EFUSE_DIS_DOWNLOAD_MANUAL_ENCRYPT`: download mode cannot write encrypted (flash encryption in
+   * release mode), so whatever it writes lands in flash as plaintext.
+   */
+  readonly disDownloadManualEncrypt: RegisterBits;
+}
+
+/** What a chip's security eFuses say, as esptool's `write_flash` reads them. */
+export interface ChipSecurity {
+  readonly secureBoot: boolean;
+  readonly flashEncryption: boolean;
+  readonly encryptedDownloadDisabled: boolean;
 }
 
 /** A chip's revision: esptool prints it `v<major>.<minor>`. */
@@ -190,6 +228,22 @@ const field = (address: number, shift: number, width: number): RegisterField => 
   width,
 });
 
+/**
+ * The security eFuses where most chips after the ESP32 keep them, from `EFUSE_BASE`: + 0x30
+ * `EFUSE_DIS_DOWNLOAD_MANUAL_ENCRYPT` (BLOCK0's first read register), + 0x34
+ * `EFUSE_SPI_BOOT_CRYPT_CNT` (bits 18..20), + 0x38 `EFUSE_SECURE_BOOT_EN`; the bits differ.
+ */
+function securityAt(
+  efuseBase: number,
+  bits: { readonly secureBoot: number; readonly disManualEncrypt: number },
+): Pick<ChipEfuseFacts, 'secureBoot' | 'flashCryptCnt' | 'disDownloadManualEncrypt'> {
+  return {
+    secureBoot: [{ address: efuseBase + 0x38, mask: bits.secureBoot }],
+    flashCryptCnt: { address: efuseBase + 0x34, mask: 0x7 << 18 },
+    disDownloadManualEncrypt: { address: efuseBase + 0x30, mask: bits.disManualEncrypt },
+  };
+}
+
 export const CHIPS = [
   {
     name: 'esp32',
@@ -212,6 +266,14 @@ export const CHIPS = [
         minor: [field(0x3ff5_a014, 24, 2)],
         major: [field(0x3ff5_a00c, 15, 1), field(0x3ff5_a014, 20, 1), field(0x3ff6_607c, 31, 1)],
         majorCodes: { 0: 0, 1: 1, 3: 2, 7: 3 },
+        // EFUSE_RD_REG_BASE + 0x18: ABS_DONE_0 (bit 4), ABS_DONE_1 (bit 5, counted from v3.0),
+        // DISABLE_DL_ENCRYPT (bit 7); FLASH_CRYPT_CNT bits 20..26 of word 0.
+        secureBoot: [
+          { address: 0x3ff5_a018, mask: 1 << 4 },
+          { address: 0x3ff5_a018, mask: 1 << 5, fromRevision: 300 },
+        ],
+        flashCryptCnt: { address: 0x3ff5_a000, mask: 0x7f << 20 },
+        disDownloadManualEncrypt: { address: 0x3ff5_a018, mask: 1 << 7 },
       },
     },
   },
@@ -235,6 +297,7 @@ export const CHIPS = [
       efuse: {
         minor: [field(0x3f41_a054, 4, 3), field(0x3f41_a050, 20, 1)],
         major: [field(0x3f41_a050, 18, 2)],
+        ...securityAt(0x3f41_a000, { secureBoot: 1 << 20, disManualEncrypt: 1 << 19 }),
       },
     },
   },
@@ -258,6 +321,7 @@ export const CHIPS = [
       efuse: {
         minor: [field(0x6000_8850, 18, 3), field(0x6000_8858, 23, 1)],
         major: [field(0x6000_8858, 24, 2)],
+        ...securityAt(0x6000_8800, { secureBoot: 1 << 20, disManualEncrypt: 1 << 20 }),
       },
       // RTCCNTL_BASE_REG 0x60008000 + 0x90, 0xA8, 0xAC, 0xB0. UARTDEV_BUF_NO is BSS_UART_DEV_ADDR
       // + 24, BSS_UART_DEV_ADDR being 0x3FCDF064 below revision v1.1 and 0x3FCDF060 from it.
@@ -299,9 +363,11 @@ export const CHIPS = [
         minor: [field(0x6000_7050, 18, 3), field(0x6000_7058, 23, 1)],
         major: [field(0x6000_7058, 24, 2)],
         eco0: { blockMajor: field(0x6000_706c, 0, 2), blockMinor: field(0x6000_7050, 24, 3) },
+        ...securityAt(0x6000_7000, { secureBoot: 1 << 20, disManualEncrypt: 1 << 20 }),
       },
       // RTCCNTL_BASE_REG 0x60008000 + 0x98, 0xB0, 0xB4, 0xB8. (An older esp32s3.py, which
       // disabled only the RTC watchdog, had WDTCONFIG0 at + 0x90.)
+      secureBootStubHook: 0x3fce_f688, // &rom_spiflash_legacy_funcs.read
       usbJtagSerial: {
         consoles: [{ fromRevision: 0, uartDevBufNo: 0x3fce_f14c, usbJtagSerial: 4 }], // 3: USB-OTG
         rtcWdtConfig0: 0x6000_8098,
@@ -331,7 +397,14 @@ export const CHIPS = [
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_2000, ...SPI_LATER },
       // EFUSE_BLOCK2_ADDR 0x60008840 word 1: minor bits 16..19, major bits 20..21.
-      efuse: { minor: [field(0x6000_8844, 16, 4)], major: [field(0x6000_8844, 20, 2)] },
+      efuse: {
+        minor: [field(0x6000_8844, 16, 4)],
+        major: [field(0x6000_8844, 20, 2)],
+        // EFUSE_BASE 0x60008800 + 0x30 holds all three.
+        secureBoot: [{ address: 0x6000_8830, mask: 1 << 21 }],
+        flashCryptCnt: { address: 0x6000_8830, mask: 0x7 << 7 },
+        disDownloadManualEncrypt: { address: 0x6000_8830, mask: 1 << 6 },
+      },
     },
   },
   {
@@ -350,7 +423,11 @@ export const CHIPS = [
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
       // EFUSE_BLOCK1_ADDR 0x600B0844 word 3: minor bits 18..21, major bits 22..23.
-      efuse: { minor: [field(0x600b_0850, 18, 4)], major: [field(0x600b_0850, 22, 2)] },
+      efuse: {
+        minor: [field(0x600b_0850, 18, 4)],
+        major: [field(0x600b_0850, 22, 2)],
+        ...securityAt(0x600b_0800, { secureBoot: 1 << 20, disManualEncrypt: 1 << 20 }),
+      },
       // The LP watchdog, DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0, 0x18, 0x1C, 0x20; the super
       // watchdog's key is the RTC watchdog's; RTC_CNTL_WDT_WKEY and disable_watchdogs are
       // inherited from ESP32C3ROM.
@@ -383,7 +460,11 @@ export const CHIPS = [
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
       // EFUSE_BLOCK1_ADDR 0x600B0844 (ESP32-C6's) word 3: minor bits 18..20, major bits 21..22.
-      efuse: { minor: [field(0x600b_0850, 18, 3)], major: [field(0x600b_0850, 21, 2)] },
+      efuse: {
+        minor: [field(0x600b_0850, 18, 3)],
+        major: [field(0x600b_0850, 21, 2)],
+        ...securityAt(0x600b_0800, { secureBoot: 1 << 20, disManualEncrypt: 1 << 20 }),
+      },
       // DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0, 0x1C, 0x20, 0x24 (not the ESP32-C6's offsets).
       usbJtagSerial: {
         consoles: [{ fromRevision: 0, uartDevBufNo: 0x4084_fefc, usbJtagSerial: 3 }],
@@ -420,6 +501,7 @@ export const CHIPS = [
       efuse: {
         minor: [field(0x5012_d04c, 0, 4)],
         major: [field(0x5012_d04c, 4, 2), field(0x5012_d04c, 23, 1)],
+        ...securityAt(0x5012_d000, { secureBoot: 1 << 20, disManualEncrypt: 1 << 20 }),
       },
       // DR_REG_LP_WDT_BASE 0x50116000 + 0x0, 0x18, 0x1C, 0x20. UARTDEV_BUF_NO is BSS_UART_DEV_ADDR
       // + 24, BSS_UART_DEV_ADDR being 0x4FF3FEB0 below revision v3.0 and 0x4FFBFEB0 from it.
@@ -455,7 +537,14 @@ export const CHIPS = [
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
       // EFUSE_BLOCK1_ADDR 0x600B4844 word 2: minor bits 0..3, major bits 4..5.
-      efuse: { minor: [field(0x600b_484c, 0, 4)], major: [field(0x600b_484c, 4, 2)] },
+      efuse: {
+        minor: [field(0x600b_484c, 0, 4)],
+        major: [field(0x600b_484c, 4, 2)],
+        // EFUSE_BASE 0x600B4800: + 0x30 the manual-encrypt bit and the crypt count, + 0x34 Secure Boot.
+        secureBoot: [{ address: 0x600b_4834, mask: 1 << 26 }],
+        flashCryptCnt: { address: 0x600b_4830, mask: 0x7 << 23 },
+        disDownloadManualEncrypt: { address: 0x600b_4830, mask: 1 << 14 },
+      },
       // The ESP32-C6's watchdogs (inherited); UARTDEV_BUF_NO and its USB-Serial-JTAG value
       // change after revision v0.2 (`get_chip_revision() <= 2`).
       usbJtagSerial: {
@@ -494,7 +583,11 @@ export const CHIPS = [
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
       // EFUSE_BLOCK1_ADDR 0x600B4844 word 2: minor bits 0..3, major bits 4..5.
-      efuse: { minor: [field(0x600b_484c, 0, 4)], major: [field(0x600b_484c, 4, 2)] },
+      efuse: {
+        minor: [field(0x600b_484c, 0, 4)],
+        major: [field(0x600b_484c, 4, 2)],
+        ...securityAt(0x600b_4800, { secureBoot: 1 << 25, disManualEncrypt: 1 << 20 }),
+      },
       // Its own UARTDEV_BUF_NO; the USB-Serial-JTAG value, the watchdogs and disable_watchdogs
       // are the ESP32-C6's (inherited); its hard_reset passes uses_usb_jtag_serial().
       usbJtagSerial: {
@@ -526,7 +619,11 @@ export const CHIPS = [
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6000_3000, ...SPI_LATER },
       // get_minor_chip_version and get_major_chip_version return 0.
-      efuse: { minor: [], major: [] },
+      efuse: {
+        minor: [],
+        major: [],
+        ...securityAt(0x600b_4000, { secureBoot: 1 << 20, disManualEncrypt: 1 << 20 }),
+      },
       // The ESP32-H2's UARTDEV_BUF_NO and its watchdogs (DR_REG_LP_WDT_BASE 0x600B1C00 + 0x0,
       // 0x1C, 0x20, 0x24).
       usbJtagSerial: {
@@ -560,7 +657,14 @@ export const CHIPS = [
       uartClkdivReg: 0x6000_0014,
       spi: { base: 0x6009_9000, ...SPI_LATER },
       // esptool v4.12's get_minor_chip_version and get_major_chip_version return 0.
-      efuse: { minor: [], major: [] },
+      efuse: {
+        minor: [],
+        major: [],
+        // EFUSE_BASE 0x600B1800: + 0x30 the manual-encrypt bit and the crypt count, + 0x38 Secure Boot.
+        secureBoot: [{ address: 0x600b_1838, mask: 1 << 5 }],
+        flashCryptCnt: { address: 0x600b_1830, mask: 0x7 << 23 },
+        disDownloadManualEncrypt: { address: 0x600b_1830, mask: 1 << 14 },
+      },
       // DR_REG_LP_WDT_BASE 0x600B5400 + 0x0, 0x18, 0x1C, 0x20; the RTC watchdog's key and
       // disable_watchdogs are inherited from ESP32C3ROM.
       usbJtagSerial: {
@@ -681,4 +785,38 @@ export function uartDevBufNoFor(usb: UsbJtagSerialRomFacts, revision: number): U
   if (found === undefined)
     throw new FirmwareError('CHIP_UNKNOWN', 'no UARTDEV_BUF_NO in the table');
   return found;
+}
+
+/** Every register a flasher reads (READ_REG) to decode the security eFuses, each once. */
+export function chipSecurityRegisters(efuse: ChipEfuseFacts): readonly number[] {
+  const bits = [...efuse.secureBoot, efuse.flashCryptCnt, efuse.disDownloadManualEncrypt];
+  return [...new Set(bits.map((b) => b.address))];
+}
+
+function popcount(value: number): number {
+  let count = 0;
+  for (let v = value >>> 0; v !== 0; v >>>= 1) count += v & 1;
+  return count;
+}
+
+/**
+ * The security eFuses from the words at {@link chipSecurityRegisters} (a missing one reads 0), as
+ * esptool's `get_secure_boot_enabled`, `get_flash_encryption_enabled` and
+ * `get_encrypted_download_disabled` decode them on a chip of this `revision`.
+ */
+export function decodeChipSecurity(
+  efuse: ChipEfuseFacts,
+  words: ReadonlyMap<number, number>,
+  revision: ChipRevision,
+): ChipSecurity {
+  const read = (bits: RegisterBits) => ((words.get(bits.address) ?? 0) & bits.mask) >>> 0;
+  const number = chipRevisionNumber(revision);
+  return {
+    secureBoot: efuse.secureBoot.some(
+      (bits) =>
+        (bits.fromRevision === undefined || number >= bits.fromRevision) && read(bits) !== 0,
+    ),
+    flashEncryption: popcount(read(efuse.flashCryptCnt)) % 2 === 1,
+    encryptedDownloadDisabled: read(efuse.disDownloadManualEncrypt) !== 0,
+  };
 }

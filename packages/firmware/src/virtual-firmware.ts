@@ -57,6 +57,12 @@ export interface VirtualFirmwareOptions {
   idfVersion?: string;
   /** Default false: the merged image ends after the app; true: padded with 0xFF to the flash size. */
   padToFlashSize?: boolean;
+  /**
+   * The chip revisions the build runs on, written into the bootloader's and the app's headers as
+   * ESP-IDF writes its Kconfig minimum and maximum (major * 100 + minor; default 0 and 0: none).
+   */
+  minChipRevFull?: number;
+  maxChipRevFull?: number;
 }
 
 export interface VirtualFirmware {
@@ -172,7 +178,11 @@ function padTo4(data: Uint8Array): Uint8Array {
  * none starting with an app description, checksum, and the SHA-256 except on the ESP32,
  * whose ROM does not check it (the corpus ESP32 bootloader has none either).
  */
-export function buildVirtualBootloader(chip: ChipName, flashSizeMb: 4 | 8 | 16 = 16): Uint8Array {
+export function buildVirtualBootloader(
+  chip: ChipName,
+  flashSizeMb: 4 | 8 | 16 = 16,
+  revisions: Pick<VirtualFirmwareOptions, 'minChipRevFull' | 'maxChipRevFull'> = {},
+): Uint8Array {
   const info = chipByName(chip);
   const ram = ramLayout(info.name);
   const text = new TextEncoder().encode(`xiaozhi-mcp virtual bootloader for ${info.name}\0`);
@@ -189,6 +199,7 @@ export function buildVirtualBootloader(chip: ChipName, flashSizeMb: 4 | 8 | 16 =
       spiSizeSpeed: ((SPI_SIZE[flashSizeMb] ?? 4) << 4) | SPI_SPEED_80M,
       entryAddress: ram.bootloaderIram + 0x2000,
       hashAppended: info.name !== 'esp32',
+      ...revisions,
     },
     segments,
   );
@@ -227,6 +238,10 @@ export function buildVirtualFirmware(options: VirtualFirmwareOptions): VirtualFi
     IMAGE_HEADER_SIZE + SEGMENT_HEADER_SIZE + APP_DESC_SIZE + SEGMENT_HEADER_SIZE;
   const rodata = new TextEncoder().encode(`${BOARD_MARKER}${options.board}\0`);
   const identity = `${chip.name}/${projectName}/${options.version}/${options.board}`;
+  const revisions = {
+    ...(options.minChipRevFull === undefined ? {} : { minChipRevFull: options.minChipRevFull }),
+    ...(options.maxChipRevFull === undefined ? {} : { maxChipRevFull: options.maxChipRevFull }),
+  };
   const appOptions: BuildAppImageOptions = {
     chip: chip.name,
     version: options.version,
@@ -237,6 +252,7 @@ export function buildVirtualFirmware(options: VirtualFirmwareOptions): VirtualFi
     mmuPageSizeLog2: 16,
     spiSize,
     entryAddress: ram.appIram,
+    ...revisions,
     segments: [
       { loadAddress: chip.dromBase + rodataOffset, data: rodata },
       { loadAddress: ram.appDram, data: filler(`${identity}/data`, 64) },
@@ -248,7 +264,7 @@ export function buildVirtualFirmware(options: VirtualFirmwareOptions): VirtualFi
     throw invalid(`the app (${app.length} bytes) does not fit "${appPartition.label}"`);
   }
 
-  const bootloader = buildVirtualBootloader(chip.name, flashSizeMb);
+  const bootloader = buildVirtualBootloader(chip.name, flashSizeMb, revisions);
   const bootOffset = bootloaderOffset(chip.name);
   if (bootOffset + bootloader.length > PARTITION_TABLE_OFFSET) {
     throw invalid('the bootloader runs into the partition table');

@@ -20,6 +20,7 @@ import {
   type ChipName,
   type ChipRevision,
   type ChipRomFacts,
+  type ChipSecurity,
   chipById,
   chipRevisionNumber,
   chipRevisionRegisters,
@@ -63,6 +64,7 @@ import {
 import { RESET_SEQUENCES } from './reset/sequences.js';
 import { isUsbJtagSerialPort } from './reset/usb.js';
 import { PrintedText } from './rom-boot-line.js';
+import { readChipSecurity, runStubUnderSecureBoot, writeRefusal } from './security.js';
 import type { NodeWebSerialPort } from './web-serial.js';
 
 export interface FlasherOptions {
@@ -100,6 +102,11 @@ export interface ConnectedChip {
   readonly description: string;
   /** The revision in eFuse, decoded as esptool's `get_chip_revision()` decodes it. */
   readonly revision: ChipRevision;
+  /**
+   * Secure Boot, flash encryption and whether download mode may write encrypted, as esptool
+   * reads them before it writes (`security.ts`): what {@link Flasher.flash} refuses by.
+   */
+  readonly security: ChipSecurity;
   /** Lowercase `aa:bb:cc:dd:ee:ff`. */
   readonly mac: string;
   /** From the SPI flash's JEDEC id; undefined when it does not say. */
@@ -327,10 +334,21 @@ export class Flasher {
         for (const address of chipRevisionRegisters(info.rom.efuse))
           words.set(address, (await loader.readReg(address)) >>> 0);
         const revision = decodeChipRevision(info.rom.efuse, words);
+        // Read in the ROM, before the stub: GET_SECURITY_INFO is the ROM's command.
+        step = 'security';
+        const security = await readChipSecurity(loader, info, revision);
+        if (security.secureBoot) this.#push('Secure Boot is enabled.');
+        if (security.flashEncryption)
+          this.#push(
+            `Flash encryption is enabled${security.encryptedDownloadDisabled ? ', and encrypted download disabled' : ''}.`,
+          );
         step = 'watchdogs';
         const usbJtagSerial = await this.#tameWatchdogs(loader, info.rom, revision);
         step = 'stub';
-        await loader.runStub();
+        const hook = info.rom.secureBootStubHook;
+        if (security.secureBoot && hook !== undefined)
+          await runStubUnderSecureBoot(loader, hook, revision);
+        else await loader.runStub();
         if (!loader.IS_STUB)
           throw new Error(`esptool has no flasher stub for ${loader.chip.CHIP_NAME}`);
         step = 'flash id';
@@ -342,6 +360,7 @@ export class Flasher {
           chipId: id,
           description,
           revision,
+          security,
           mac,
           flashId,
           usbJtagSerial,
@@ -401,8 +420,9 @@ export class Flasher {
   /**
    * Writes `parts` (offset and bytes each; a merged image is one part at 0x0), verifies each
    * by MD5, and hard-resets the board. Refuses, before writing anything, an image whose chip
-   * id differs from the board's (`CHIP_MISMATCH`). A failed write steps down the baud ladder
-   * (`baudRates`, or `baudRate` and the rungs below it); the result says `flaky` then. An
+   * id differs from the board's (`CHIP_MISMATCH`), and what the board's security eFuses or its
+   * chip revision forbid (`WRITE_REFUSED`, `security.ts`). A failed write steps down the baud
+   * ladder (`baudRates`, or `baudRate` and the rungs below it); the result says `flaky` then. An
    * attempt whose board stopped answering is cancelled (its port session closed, nothing of it
    * sent any more) and the next one reconnects.
    */
@@ -410,6 +430,8 @@ export class Flasher {
     const started = performance.now();
     const chip = (await this.#requireSession()).chip;
     this.#checkParts(parts, chip, options.expectedChip);
+    const refusal = writeRefusal(parts, chip, this.#port.path);
+    if (refusal !== undefined) throw new SerialError('WRITE_REFUSED', refusal);
     const ladder = flashBaudLadder(
       options.baudRate ?? (options.baudRates === undefined ? 460_800 : undefined),
       options.baudRates,

@@ -110,6 +110,31 @@ describe('eFuse words as esptool reads them', () => {
     expect((cali * 15625 * ck8m) / 40).toBe(40_000_000);
   });
 
+  it("burns Secure Boot and release-mode flash encryption where esptool's write_flash reads them", () => {
+    const bits = (chip: Parameters<typeof efuseRegisters>[0], silicon = {}) =>
+      Object.fromEntries([...efuseRegisters(chip, silicon)].map(([a, w]) => [a.toString(16), w]));
+    const plain = bits('esp32c3');
+    const secured = bits('esp32c3', { secureBoot: true, flashEncryption: true });
+    // esptool v4.12 targets/esp32c3.py:67-68 EFUSE_SECURE_BOOT_EN_REG = 0x60008800 + 0x038,
+    // 1 << 20; :64-65 EFUSE_SPI_BOOT_CRYPT_CNT_REG + 0x034, 0x7 << 18 (one bit: an odd count);
+    // :61-62 EFUSE_DIS_DOWNLOAD_MANUAL_ENCRYPT_REG + 0x030, 1 << 20
+    expect(secured['60008838']).toBe(1 << 20);
+    expect(secured['60008834']).toBe(1 << 18);
+    expect(secured['60008830']).toBe(1 << 20);
+    expect([plain['60008838'], plain['60008834'], plain['60008830']]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    // esp32.py:46-48: ABS_DONE_1 (bit 5, Secure Boot v2) on a v3.0 chip, ABS_DONE_0 before.
+    expect(bits('esp32', { secureBoot: true })['3ff5a018']).toBe(1 << 5);
+    expect(bits('esp32', { secureBoot: true, revision: { major: 1, minor: 0 } })['3ff5a018']).toBe(
+      1 << 4,
+    );
+    // esp32c5.py:46-47 + 0x038, 1 << 25
+    expect(bits('esp32c5', { secureBoot: true })['600b4838']).toBe(1 << 25);
+  });
+
   it('takes another revision, and refuses what a chip cannot record', () => {
     const c3 = efuseRegisters('esp32c3', { revision: { major: 1, minor: 1 } });
     // esp32c3.py: minor low bits word 3 (0x60008850) bits 18..20, major word 5 (0x60008858) 24..25.

@@ -41,10 +41,34 @@ export const DEFAULT_CHIP_REVISIONS: Readonly<Record<ChipName, ChipRevision>> = 
   esp32h4: { major: 0, minor: 0 },
 });
 
+/**
+ * A revision as esptool prints it, `v0.2`, as major and minor; anything else throws
+ * `BOARD_OPTIONS_INVALID`. Whether the chip can record it is {@link efuseRegisters}'s to say.
+ */
+export function parseChipRevision(text: string): ChipRevision {
+  const match = /^v(\d{1,2})\.(\d{1,2})$/.exec(text.trim());
+  if (match === null)
+    throw new DeviceError(
+      'BOARD_OPTIONS_INVALID',
+      `chip revision ${JSON.stringify(text)}: expected v<major>.<minor>, e.g. v0.2`,
+    );
+  return { major: Number(match[1]), minor: Number(match[2]) };
+}
+
 /** What a virtual board's chip says in eFuse beyond its preset (`VirtualBoardOptions.silicon`). */
 export interface BoardSilicon {
   /** Default {@link DEFAULT_CHIP_REVISIONS}. */
   readonly revision?: ChipRevision;
+  /**
+   * Secure Boot burnt in (`SECURE_BOOT_EN`; the ESP32's ABS_DONE_1 from v3.0, ABS_DONE_0
+   * before): the ROM refuses flash writes below 0x8000 (`rom-emulator.ts`).
+   */
+  readonly secureBoot?: boolean;
+  /**
+   * Flash encryption in release mode: one bit of `SPI_BOOT_CRYPT_CNT` (an odd count: on) and
+   * `DIS_DOWNLOAD_MANUAL_ENCRYPT`, so download mode writes plaintext only.
+   */
+  readonly flashEncryption?: boolean;
 }
 
 export interface ChipSilicon extends BoardSilicon {
@@ -268,14 +292,88 @@ const ENCODERS: Readonly<Record<ChipName, Encoder>> = {
 };
 
 /**
- * The registers (address to word) that give `chip` its revision, package and in-package memory
- * as esptool reads them. Throws `BOARD_OPTIONS_INVALID` for what the chip cannot record.
+ * The registers (address to word) that give `chip` its revision, package, in-package memory and
+ * security features as esptool reads them. Throws `BOARD_OPTIONS_INVALID` for what the chip
+ * cannot record.
  */
 export function efuseRegisters(
   chip: ChipName,
   silicon: ChipSilicon = {},
 ): ReadonlyMap<number, number> {
   const registers = new Registers(chip);
-  ENCODERS[chip](registers, silicon.revision ?? DEFAULT_CHIP_REVISIONS[chip], silicon);
+  const revision = silicon.revision ?? DEFAULT_CHIP_REVISIONS[chip];
+  ENCODERS[chip](registers, revision, silicon);
+  const security = SECURITY[chip];
+  if (silicon.secureBoot === true) {
+    // The ESP32 from v3.0 has Secure Boot v2 (ABS_DONE_1); earlier ones v1 (ABS_DONE_0).
+    const bit =
+      security.secureBootV2 !== undefined && revision.major >= 3
+        ? security.secureBootV2
+        : security.secureBoot;
+    registers.put(1, 'Secure Boot', bit);
+  }
+  if (silicon.flashEncryption === true) {
+    registers.put(1, 'flash encryption count', security.cryptCntFirstBit);
+    registers.put(1, 'manual encrypt disabled', security.disManualEncrypt);
+  }
   return registers.words;
 }
+
+/** Where a chip keeps its security eFuses: one bit each, and the first bit of the crypt count. */
+interface SecurityBits {
+  readonly secureBoot: Field;
+  /** The ESP32's ABS_DONE_1 (Secure Boot v2), which esptool counts from v3.0. */
+  readonly secureBootV2?: Field;
+  readonly cryptCntFirstBit: Field;
+  readonly disManualEncrypt: Field;
+}
+
+/**
+ * esptool's `EFUSE_SECURE_BOOT_EN_REG`/`_MASK`, `EFUSE_SPI_BOOT_CRYPT_CNT_REG`/`_MASK` and
+ * `EFUSE_DIS_DOWNLOAD_MANUAL_ENCRYPT_REG`/`EFUSE_DIS_DOWNLOAD_MANUAL_ENCRYPT`, from `EFUSE_BASE`:
+ * most chips keep them at + 0x38, + 0x34 (bits 18..20) and + 0x30.
+ */
+function usual(efuseBase: number, secureBoot: number, disManualEncrypt: number): SecurityBits {
+  return {
+    secureBoot: field(efuseBase + 0x38, secureBoot, 1),
+    cryptCntFirstBit: field(efuseBase + 0x34, 18, 1),
+    disManualEncrypt: field(efuseBase + 0x30, disManualEncrypt, 1),
+  };
+}
+
+const SECURITY: Readonly<Record<ChipName, SecurityBits>> = {
+  // esptool/targets/esp32.py: EFUSE_RD_REG_BASE 0x3FF5A000; + 0x18 bit 4 ABS_DONE_0, bit 5
+  // ABS_DONE_1, bit 7 DISABLE_DL_ENCRYPT; word 0 bits 20..26 FLASH_CRYPT_CNT.
+  esp32: {
+    secureBoot: field(0x3ff5_a018, 4, 1),
+    secureBootV2: field(0x3ff5_a018, 5, 1),
+    cryptCntFirstBit: field(0x3ff5_a000, 20, 1),
+    disManualEncrypt: field(0x3ff5_a018, 7, 1),
+  },
+  esp32s2: usual(0x3f41_a000, 20, 19),
+  esp32c3: usual(0x6000_8800, 20, 20),
+  esp32s3: usual(0x6000_7000, 20, 20),
+  // esptool/targets/esp32c2.py: EFUSE_BASE 0x60008800 + 0x30 holds all three (bits 21, 7..9, 6).
+  esp32c2: {
+    secureBoot: field(0x6000_8830, 21, 1),
+    cryptCntFirstBit: field(0x6000_8830, 7, 1),
+    disManualEncrypt: field(0x6000_8830, 6, 1),
+  },
+  esp32c6: usual(0x600b_0800, 20, 20),
+  esp32h2: usual(0x600b_0800, 20, 20),
+  esp32p4: usual(0x5012_d000, 20, 20),
+  // esptool/targets/esp32c61.py: EFUSE_BASE 0x600B4800; + 0x34 bit 26, + 0x30 bits 23..25 and 14.
+  esp32c61: {
+    secureBoot: field(0x600b_4834, 26, 1),
+    cryptCntFirstBit: field(0x600b_4830, 23, 1),
+    disManualEncrypt: field(0x600b_4830, 14, 1),
+  },
+  esp32c5: usual(0x600b_4800, 25, 20),
+  esp32h21: usual(0x600b_4000, 20, 20),
+  // esptool/targets/esp32h4.py: EFUSE_BASE 0x600B1800; + 0x38 bit 5, + 0x30 bits 23..25 and 14.
+  esp32h4: {
+    secureBoot: field(0x600b_1838, 5, 1),
+    cryptCntFirstBit: field(0x600b_1830, 23, 1),
+    disManualEncrypt: field(0x600b_1830, 14, 1),
+  },
+};

@@ -61,6 +61,12 @@ export interface RomChipProfile {
     readonly w0: number;
   };
   readonly usbJtagSerial?: RomUsbJtagSerial;
+  /**
+   * The ESP32-S3's `rom_spiflash_legacy_funcs.read` pointer: with Secure Boot on, its ROM does
+   * not run an uploaded stub from MEM_END, and esptool starts the stub by pointing this at the
+   * stub's entry and sending READ_FLASH_SLOW (`loader.py` `run_stub`).
+   */
+  readonly secureBootStubHook?: number;
   /** Status bytes after every ROM reply: `STATUS_BYTES_LENGTH = 4` (esptool's ESP32ROM). */
   readonly romStatusBytes: 4;
   /**
@@ -154,6 +160,7 @@ const profiles: Record<ChipName, Omit<RomChipProfile, 'romStatusBytes'>> = {
     macEfuse: 0x6000_7044,
     uartClkdivReg: 0x6000_0014,
     spi: { base: 0x6000_2000, ...SPI_LATER },
+    secureBootStubHook: 0x3fce_f688,
     usbJtagSerial: {
       consoles: [{ fromRevision: 0, uartDevBufNo: 0x3fce_f14c, usbJtagSerial: 4 }],
       rtcWdtConfig0: 0x6000_8098,

@@ -165,6 +165,45 @@ describe('ROM emulator: the ROM bootloader', () => {
     expect(decodeWords(reply.payload.subarray(12), 1)).toEqual([5]);
   });
 
+  it('reports Secure Boot and flash encryption in GET_SECURITY_INFO as esptool reads it', async () => {
+    const plain = harness('esp32c3');
+    expect([...(await plain.ok(C.GET_SECURITY_INFO)).payload.subarray(0, 12)]).toEqual(
+      new Array(12).fill(0),
+    );
+    const secured = harness('esp32c3', { silicon: { secureBoot: true, flashEncryption: true } });
+    const info = (await secured.ok(C.GET_SECURITY_INFO)).payload;
+    // esptool v4.12 loader.py:1123 "<IBBBBBBBBII": flags, flash_crypt_cnt, 7 key purposes,
+    // chip_id, api_version; :1095 SECURE_BOOT_EN = 1 << 0; esp32c3.py:124 SECURE_BOOT_DIGEST0 =
+    // 9, :119 XTS_AES_128_KEY = 4.
+    expect(decodeWords(info, 1)).toEqual([0b1]);
+    expect(info[4]).toBe(1);
+    expect([...info.subarray(5, 12)]).toEqual([9, 4, 0, 0, 0, 0, 0]);
+    expect(decodeWords(info.subarray(12), 1)).toEqual([5]);
+    // The ESP32-S2's 12 bytes carry the same, without the chip id.
+    const s2 = harness('esp32s2', { silicon: { secureBoot: true } });
+    const s2Info = (await s2.ok(C.GET_SECURITY_INFO)).payload;
+    expect(s2Info).toHaveLength(12);
+    expect(decodeWords(s2Info, 1)).toEqual([1]);
+  });
+
+  it('refuses a flash write or erase below 0x8000 with Secure Boot on, in the ROM and the stub', async () => {
+    const h = harness('esp32c3', { silicon: { secureBoot: true } });
+    const [refused] = await h.send(C.FLASH_BEGIN, encodeWords(0x1000, 1, 0x400, 0x0));
+    // Status 1, error 0x06: the ROM failed to act on the message.
+    expect([...(refused?.data ?? [])].slice(0, 2)).toEqual([1, 0x06]);
+    // Nothing below 0x8000, an empty begin (esptool's soft reset) and what lies above are fine.
+    await h.ok(C.FLASH_BEGIN, encodeWords(0, 0, 0x400, 0x0));
+    await h.ok(C.FLASH_BEGIN, encodeWords(0x1000, 1, 0x400, 0x8000));
+    await h.runStub();
+    const [stubRefused] = await h.send(C.FLASH_DEFL_BEGIN, encodeWords(0x1000, 1, 0x4000, 0x7000));
+    expect([...(stubRefused?.data ?? [])]).toEqual([1, 0xc4]);
+    const [erase] = await h.send(C.ERASE_REGION, encodeWords(0x0, 0x1000));
+    expect([...(erase?.data ?? [])]).toEqual([1, 0xc4]);
+    const [all] = await h.send(C.ERASE_FLASH);
+    expect([...(all?.data ?? [])]).toEqual([1, 0xc4]);
+    await h.ok(C.ERASE_REGION, encodeWords(0x9000, 0x1000));
+  });
+
   it('answers GET_SECURITY_INFO without a chip id on the ESP32-S2, as its ROM does', async () => {
     const { ok } = harness('esp32s2');
     expect((await ok(C.GET_SECURITY_INFO)).payload).toEqual(new Uint8Array(12));
@@ -343,6 +382,40 @@ describe('ROM emulator: the ROM bootloader', () => {
     const h = harness();
     await h.ok(C.CHANGE_BAUDRATE, encodeWords(460800, 0));
     expect(h.baud()).toBe(460800);
+  });
+});
+
+describe('ROM emulator: an ESP32-S3 with Secure Boot does not start a stub from MEM_END', () => {
+  it('stays in the ROM after MEM_END with an entry point', async () => {
+    const h = harness('esp32s3', { silicon: { secureBoot: true } });
+    await h.ok(C.MEM_BEGIN, encodeWords(64, 1, 0x1800, 0x40380000));
+    await h.block(C.MEM_DATA, 0, new Uint8Array(64).fill(0x13));
+    const frames = await h.raw(encodeRomRequest(C.MEM_END, encodeWords(0, 0x40380004)));
+    expect(frames.map((f) => Buffer.from(f).toString('latin1'))).not.toContain('OHAI');
+    expect(h.emulator.stage).toBe('rom');
+  });
+
+  it("starts it through the ROM's flash-read pointer and READ_FLASH_SLOW, as esptool's run_stub does", async () => {
+    const h = harness('esp32s3', { silicon: { secureBoot: true } });
+    // esptool v4.12 loader.py:1246 rom_spiflash_legacy_funcs_read_ptr = 0x3FCEF688
+    const hook = 0x3fcef688;
+    await h.ok(C.MEM_BEGIN, encodeWords(64, 1, 0x1800, 0x40380000));
+    await h.block(C.MEM_DATA, 0, new Uint8Array(64).fill(0x13));
+    await h.ok(C.MEM_END, encodeWords(1, 0)); // mem_finish(0): no entry
+    const stored = (await h.ok(C.READ_REG, encodeWords(hook))).value;
+    expect(stored).not.toBe(0);
+    await h.ok(C.WRITE_REG, encodeWords(hook, 0x40380004, 0xffffffff, 0));
+    const frames = await h.raw(encodeRomRequest(C.READ_FLASH_SLOW, encodeWords(0, 0)));
+    expect(frames.map((f) => Buffer.from(f).toString('latin1'))).toEqual(['OHAI']);
+    expect(h.emulator.stage).toBe('stub');
+    await h.ok(C.WRITE_REG, encodeWords(hook, stored, 0xffffffff, 0));
+  });
+
+  it("reads flash as ever while the pointer is the ROM's own, and starts stubs as ever without Secure Boot", async () => {
+    const h = harness('esp32s3', { silicon: { secureBoot: true } });
+    const [read] = await h.send(C.READ_FLASH_SLOW, encodeWords(0, 64));
+    expect(read?.data).toHaveLength(64 + 4);
+    await harness('esp32s3').runStub();
   });
 });
 

@@ -53,7 +53,12 @@ import {
 } from '@xiaozhi-mcp/firmware';
 import type { InPackageMemory } from '../board-api.js';
 import type { FlashStorage } from '../flash-storage.js';
-import { type ChipRevision, DEFAULT_CHIP_REVISIONS, efuseRegisters } from './efuse.js';
+import {
+  type BoardSilicon,
+  type ChipRevision,
+  DEFAULT_CHIP_REVISIONS,
+  efuseRegisters,
+} from './efuse.js';
 import {
   CHIP_DETECT_MAGIC_REG,
   ROM_CHIPS,
@@ -151,13 +156,10 @@ export interface RomEmulatorOptions {
   readonly reboot?: (how: 'reset' | 'run' | 'watchdog') => void;
   readonly faults?: RomFaults;
   /**
-   * The chip as its eFuse describes it: revision (default `efuse.ts`'s for the chip) and what its
-   * package holds (a preset's `inPackage`).
+   * The chip as its eFuse describes it: revision (default `efuse.ts`'s for the chip), what its
+   * package holds (a preset's `inPackage`), and its security features (`BoardSilicon`).
    */
-  readonly silicon?: {
-    readonly revision?: ChipRevision;
-    readonly inPackage?: InPackageMemory;
-  };
+  readonly silicon?: BoardSilicon & { readonly inPackage?: InPackageMemory };
   /** The console download mode talks on (what `UARTDEV_BUF_NO` says). Default `uart`. */
   readonly console?: RomConsole;
   /** Arm the watchdogs at once, as a reset over the USB-Serial-JTAG leaves them. */
@@ -237,6 +239,19 @@ const SECTOR = 0x1000;
 const STUB_READ_BUFFER = 0x1000;
 /** The ROM's READ_FLASH_SLOW: `BLOCK_LEN = 64  # ROM read limit per command` (`esptool/targets/esp32.py`). */
 const ROM_READ_BLOCK = 64;
+/** Below this, a chip with Secure Boot takes no write (esptool's `write_flash`: the bootloader). */
+const SECURE_BOOT_PROTECTED_END = 0x8000;
+/** GET_SECURITY_INFO's flag bit (esptool's `SECURITY_INFO_FLAG_MAP`, "taken from the ROM code"). */
+const SECURITY_FLAG_SECURE_BOOT_EN = 1 << 0;
+/** eFuse key purposes (esptool's `KEY_PURPOSES` of the ESP32-C3 and later). */
+const KEY_PURPOSE_XTS_AES_128_KEY = 4;
+const KEY_PURPOSE_SECURE_BOOT_DIGEST0 = 9;
+/**
+ * What the ESP32-S3's `rom_spiflash_legacy_funcs.read` pointer holds until a host changes it: a
+ * stand-in address in the chip's ROM (the emulator runs no ROM code; esptool reads it and puts
+ * it back, whatever it is).
+ */
+const ROM_SPIFLASH_READ = 0x4000_a1b0;
 
 export class RomEmulator {
   readonly chip: RomChipProfile;
@@ -249,6 +264,8 @@ export class RomEmulator {
   #flash: FlashSession | undefined;
   #read: ReadSession | undefined;
   #memLoaded = 0;
+  /** RAM regions MEM_BEGIN opened: where an uploaded stub's entry can be. */
+  readonly #memRegions: { readonly start: number; readonly end: number }[] = [];
   /** The ROM's reply to a command it does not know carries the last command it answered. */
   #lastOp = 0;
   #closed = false;
@@ -276,6 +293,8 @@ export class RomEmulator {
     const macEfuse = this.chip.macEfuse;
     this.#registers.set(macEfuse, (this.#register(macEfuse) | mac0) >>> 0);
     this.#registers.set(macEfuse + 4, (this.#register(macEfuse + 4) | mac1) >>> 0);
+    const hook = this.chip.secureBootStubHook;
+    if (hook !== undefined) this.#registers.set(hook, ROM_SPIFLASH_READ);
     if (options.console !== undefined) this.setConsole(options.console);
     if (options.watchdogs !== undefined) this.armWatchdogs(options.watchdogs);
   }
@@ -500,7 +519,8 @@ export class RomEmulator {
         this.#readFlash(request);
         return;
       case 'READ_FLASH_SLOW':
-        this.#readFlashSlow(request);
+        if (this.#hookedStub()) this.#startStub();
+        else this.#readFlashSlow(request);
         return;
       case 'ERASE_FLASH':
         this.#erase(request.command, 0, this.#options.flash?.size ?? 0);
@@ -610,28 +630,55 @@ export class RomEmulator {
     );
   }
 
+  /**
+   * GET_SECURITY_INFO as esptool's `get_security_info` reads it (`esptool/loader.py`): flags u32
+   * (bit 0 SECURE_BOOT_EN, the ROM's own mapping), flash_crypt_cnt u8 (one bit set: on),
+   * key_purposes 7 × u8 (the Secure Boot digest, SECURE_BOOT_DIGEST0 = 9, in the first key
+   * block, the flash encryption key, XTS_AES_128_KEY = 4, in the next), then, but on the
+   * ESP32-S2, chip_id u32 and api_version u32.
+   */
   #securityInfo(request: RomRequest): void {
     if (this.chip.securityInfo === 'none') {
       this.#invalid(request.command);
       return;
     }
-    // flags u32, flash_crypt_cnt u8, key_purposes 7 × u8, then (not on the ESP32-S2) chip_id
-    // u32 and eco_version u32.
-    if (this.chip.securityInfo === 'without-chip-id') {
-      this.#reply(request.command, { payload: new Uint8Array(12) });
-      return;
+    const silicon = this.#options.silicon;
+    const info = new Uint8Array(this.chip.securityInfo === 'without-chip-id' ? 12 : 20);
+    const purposes: number[] = [];
+    if (silicon?.secureBoot === true) {
+      info.set(encodeWords(SECURITY_FLAG_SECURE_BOOT_EN), 0);
+      purposes.push(KEY_PURPOSE_SECURE_BOOT_DIGEST0);
     }
-    const info = new Uint8Array(20);
-    info.set(encodeWords(this.chip.imageChipId), 12);
+    if (silicon?.flashEncryption === true) {
+      info[4] = 0b001;
+      purposes.push(KEY_PURPOSE_XTS_AES_128_KEY);
+    }
+    info.set(purposes, 5);
+    if (this.chip.securityInfo === 'with-chip-id') info.set(encodeWords(this.chip.imageChipId), 12);
     this.#reply(request.command, { payload: info });
+  }
+
+  /**
+   * A write or erase below 0x8000 on a chip with Secure Boot: refused, the ROM's and the stub's
+   * alike. esptool refuses such writes itself "to protect the bootloader" (`write_flash`); the
+   * emulator refuses them too, so that a flasher that would overwrite a secure bootloader fails
+   * loudly here instead of leaving a board that no longer boots.
+   */
+  #protectsBootloader(offset: number, size: number): boolean {
+    return (
+      this.#options.silicon?.secureBoot === true && size > 0 && offset < SECURE_BOOT_PROTECTED_END
+    );
   }
 
   #mem(name: 'MEM_BEGIN' | 'MEM_DATA' | 'MEM_END', request: RomRequest): void {
     if (name === 'MEM_BEGIN') {
-      if (decodeWords(request.data, 4) === undefined) {
+      const words = decodeWords(request.data, 4);
+      if (words === undefined) {
         this.#fail(request.command, ROM_ERRORS.INVALID_MESSAGE, STUB_ERRORS.BAD_DATA_LEN);
         return;
       }
+      const [size = 0, , , offset = 0] = words;
+      this.#memRegions.push({ start: offset, end: offset + size });
       this.#reply(request.command);
       return;
     }
@@ -652,9 +699,31 @@ export class RomEmulator {
     const [noEntry = 1] = decodeWords(request.data, 2) ?? [];
     this.#reply(request.command);
     if (noEntry !== 0 || this.#stage === 'stub' || this.#memLoaded === 0) return;
-    // The uploaded code is esptool's flasher stub: it says hello and takes over the UART.
+    // "Bug in ESP32-S3 ROM prevents stub execution if secure boot is enabled" (esptool's
+    // run_stub): the ROM answers and stays.
+    if (this.#secureBootBlocksStub()) return;
+    this.#startStub();
+  }
+
+  /** The uploaded code is esptool's flasher stub: it says hello and takes over the UART. */
+  #startStub(): void {
     this.#stage = 'stub';
     this.#options.send(slipEncode(STUB_HELLO));
+  }
+
+  #secureBootBlocksStub(): boolean {
+    return this.chip.secureBootStubHook !== undefined && this.#options.silicon?.secureBoot === true;
+  }
+
+  /**
+   * esptool's way round that bug: the ROM's flash-read function pointer set to an address in
+   * the uploaded code, READ_FLASH_SLOW calls it, and the stub starts instead of a reply.
+   */
+  #hookedStub(): boolean {
+    const hook = this.chip.secureBootStubHook;
+    if (hook === undefined || this.#stage !== 'rom' || this.#memLoaded === 0) return false;
+    const target = this.#register(hook);
+    return this.#memRegions.some((r) => target >= r.start && target < r.end);
   }
 
   #changeBaudRate(request: RomRequest): void {
@@ -676,7 +745,11 @@ export class RomEmulator {
       return;
     }
     const [size = 0, , , offset = 0] = words;
-    if (flash === undefined || offset + size > flash.size) {
+    if (
+      flash === undefined ||
+      offset + size > flash.size ||
+      this.#protectsBootloader(offset, size)
+    ) {
       this.#fail(request.command, ROM_ERRORS.FAILED_TO_ACT, STUB_ERRORS.FAILED_SPI_OP);
       return;
     }
@@ -898,7 +971,11 @@ export class RomEmulator {
 
   #erase(op: number, address: number, size: number): void {
     const flash = this.#options.flash;
-    if (flash === undefined || address + size > flash.size) {
+    if (
+      flash === undefined ||
+      address + size > flash.size ||
+      this.#protectsBootloader(address, size)
+    ) {
       this.#fail(op, ROM_ERRORS.FAILED_TO_ACT, STUB_ERRORS.FAILED_SPI_OP);
       return;
     }

@@ -14,6 +14,7 @@ import {
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
 import { type BoardTiming, type FaultKnobs, VirtualBoard } from '../virtual-board.js';
+import { parseChipRevision } from './efuse.js';
 import { DEFAULT_REENUMERATE_MS, type VirtualSerialDevice } from './usb-device.js';
 import { VirtualSerialBinding, type VirtualSerialBindingOptions } from './virtual-binding.js';
 
@@ -33,6 +34,12 @@ export interface VirtualBusBoard {
   readonly usb?: 'uart' | 'native';
   /** Native USB: how long the port is gone on each reset. Default {@link DEFAULT_REENUMERATE_MS}. */
   readonly reenumerateMs?: number;
+  /** Secure Boot burnt in its chip's eFuse: the ROM refuses writes below 0x8000. */
+  readonly secureBoot?: boolean;
+  /** Flash encryption in release mode (encrypted download disabled) burnt in its chip's eFuse. */
+  readonly flashEncryption?: boolean;
+  /** Its chip's revision as esptool prints it (`v0.1`); default the emulator's for the chip. */
+  readonly chipRevision?: string;
   readonly faults?: Partial<Omit<FaultKnobs, 'dropReply'>> & {
     /** The board vanishes from the USB bus when this tool is called. */
     readonly unplugOnCall?: string;
@@ -112,6 +119,13 @@ export class VirtualBus {
       flash: new FlashStorage({ size: (spec.flashSizeMb ?? preset.flashSizeMb) * 1024 * 1024 }),
       timing: this.#timing,
       ...(spec.faults === undefined ? {} : { faults }),
+      silicon: {
+        ...(spec.secureBoot === true ? { secureBoot: true } : {}),
+        ...(spec.flashEncryption === true ? { flashEncryption: true } : {}),
+        ...(spec.chipRevision === undefined
+          ? {}
+          : { revision: parseChipRevision(spec.chipRevision) }),
+      },
     });
     const device =
       spec.usb === 'native'

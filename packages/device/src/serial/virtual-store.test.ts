@@ -195,6 +195,45 @@ describe('VirtualBoardStore: virtual boards that persist in files', () => {
     expect(listVirtualBoards(dir)).toEqual([]);
   });
 
+  it('gives a board the eFuses its sidecar says, and refuses one its chip cannot record, before taking the lock', async () => {
+    const spec = {
+      preset: 'bread-compact-wifi',
+      chip: 'esp32s3',
+      mac: virtualMac('fused'),
+      flashSizeMb: 4,
+    };
+    writeFileSync(
+      join(dir, 'fused.json'),
+      JSON.stringify({ ...spec, secureBoot: true, flashEncryption: true, chipRevision: 'v0.1' }),
+    );
+    const fused = await open('virtual:fused', false);
+    expect(fused.virtual.board.silicon).toEqual({
+      secureBoot: true,
+      flashEncryption: true,
+      revision: { major: 0, minor: 1 },
+    });
+    fused.dispose();
+    // The ESP32-S3 records a major revision in two bits: v4.0 it cannot.
+    writeFileSync(
+      join(dir, 'odd.json'),
+      JSON.stringify({ ...spec, mac: virtualMac('odd'), chipRevision: 'v4.0' }),
+    );
+    await expect(open('virtual:odd', false)).rejects.toMatchObject({
+      kind: 'failed',
+      message: expect.stringMatching(
+        /odd\.json: esp32s3: major revision 4 does not fit its eFuse field; correct it/,
+      ),
+    });
+    writeFileSync(
+      join(dir, 'typo.json'),
+      JSON.stringify({ ...spec, mac: virtualMac('typo'), secureBoot: 'yes' }),
+    );
+    await expect(open('virtual:typo', false)).rejects.toMatchObject({ kind: 'failed' });
+    // Refused before the lock: the board is free for the next try.
+    writeFileSync(join(dir, 'odd.json'), JSON.stringify({ ...spec, mac: virtualMac('odd') }));
+    expect((await open('virtual:odd', false)).virtual.board.silicon).toEqual({});
+  });
+
   it('finds a virtual board again by serial number after it re-enumerates', async () => {
     const port = await open('virtual:desk');
     const { binding, device } = port.virtual;

@@ -46,6 +46,7 @@ import { DeviceError } from '../errors.js';
 import { FlashStorage } from '../flash-storage.js';
 import { BOARD_PRESETS } from '../presets.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
+import { type BoardSilicon, efuseRegisters, parseChipRevision } from './efuse.js';
 import { DEFAULT_REENUMERATE_MS, type VirtualSerialDevice } from './usb-device.js';
 import { VirtualSerialBinding } from './virtual-binding.js';
 import { virtualPort } from './virtual-bus.js';
@@ -63,6 +64,13 @@ export interface VirtualBoardSpec {
   /** Lowercase `aa:bb:cc:dd:ee:ff`, derived from the name. */
   readonly mac: string;
   readonly flashSizeMb: FlashSizeMb;
+  /**
+   * The chip's eFuses, added to the sidecar by hand (they are burnt once, so no command sets
+   * them): Secure Boot on, flash encryption in release mode, the chip revision (`v0.2`).
+   */
+  readonly secureBoot?: boolean;
+  readonly flashEncryption?: boolean;
+  readonly chipRevision?: string;
 }
 
 export interface VirtualBoardEntry extends VirtualBoardSpec {
@@ -191,20 +199,58 @@ function readSpec(path: string): VirtualBoardSpec {
   }
   const spec = parsed as Partial<Record<keyof VirtualBoardSpec, unknown>> | null;
   const flashSizeMb = FLASH_SIZES_MB.find((s) => s === spec?.flashSizeMb);
+  const optional = (key: 'secureBoot' | 'flashEncryption' | 'chipRevision', type: string) =>
+    spec?.[key] === undefined || typeof spec[key] === type;
   if (
     typeof spec?.preset !== 'string' ||
     !Object.hasOwn(BOARD_PRESETS, spec.preset) ||
     typeof spec.chip !== 'string' ||
     typeof spec.mac !== 'string' ||
     !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/.test(spec.mac) ||
-    flashSizeMb === undefined
+    flashSizeMb === undefined ||
+    !optional('secureBoot', 'boolean') ||
+    !optional('flashEncryption', 'boolean') ||
+    !optional('chipRevision', 'string')
   ) {
     throw new PortProviderError(
       'failed',
-      `the virtual board file ${path} is not {preset, chip, mac, flashSizeMb} with a known preset and a size of 4, 8 or 16; delete it and its .flash file to start that board over`,
+      `the virtual board file ${path} is not {preset, chip, mac, flashSizeMb} with a known preset and a size of 4, 8 or 16 (and optionally secureBoot, flashEncryption true or false, chipRevision "v0.2"); delete it and its .flash file to start that board over`,
     );
   }
-  return { preset: spec.preset, chip: spec.chip, mac: spec.mac, flashSizeMb };
+  return {
+    preset: spec.preset,
+    chip: spec.chip,
+    mac: spec.mac,
+    flashSizeMb,
+    ...(spec.secureBoot === true ? { secureBoot: true } : {}),
+    ...(spec.flashEncryption === true ? { flashEncryption: true } : {}),
+    ...(typeof spec.chipRevision === 'string' ? { chipRevision: spec.chipRevision } : {}),
+  };
+}
+
+/**
+ * The eFuses a sidecar gives its board's chip; one the chip cannot record is the sidecar's fault,
+ * said before the board is built.
+ */
+function siliconOf(entry: VirtualBoardEntry): BoardSilicon {
+  try {
+    const silicon: BoardSilicon = {
+      ...(entry.secureBoot === true ? { secureBoot: true } : {}),
+      ...(entry.flashEncryption === true ? { flashEncryption: true } : {}),
+      ...(entry.chipRevision === undefined
+        ? {}
+        : { revision: parseChipRevision(entry.chipRevision) }),
+    };
+    const preset = BOARD_PRESETS[entry.preset];
+    if (preset !== undefined) efuseRegisters(preset.chip, silicon);
+    return silicon;
+  } catch (error) {
+    throw new PortProviderError(
+      'failed',
+      `the virtual board file ${entry.sidecarPath}: ${errorMessage(error)}; correct it, or delete it and its .flash file to start that board over`,
+      { cause: error },
+    );
+  }
 }
 
 /** The virtual boards in `dir` (those with a sidecar), by name. A missing dir has none. */
@@ -350,6 +396,7 @@ export class VirtualBoardStore implements PortProvider {
         ? undefined
         : { preset: preset ?? DEFAULT_PRESET, flashSizeMb: flashSizeMb ?? DEFAULT_FLASH_SIZE_MB };
     const { entry, created } = this.#entry(name, create);
+    const silicon = siliconOf(entry);
     // A real port is opened by one process at a time; the same goes for a flash file, or two
     // processes' boards would overwrite each other's NVS.
     let release: () => void;
@@ -370,6 +417,7 @@ export class VirtualBoardStore implements PortProvider {
         preset: entry.preset,
         mac: entry.mac,
         flash: new FlashStorage({ size: entry.flashSizeMb * 1024 * 1024, path: entry.flashPath }),
+        silicon,
         ...(this.#timing === undefined ? {} : { timing: this.#timing }),
       });
     } catch (error) {

@@ -66,7 +66,9 @@ export function usageError(message: string): SerialCommandError {
 export function failureKind(error: unknown): FailureKind {
   if (error instanceof SerialCommandError || error instanceof PortProviderError) return error.kind;
   if (error instanceof SerialError || error instanceof FirmwareError) {
-    if (error.code === 'OPTION_INVALID') return 'usage';
+    // A write the board's security eFuses or chip revision forbid: refused before anything was
+    // written, as bad input is.
+    if (error.code === 'OPTION_INVALID' || error.code === 'WRITE_REFUSED') return 'usage';
     // A port that is missing, busy, not permitted, refused to open or cannot be locked: the rig,
     // not the usage.
     if (
