@@ -26,6 +26,14 @@ export interface ResolvedPort {
    * Undefined: the host's own (`process.platform`).
    */
   readonly linePlatform?: LinePlatform;
+  /**
+   * What DTR and RTS can do on this port. Undefined: every change reaches the board (a local
+   * port, a provided board, an RFC 2217 server that passes line changes). `resets`: an RFC 2217
+   * server that plays esptool's resets itself (Espressif's `esp_rfc2217_server`, or any server
+   * without a SIGNATURE): a reset into download mode and a hard reset reach the board; a BOOT
+   * click (DTR alone) cannot, so whatever would click refuses instead.
+   */
+  readonly lineControl?: 'resets';
   /** Whether the device is still there (an unplug does not always emit `close`). */
   present(path: string): Promise<boolean>;
   /**

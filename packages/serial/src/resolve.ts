@@ -270,6 +270,7 @@ async function resolveRfc2217(
     info,
     label: path,
     linePlatform: 'win32',
+    ...(probe.lineControl === 'resets' ? { lineControl: 'resets' as const } : {}),
     // A live connection is proof enough; otherwise one TCP connect, which touches no line.
     present: async (at) => binding.isConnected(at) || (await rfc2217Reachable(at)),
     refind: async (timeoutMs, signal) => {

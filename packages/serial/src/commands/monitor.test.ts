@@ -68,3 +68,49 @@ describe("monitor plays its line steps for the port's line platform", () => {
     expect(vi.mocked(lineSetterFor).mock.calls.map(([, options]) => options)).toEqual([{}]);
   });
 });
+
+describe('monitor --click on a port whose server plays resets itself', () => {
+  it('is refused as bad usage (exit 2) before the port is opened', async () => {
+    const opened: string[] = [];
+    const stderr: string[] = [];
+    const path = 'rfc2217://127.0.0.1:2217';
+    const context: SerialCommandContext = {
+      ...contextWith(undefined),
+      out: { stdout: () => {}, stderr: (text) => stderr.push(text) },
+      providers: [
+        {
+          prefix: 'fake:',
+          listing: () => ({
+            boards: [],
+            json: {},
+            none: 'none',
+            selectorHint: 'fake:<name>',
+            createHint: 'none',
+          }),
+          resolve: async () => ({
+            binding: {
+              list: async () => [],
+              open: async (options: { path: string }) => {
+                opened.push(options.path);
+                throw new Error('not to be opened');
+              },
+            } as unknown as SerialBinding,
+            path,
+            info: { path, kind: 'unknown' },
+            label: path,
+            linePlatform: 'win32',
+            lineControl: 'resets',
+            present: async () => true,
+            refind: async () => ({ path, info: { path, kind: 'unknown' } }),
+            dispose: () => {},
+          }),
+        },
+      ],
+    };
+    expect(await monitorCommand(context, { port: 'fake:esp', click: true, timeout: '1' })).toBe(2);
+    expect(opened).toEqual([]);
+    expect(stderr.join('')).toMatch(
+      /--click needs DTR to reach GPIO0 alone; rfc2217:\/\/127\.0\.0\.1:2217 is served by an RFC 2217 server that plays esptool's resets itself .*press the BOOT button by hand/,
+    );
+  });
+});

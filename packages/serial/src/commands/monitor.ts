@@ -377,6 +377,12 @@ export async function monitorCommand(
         "--click needs a USB-UART bridge with the auto-reset transistors; this port is the chip's USB-Serial-JTAG, so press the BOOT button by hand",
       );
     }
+    if (options.click === true && port.lineControl === 'resets') {
+      // Such a server turns DTR on into a reset into download mode (esp_port_manager.py).
+      throw usageError(
+        `--click needs DTR to reach GPIO0 alone; ${port.label} is served by an RFC 2217 server that plays esptool's resets itself (esp_rfc2217_server, or one that sends no SIGNATURE), where DTR on is a reset into download mode: press the BOOT button by hand, or share the board with \`xiaozhi-mcp port serve\``,
+      );
+    }
     const session = new MonitorSession(context, port, {
       baud,
       until,

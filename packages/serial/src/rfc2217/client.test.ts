@@ -37,8 +37,12 @@ interface Connection {
 }
 
 interface MiniServerOptions {
-  /** Text answered to SIGNATURE; undefined: no answer (as pyserial's server). */
-  signature?: string;
+  /**
+   * Text answered to SIGNATURE (default {@link MINI_SIGNATURE}: a server that passes line
+   * changes, as ser2net signs); null: no answer, as pyserial's PortManager and
+   * esp_rfc2217_server.
+   */
+  signature?: string | null;
   /** Answer SET-CONTROL (code 5); default true. */
   ackControl?: boolean;
   /** Replaces the answer to a command; return the bytes to send, or undefined for the usual one. */
@@ -183,10 +187,10 @@ class MiniServer {
       return;
     }
     if (command.code === 0) {
-      if (command.value.length === 0 && this.#options.signature !== undefined)
-        socket.write(
-          Uint8Array.from(comPort(100, [...Buffer.from(this.#options.signature, 'latin1')])),
-        );
+      const signature =
+        this.#options.signature === undefined ? MINI_SIGNATURE : this.#options.signature;
+      if (command.value.length === 0 && signature !== null)
+        socket.write(Uint8Array.from(comPort(100, [...Buffer.from(signature, 'latin1')])));
       return;
     }
     if (command.code === 5 && this.#options.ackControl === false) return;
@@ -194,6 +198,9 @@ class MiniServer {
       socket.write(Uint8Array.from(comPort(command.code + 100, command.value)));
   }
 }
+
+/** What {@link MiniServer} answers SIGNATURE with unless told otherwise. */
+const MINI_SIGNATURE = 'mini server 1.0';
 
 const servers: MiniServer[] = [];
 const ports: Rfc2217Port[] = [];
@@ -408,13 +415,6 @@ describe('Rfc2217Binding: the port', () => {
     );
   });
 
-  it('with ?ign_set_control, sends line changes without waiting for answers that never come', async () => {
-    const server = await serve({ ackControl: false });
-    const port = await openPort(`${server.url}?ign_set_control`);
-    await port.set({ dtr: true, rts: false });
-    await vi.waitFor(() => expect(controls(server.last)).toEqual([1, 12, 8]));
-  });
-
   it('reports CTS, DSR and DCD from the last NOTIFY-MODEMSTATE', async () => {
     const server = await serve();
     const port = await openPort(server.url);
@@ -602,7 +602,10 @@ describe('Rfc2217Binding: reconnect', () => {
     expect(Buffer.from(await reading).toString()).toBe('back');
     await port.write(Buffer.from('ok'));
     await vi.waitFor(() => expect(Buffer.from(again.data).toString()).toBe('ok'));
-    expect(events.map((e) => e.kind)).toEqual(['lost', 'reconnected']);
+    expect(events.map((e) => e.kind).filter((k) => k !== 'signature')).toEqual([
+      'lost',
+      'reconnected',
+    ]);
   });
 
   it('a line change under way when the connection drops completes on the new one', async () => {
@@ -638,7 +641,7 @@ describe('Rfc2217Binding: reconnect', () => {
     );
     expect((error as SerialError & { canceled?: boolean }).canceled).toBeUndefined();
     await expect(port.set({ rts: false })).rejects.toBe(error);
-    expect(events.map((e) => e.kind)).toEqual(['lost', 'failed']);
+    expect(events.map((e) => e.kind).filter((k) => k !== 'signature')).toEqual(['lost', 'failed']);
   });
 });
 
@@ -650,6 +653,7 @@ describe('probeRfc2217', () => {
     const probe = await probeRfc2217(server.url);
     expect(probe).toEqual({
       signature: 'xiaozhi-mcp port serve port=/dev/ttyACM0 kind=usb-serial-jtag',
+      lineControl: 'lines',
       kind: 'usb-serial-jtag',
       label: '/dev/ttyACM0',
     });
@@ -661,10 +665,11 @@ describe('probeRfc2217', () => {
     ]);
   });
 
-  it('a server without a signature (pyserial) is of unknown kind', async () => {
-    const server = await serve();
+  it('a server without a signature (pyserial) is of unknown kind, and plays resets itself', async () => {
+    const server = await serve({ signature: null });
     expect(await probeRfc2217(server.url, { timeoutMs: 500 })).toEqual({
       signature: '',
+      lineControl: 'resets',
       kind: 'unknown',
     });
     expect(codes(server.last)).toEqual([0, 1]);
@@ -676,12 +681,90 @@ describe('probeRfc2217', () => {
   });
 });
 
+describe('Rfc2217Binding: a server that plays resets itself (esp_rfc2217_server)', () => {
+  /** As esp_rfc2217_server: no SIGNATURE, and no answer to a DTR or RTS change. */
+  const espLike = () =>
+    serve({
+      signature: null,
+      answer: (c) =>
+        c.code === 5 && c.value[0] !== undefined && c.value[0] >= 8 && c.value[0] <= 12
+          ? 'none'
+          : undefined,
+    });
+  // SET-CONTROL values (RFC 2217): DTR on 8, off 9; RTS on 11, off 12.
+
+  it('opens and releases the lines without one line command: each would reset the board there', async () => {
+    const server = await espLike();
+    const port = new NodeWebSerialPort({ binding: new Rfc2217Binding(), path: server.url });
+    await port.open({ baudRate: 115_200 });
+    try {
+      await port.setSignals({ dataTerminalReady: false, requestToSend: false });
+      expect(controls(server.last)).toEqual([1]); // flow control only
+    } finally {
+      await port.close();
+    }
+  });
+
+  it('sends ClassicReset as D0 R1, D1 R0, and a hard reset as D0 R1, R0, waiting for no answer', async () => {
+    const server = await espLike();
+    const port = await openPort(server.url, { ackTimeoutMs: 500 });
+    expect(port.lineControl).toBe('resets');
+    const lines = (dtr: boolean, rts: boolean) => port.set({ dtr, rts });
+    // esptool ClassicReset (0,0) (0,1) (1,1) (1,0) (0,0), as runLineSteps plays it here.
+    for (const [dtr, rts] of [
+      [false, false],
+      [false, true],
+      [true, true],
+      [true, false],
+      [false, false],
+    ] as const)
+      await lines(dtr, rts);
+    // esptool HardReset (0,1) (0,0).
+    await lines(false, true);
+    await lines(false, false);
+    await vi.waitFor(() => expect(controls(server.last)).toEqual([1, 9, 11, 8, 12, 9, 11, 12]));
+  });
+
+  it('a BREAK still passes', async () => {
+    const server = await espLike();
+    const port = await openPort(server.url);
+    await port.set({ brk: true });
+    await vi.waitFor(() => expect(controls(server.last)).toEqual([1, 5]));
+  });
+
+  it('?ign_set_control says so of a server that signs, unless it is `xiaozhi-mcp port serve`', async () => {
+    const signing = await serve({ ackControl: false });
+    expect((await openPort(`${signing.url}?ign_set_control`)).lineControl).toBe('resets');
+    expect((await openPort((await serve()).url)).lineControl).toBe('lines');
+    const ours = await serve({
+      ackControl: false,
+      signature: 'xiaozhi-mcp port serve port=/dev/ttyUSB0 kind=usb-uart',
+    });
+    const port = await openPort(`${ours.url}?ign_set_control`);
+    expect(port.lineControl).toBe('lines');
+    // Passed as they change, without waiting for answers that never come.
+    await port.set({ dtr: true, rts: false });
+    await vi.waitFor(() => expect(controls(ours.last)).toEqual([1, 12, 8]));
+  });
+
+  it('resolvePort says a BOOT click cannot go through it', async () => {
+    const server = await espLike();
+    const resolved = await resolvePort(server.url);
+    expect(resolved.lineControl).toBe('resets');
+    resolved.dispose();
+    const passing = await serve();
+    const other = await resolvePort(passing.url);
+    expect(other.lineControl).toBeUndefined();
+    other.dispose();
+  });
+});
+
 describe('one connection per command, and no wait for a SIGNATURE that never comes', () => {
   it('resolves and opens through a server that never answers SIGNATURE with no timer running out', async () => {
     // pyserial's PortManager, and esp_rfc2217_server built on it, never answer SIGNATURE: a
     // wait for it cost seconds per command. The answer to the rate asked right after it
     // bounds it instead: one round trip. With the clock faked, a wait on a timer never ends.
-    const server = await serve();
+    const server = await serve({ signature: null });
     const realSetTimeout = globalThis.setTimeout;
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
     try {

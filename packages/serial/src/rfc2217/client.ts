@@ -14,10 +14,15 @@
  * - open: SET-BAUDRATE, SET-DATASIZE, SET-PARITY, SET-STOPSIZE together and SET-CONTROL flow
  *   control, waiting for each answer (the same code plus 100), as pyserial's client does
  *   (`Serial._reconfigure_port`). Opening touches neither DTR nor RTS: the first `set()` does.
- * - `set()`: one SET-CONTROL per line that changed on this connection (the first sends both),
- *   RTS first, then DTR, each waiting for the server's answer: the order bindings-cpp writes the
- *   lines on Windows (`src/serialport_win.cpp`, `SetBaton::Execute`), so `line-steps.ts` plans for
- *   it as for Windows (`linePlatform: 'win32'`). BREAK-ON/OFF for `brk`.
+ * - `set()` on a server that passes line changes (`xiaozhi-mcp port serve`, ser2net: it sends a
+ *   SIGNATURE): one SET-CONTROL per line that changed on this connection (the first sends
+ *   both), RTS first, then DTR, each waiting for the server's answer: the order bindings-cpp
+ *   writes the lines on Windows (`src/serialport_win.cpp`, `SetBaton::Execute`), so
+ *   `line-steps.ts` plans for it as for Windows (`linePlatform: 'win32'`). BREAK-ON/OFF for `brk`.
+ * - `set()` on a server that plays resets itself (no SIGNATURE: `esp_rfc2217_server`, and
+ *   pyserial's `PortManager` it extends; or `?ign_set_control`, which ESP-IDF documents for it):
+ *   nothing at open, and esptool's resets as the few commands that mean them there
+ *   ({@link planServerReset}), none waiting for an answer ({@link Rfc2217LineControl}).
  * - `update()`: SET-BAUDRATE and its answer; `flush()`: PURGE-DATA both buffers (3) and the
  *   bytes received so far; `drain()`: what was written has reached the OS.
  * - FLOWCONTROL-SUSPEND/RESUME from the server pause and resume writes.
@@ -39,6 +44,11 @@ import {
   type SessionHandlers,
   type SessionOptions,
 } from './client-session.js';
+import {
+  INITIAL_SERVER_RESET_STATE,
+  planServerReset,
+  type ServerResetState,
+} from './server-resets.js';
 import {
   baudBytes,
   COM_PORT,
@@ -87,6 +97,25 @@ const RECONNECT_FIRST_PAUSE_MS = 100;
 const RECONNECT_MAX_PAUSE_MS = 1000;
 /** Serial bytes per socket write: a flow-control suspension takes effect between them. */
 const WRITE_CHUNK_BYTES = 4096;
+
+/**
+ * How a server treats DTR and RTS. `lines`: each change reaches its port (`xiaozhi-mcp port
+ * serve`, which recognises esptool's download resets; ser2net). `resets`: it plays esptool's
+ * resets itself from `DTR on` and `RTS off` and drops other changes (`esp_rfc2217_server`);
+ * a BOOT click cannot be expressed through it.
+ */
+export type Rfc2217LineControl = 'lines' | 'resets';
+
+/**
+ * `resets` for a server that sent no SIGNATURE (esp_rfc2217_server and pyserial's PortManager
+ * send none; what is sent to them plays as the same reset on both, `server-resets.ts`), or for a
+ * URL with `?ign_set_control` (what ESP-IDF documents for esp_rfc2217_server) unless the
+ * server is `xiaozhi-mcp port serve`, which passes lines; `lines` otherwise.
+ */
+export function lineControlOf(url: Rfc2217Url, signature: string): Rfc2217LineControl {
+  if (parseRfc2217Signature(signature).kind !== undefined) return 'lines';
+  return signature === '' || url.ignoreSetControl ? 'resets' : 'lines';
+}
 
 /** What an RFC 2217 port reports as it goes. */
 export type Rfc2217Event =
@@ -207,6 +236,10 @@ export class Rfc2217Port implements BindingPortInterface {
   readonly #settings: Settings;
   /** The lines as last asked for; undefined: never set. */
   readonly #lines: { dtr?: boolean; rts?: boolean; brk: boolean } = { brk: false };
+  /** How the server treats DTR and RTS, once the first connection said. */
+  #lineControl: Rfc2217LineControl = 'lines';
+  /** For a server that plays resets itself: what the caller's lines have asked so far. */
+  #serverReset: ServerResetState = INITIAL_SERVER_RESET_STATE;
   #session: ClientSession | undefined;
   #state: PortState = 'open';
   #failure: Error | undefined;
@@ -300,7 +333,16 @@ export class Rfc2217Port implements BindingPortInterface {
     if (want.dtr !== undefined) this.#lines.dtr = want.dtr;
     if (want.rts !== undefined) this.#lines.rts = want.rts;
     this.#lines.brk = want.brk;
-    await this.#op((session) => this.#applyLines(session, want));
+    await this.#op((session) =>
+      this.#lineControl === 'resets'
+        ? this.#applyServerReset(session, want)
+        : this.#applyLines(session, want),
+    );
+  }
+
+  /** How the server treats DTR and RTS ({@link lineControlOf}). */
+  get lineControl(): Rfc2217LineControl {
+    return this.#lineControl;
   }
 
   async get(): Promise<PortStatus> {
@@ -458,6 +500,40 @@ export class Rfc2217Port implements BindingPortInterface {
     session.applied.baudRate = baudRate;
   }
 
+  /**
+   * On a server that plays resets itself: the commands that mean the reset the caller's lines
+   * make ({@link planServerReset}), none waiting for an answer, then BREAK.
+   */
+  async #applyServerReset(
+    session: ClientSession,
+    want: { dtr?: boolean | undefined; rts?: boolean | undefined; brk: boolean },
+  ): Promise<void> {
+    const { state, steps } = planServerReset(this.#serverReset, {
+      dtr: want.dtr ?? false,
+      rts: want.rts ?? false,
+    });
+    this.#serverReset = state;
+    for (const step of steps) {
+      if ('waitMs' in step) await abortableWait(step.waitMs, this.#abort.signal);
+      else
+        await session.request(COM_PORT.SET_CONTROL, [
+          step.line === 'dtr'
+            ? step.on
+              ? CONTROL.DTR_ON
+              : CONTROL.DTR_OFF
+            : step.on
+              ? CONTROL.RTS_ON
+              : CONTROL.RTS_OFF,
+        ]);
+    }
+    if (session.applied.brk !== want.brk) {
+      await session.request(COM_PORT.SET_CONTROL, [
+        want.brk ? CONTROL.BREAK_ON : CONTROL.BREAK_OFF,
+      ]);
+      session.applied.brk = want.brk;
+    }
+  }
+
   /** RTS first, then DTR, each only when it changed on this connection; then BREAK. */
   async #applyLines(
     session: ClientSession,
@@ -514,8 +590,14 @@ export class Rfc2217Port implements BindingPortInterface {
         live.request(COM_PORT.SET_PARITY, [s.parity], this.#ack('SET-PARITY')),
         live.request(COM_PORT.SET_STOPSIZE, [s.stopSize], this.#ack('SET-STOPSIZE')),
       ]);
+      // The settings' answers came after the SIGNATURE's, if the server sends one.
+      this.#lineControl = lineControlOf(this.#url, live.signature ?? '');
       await this.#control(live, s.flow);
-      await this.#applyLines(live, this.#lines);
+      // A server that plays resets itself sets its own lines as a client connects: nothing to
+      // apply again, and a reset in the middle of the caller's sequence starts over.
+      if (this.#lineControl === 'resets')
+        this.#serverReset = { intent: this.#serverReset.intent, phase: 'pass' };
+      else await this.#applyLines(live, this.#lines);
     } catch (error) {
       live.destroy();
       if (error instanceof SessionClosedError)
@@ -694,6 +776,8 @@ export class Rfc2217Binding implements BindingInterface {
 export interface Rfc2217Probe {
   /** The server's SIGNATURE text; empty when it sent none. */
   readonly signature: string;
+  /** How it treats DTR and RTS ({@link lineControlOf}). */
+  readonly lineControl: Rfc2217LineControl;
   /** From `xiaozhi-mcp port serve`'s signature; else `unknown`. */
   readonly kind: PortKind;
   /** The shared port's name, from `xiaozhi-mcp port serve`'s signature. */
@@ -753,6 +837,7 @@ async function learnServer(
     session,
     probe: {
       signature,
+      lineControl: lineControlOf(parsed, signature),
       kind: said.kind ?? 'unknown',
       ...(said.label === undefined ? {} : { label: said.label }),
     },
