@@ -149,7 +149,11 @@ export interface FlashOptions {
   readonly onProgress?: (progress: FlashProgress) => void;
   /** Erase the whole flash first. */
   readonly eraseAll?: boolean;
-  /** Hard-reset into the new firmware afterwards (default true), then close the port. */
+  /**
+   * Reset into the new firmware afterwards (default true), then close the port: esptool's
+   * `--after hard_reset`; with the flasher's reset `none`, `no_reset` (back to the ROM
+   * bootloader, no line touched: someone presses RESET).
+   */
   readonly reset?: boolean;
 }
 
@@ -468,7 +472,7 @@ export class Flasher {
       }
     }
     if (options.reset ?? true) {
-      await this.#hardReset();
+      await this.#after();
     }
     const first = failures[0];
     return {
@@ -516,10 +520,11 @@ export class Flasher {
 
   /**
    * Closes the port. The board keeps running what it runs (the stub, after a read), unless
-   * `reset` asks for a hard reset into its firmware first.
+   * `reset` asks for the after-write step first: a hard reset into its firmware, or with reset
+   * `none` esptool's `no_reset` (back to the ROM bootloader, no line touched).
    */
   async disconnect(options: { reset?: boolean } = {}): Promise<void> {
-    if (options.reset === true && this.#session !== undefined) await this.#hardReset();
+    if (options.reset === true && this.#session !== undefined) await this.#after();
     else await this.#endSession();
   }
 
@@ -710,6 +715,44 @@ export class Flasher {
     }
     await this.connect();
     await this.#changeBaudRate(baudRate);
+  }
+
+  /**
+   * What esptool does after its operation (`--after`, esptool/__init__.py): a hard reset through
+   * RTS, so the chip boots its new firmware (`hard_reset`, the default); with reset `none` no line
+   * is touched at all, and the chip stays in its ROM bootloader (`no_reset`) until someone
+   * presses RESET.
+   */
+  async #after(): Promise<void> {
+    if (this.#strategy === 'none') await this.#noReset();
+    else await this.#hardReset();
+  }
+
+  /**
+   * esptool's `--after no_reset` ("Staying in bootloader.", esptool/__init__.py): the stub is
+   * left for the ROM loader (`soft_reset(True)`, loader.py: FLASH_BEGIN of 0 bytes at 0, then
+   * FLASH_END asking to reboot, which a system reset does with the straps as latched, so the
+   * chip is back in download mode), no line touched. The ROM answers any rate (autobaud), so a
+   * next connect without a reset finds it; pressing RESET runs the new firmware. Not leaving the
+   * stub is no failure: the image is written, and RESET runs it all the same.
+   */
+  async #noReset(): Promise<void> {
+    const session = this.#session;
+    if (session?.loader.IS_STUB === true) {
+      try {
+        await this.#bounded('leave the stub', this.#timeouts.stepMs, async () => {
+          await session.loader.flashBegin(0, 0);
+          await session.loader.flashFinish(true);
+        });
+        this.#push('Staying in bootloader.');
+      } catch (error) {
+        this.#push(
+          `Staying in the flasher stub: it did not leave for the ROM (${message(error)}).`,
+        );
+      }
+    }
+    this.#push('Reset none: no line touched; press RESET on the board to run its firmware.');
+    await this.#endSession();
   }
 
   /**

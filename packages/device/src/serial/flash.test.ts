@@ -17,7 +17,7 @@ import {
   type SerialBinding,
 } from '@xiaozhi-mcp/serial';
 import { ESPLoader, Transport } from 'esptool-js';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
@@ -330,6 +330,29 @@ describe('the reset strategy: how each connect attempt gets the board into downl
     expect(chip.chip).toBe('esp32s3');
     expect(sets).toEqual([{ dtr: false, rts: false }]); // only the open's release
     expect(device.lineEvents).toHaveLength(events);
+  });
+
+  it("touches no line after writing with `none` either: the chip is left in its ROM bootloader (esptool's --after no_reset) until RESET", {
+    timeout: 60_000,
+  }, async () => {
+    const { board, device, flasher, sets } = await rig({}, undefined, { reset: 'none' });
+    board.reset('POWERON', { download: true }); // BOOT held while RESET was pressed
+    const boots = board.bootCount;
+    await flasher.flash([{ offset: 0, data: firmware('esp32s3').merged }], {
+      baudRate: 921_600,
+    });
+    expect(sets).toEqual([{ dtr: false, rts: false }]); // the open's release, nothing after
+    expect(device.lineChanges).toEqual([]);
+    // The stub left for the ROM (FLASH_END asking to reboot): a system reset with the straps
+    // as latched, back in download mode, the ROM answering.
+    await vi.waitFor(() => expect(board.bootCount).toBe(boots + 1));
+    expect(board.state).toBe('download');
+    expect(device.emulator?.stage).toBe('rom');
+    expect(flasher.log).toContain('Staying in bootloader.');
+    // Pressing RESET runs the new firmware.
+    const booted = board.waitForLine(/app_init: App version:\s+2\.6\.0$/, 30_000);
+    device.pressReset();
+    await booted;
   });
 
   it('reaches a native-USB board named by a bare path with `usb-jtag`', {

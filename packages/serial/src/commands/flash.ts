@@ -179,7 +179,12 @@ export async function flashCommand(
           `flaky: ${result.failures.length === 1 ? 'the first attempt' : `${result.failures.length} attempts`} failed (${failed}); the write at ${result.baudRate} baud succeeded. Try a shorter cable, or --baud ${result.baudRate}\n`,
         );
       }
-      context.out.stdout(`${port.label}: hard reset; the board runs its new firmware\n`);
+      // Reset none: no line touched (esptool's --after no_reset); a person presses RESET.
+      context.out.stdout(
+        reset === 'none'
+          ? `${port.label}: left in its bootloader (reset none: no line touched): press RESET on the board to run its new firmware\n`
+          : `${port.label}: hard reset; the board runs its new firmware\n`,
+      );
       return 0;
     } finally {
       view.stop();

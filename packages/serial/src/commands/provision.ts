@@ -115,8 +115,11 @@ export async function provisionCommand(
         `kept ${kept.length} existing entr${kept.length === 1 ? 'y' : 'ies'}${kept.length === 0 ? '' : `: ${kept.join(', ')}`}\n`,
       );
       await flasher.disconnect({ reset: true });
+      // Reset none: no line touched (esptool's --after no_reset); a person presses RESET.
       context.out.stdout(
-        `${port.label}: hard reset; the board joins ${settings.ssid} and checks ${settings.otaUrl}\n`,
+        reset === 'none'
+          ? `${port.label}: left in its bootloader (reset none: no line touched): press RESET on the board, then it joins ${settings.ssid} and checks ${settings.otaUrl}\n`
+          : `${port.label}: hard reset; the board joins ${settings.ssid} and checks ${settings.otaUrl}\n`,
       );
       return 0;
     } finally {
