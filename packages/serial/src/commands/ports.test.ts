@@ -71,8 +71,9 @@ describe('ports --port rfc2217://', () => {
   it("adds a row per remote port: `port serve`'s label and kind, or another server's signature", async () => {
     const served = await signatureServer('xiaozhi-mcp port serve port=/dev/ttyUSB0 kind=usb-uart');
     const other = await signatureServer('ser2net 4.6');
+    const esp = await signatureServer(undefined);
     const { context, out } = capture();
-    expect(await portsCommand(context, { port: [`${served},${other}`] })).toBe(0);
+    expect(await portsCommand(context, { port: [`${served},${other}`, esp] })).toBe(0);
     const rows = out.stdout.trimEnd().split('\n');
     expect(rows[0]).toMatch(/^PORT\s+USB ID\s+KIND\s+SERIAL\/MAC\s+DESCRIPTION$/);
     expect(rows[1]).toMatch(
@@ -81,6 +82,10 @@ describe('ports --port rfc2217://', () => {
       ),
     );
     expect(rows[2]).toMatch(/\s+unknown\s+-\s+RFC 2217 server: ser2net 4\.6$/);
+    // No SIGNATURE: esp_rfc2217_server, or pyserial's server.
+    expect(rows[3]).toMatch(
+      /\s+unknown\s+-\s+RFC 2217 server \(no signature\); it plays resets itself, no BOOT click$/,
+    );
     expect(out.stderr).toBe('');
   });
 
@@ -108,6 +113,7 @@ describe('ports --port rfc2217://', () => {
         url: served,
         reachable: true,
         signature: 'xiaozhi-mcp port serve port=virtual:a kind=usb-serial-jtag',
+        lineControl: 'lines',
         kind: 'usb-serial-jtag',
         label: 'virtual:a',
       },

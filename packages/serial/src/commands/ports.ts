@@ -50,9 +50,12 @@ function remoteUrls(values: readonly string[]): string[] {
 function remoteDescription(remote: Rfc2217Probe): string {
   if (remote.signature.startsWith(SERVE_SIGNATURE_PREFIX))
     return `served by xiaozhi-mcp: ${remote.label ?? remote.signature}`;
-  return remote.signature === ''
-    ? 'RFC 2217 server (no signature)'
-    : `RFC 2217 server: ${remote.signature}`;
+  const what =
+    remote.signature === ''
+      ? 'RFC 2217 server (no signature)'
+      : `RFC 2217 server: ${remote.signature}`;
+  // As esp_rfc2217_server: `monitor --click` and hil's BOOT click are refused there.
+  return remote.lineControl === 'resets' ? `${what}; it plays resets itself, no BOOT click` : what;
 }
 
 function remoteLine(remote: RemotePort): string {
