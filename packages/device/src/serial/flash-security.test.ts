@@ -95,6 +95,31 @@ describe('a board with Secure Boot on', () => {
     expect(flash.md5(0, 0x8000)).toBe(md5(new Uint8Array(0x8000).fill(0xff)));
   });
 
+  it('reads it from eFuse alone on the ESP32, whose ROM has no GET_SECURITY_INFO, and refuses its bootloader at 0x1000', {
+    timeout: 60_000,
+  }, async () => {
+    const { flasher, device, flashCommands } = await rig('esp32', { secureBoot: true });
+    const chip = await flasher.connect();
+    expect(chip).toMatchObject({ chip: 'esp32', revision: { major: 3, minor: 0 } });
+    expect(chip.security.secureBoot).toBe(true);
+    const fw = buildVirtualFirmware({
+      chip: 'esp32',
+      version: '2.6.0',
+      board: 'bread-compact-wifi',
+      flashSizeMb: 4,
+    });
+    const bootloader = fw.merged.subarray(0x1000, 0x8000);
+    await expect(
+      flasher.flash([{ offset: 0x1000, data: bootloader }], { baudRate: 921_600 }),
+    ).rejects.toMatchObject({
+      code: 'WRITE_REFUSED',
+      message: /\(part 1 at 0x1000 starts there\)/,
+    });
+    expect(flashCommands()).toEqual([]);
+    // Detected by its magic word: the one GET_SECURITY_INFO esptool-js sent was answered as unknown.
+    expect(device.emulator?.history.filter((c) => c === 'GET_SECURITY_INFO')).toHaveLength(1);
+  });
+
   it("starts the ESP32-S3's stub the way esptool works round its ROM, refuses the merged image, writes the app", {
     timeout: 60_000,
   }, async () => {
