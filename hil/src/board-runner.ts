@@ -11,17 +11,18 @@ import {
   BOOT_CLICK,
   ConsoleExpect,
   ConsoleLineSplitter,
+  type ExpectMatch,
   type FlashProgress,
   flasherFor,
   flashImage,
   type ImageToFlash,
   lineSetterFor,
-  openSafely,
   PanicDetector,
   parseConsoleLine,
   provisionBoard,
   RESET_SEQUENCES,
   type ResolvedPort,
+  reopenPort,
   runLineSteps,
   SerialError,
 } from '@xiaozhi-mcp/serial';
@@ -61,10 +62,21 @@ export interface FirmwareUnderTest {
 }
 
 /**
- * A board's port in the rig. `pressBoot` is a hand on the board's BOOT button: the virtual
- * rig's stand-in for the person a `manual` session start prompts.
+ * Why a board behind an RFC 2217 server that plays resets itself is not clicked: there `DTR on`
+ * is a reset into download mode (esp_rfc2217_server's `esp_port_manager.py`).
  */
-export type RigPort = ResolvedPort & { readonly pressBoot?: () => void };
+const RESETS_ONLY_WHY =
+  "its port's RFC 2217 server plays esptool's resets itself (esp_rfc2217_server, or one that sends no SIGNATURE): DTR on is a reset into download mode there, so DTR cannot press BOOT";
+
+/**
+ * A board's port in the rig. `pressBoot` is a hand on the board's BOOT button: the virtual
+ * rig's stand-in for the person a `manual` session start prompts; `pressReset` one on its RESET
+ * button (BOOT held when `boot`), for a board on `reset: none`.
+ */
+export type RigPort = ResolvedPort & {
+  readonly pressBoot?: () => void;
+  readonly pressReset?: (options?: { readonly boot?: boolean }) => void;
+};
 
 export interface BoardRunOptions {
   readonly config: BoardConfig;
@@ -87,6 +99,12 @@ export interface BoardRunOptions {
   readonly reporter: ConsoleReporter;
   readonly signal: AbortSignal;
   readonly timeouts?: Partial<RunnerTimeouts>;
+  /**
+   * A person watches the run at a terminal and can press a board's buttons when asked (a board
+   * on `reset: none`). Unattended (CI, no TTY), a step that needs a hand fails at once rather
+   * than waiting for nobody. Default false.
+   */
+  readonly attended?: boolean;
 }
 
 export interface RunnerTimeouts {
@@ -94,7 +112,10 @@ export interface RunnerTimeouts {
   readonly otaMs: number;
   readonly sessionMs: number;
   readonly suiteMs: number;
-  /** How long a vanished console port may take to come back (USB re-enumeration: 1–3 s). */
+  /**
+   * How long the console port may take to open, or to come back after it vanished (USB
+   * re-enumeration: 1–3 s), found again and opened with retries (serial's `reopenPort`).
+   */
   readonly refindMs: number;
   /** How long closing the console port may take. */
   readonly closeMs: number;
@@ -109,8 +130,26 @@ const DEFAULT_TIMEOUTS: RunnerTimeouts = {
   closeMs: 5_000,
 };
 
+/** The app's start line, with the version it runs (`app_init: App version:      2.4.2`). */
+const APP_LINE = /app_init: App version:\s+(\S+)/;
+/** The firmware's Board line: the Client-Id (UUID) its OTA checks carry, and its SKU. */
+const BOARD_LINE = /Board: UUID=(\S+) SKU=(\S+)/;
+/** Either: the first console sign that the app booted. */
+const BOOT_LINE = new RegExp(`${APP_LINE.source}|${BOARD_LINE.source}`);
+
+/** What tells this boot's OTA check apart, from what showed the board booted. */
+interface BootEvidence {
+  readonly clientId?: string;
+  readonly mac?: string;
+  /** The OTA check itself, when that is what showed it. */
+  readonly check?: OtaCheckRecord;
+}
+
 /** A run without other boards: nothing is claimed. */
 const NO_CLAIMS = new BoardClaims();
+
+/** No OTA check within the wait (the caller says whose and where). */
+class OtaCheckTimeout extends Error {}
 
 /** The firmware crashed: the board fails (exit 1), the rig did not. */
 class BoardCrash extends Error {}
@@ -197,6 +236,14 @@ export class BoardRunner {
   #stream: SerialPortStream | undefined;
   /** Set while the console port is being looked for again (a board on native USB re-enumerates). */
   #refinding: Promise<void> | undefined;
+  /** Where the console was last opened (a native-USB board moves on every reset). */
+  #consolePath: string | undefined;
+  /** The console's last time away (lost, then found again): what the board printed then is lost. */
+  #outage: { lostAt: string; backAt?: string } | undefined;
+  /** Called each time the console is back after an outage. */
+  readonly #onConsoleBack = new Set<() => void>();
+  /** The OTA check the last idle wait accounted for: a later one means a new boot. */
+  #idleCheckAt: string | undefined;
   #port: RigPort | undefined;
   #closing = false;
   #deviceId: string | undefined;
@@ -254,15 +301,15 @@ export class BoardRunner {
     );
     try {
       // A board without a serial port is met at its OTA check; the serial steps are skipped.
-      const clientId = isNetworkBoard(this.#options.config)
+      const booted = isNetworkBoard(this.#options.config)
         ? this.#skipSerialSteps()
         : await this.#bringUpOverSerial();
       const ota = await this.#step('ota-check', async () => {
-        if (clientId === undefined) this.#offerTransport();
+        if (booted === undefined) this.#offerTransport();
         const check =
-          clientId === undefined
+          booted === undefined
             ? await this.#waitForNetworkBoard()
-            : await this.#waitForOtaCheck(clientId);
+            : (booted.check ?? (await this.#waitForOtaCheck(booted)));
         this.#options.claims?.claim(check.deviceId);
         this.#deviceId = check.deviceId;
         this.report.mac = check.deviceId;
@@ -345,8 +392,12 @@ export class BoardRunner {
     return this.report;
   }
 
-  /** open → identify/flash/provision → reset → boot; resolves the Client-Id the console printed. */
-  async #bringUpOverSerial(): Promise<string> {
+  /**
+   * open → identify/flash/provision → reset (the console opened, the board reset) → boot;
+   * resolves what tells this board's OTA check: the Client-Id its console printed, its MAC,
+   * or the check itself when that is what showed it booted.
+   */
+  async #bringUpOverSerial(): Promise<BootEvidence> {
     const port = await this.#step('open', async () => {
       const opened = await this.#options.port();
       this.report.port =
@@ -358,31 +409,173 @@ export class BoardRunner {
     });
     this.#port = port;
     await this.#flashAndProvision(port);
-    await this.#openConsole(port);
     await this.#step('reset', async () => {
+      const none = this.#options.config.reset === 'none';
+      // Nobody to press RESET: said at once, not after the boot wait runs out.
+      if (none) this.#requireHand('run');
       // Before the board boots and checks OTA: our reply must already offer its transport.
       this.#offerTransport();
-      // A hard reset through the console port, so the whole boot log is captured.
+      // Opened before the reset, so the whole boot log is captured where the port allows.
+      const opened = await this.#openConsole(port);
+      const console =
+        opened.refinds === 0
+          ? `console on ${opened.path}`
+          : `console found again on ${opened.path}`;
+      if (none) return { note: `${console}; ${this.#pressReset('run')}` };
+      // A hard reset through the console port.
       await runLineSteps(await this.#lines(), RESET_SEQUENCES.hard, { signal: this.#signal });
-      return { note: 'EN pulsed through RTS' };
+      return { note: `${console}; EN pulsed through RTS` };
     });
-    const clientId = await this.#step('boot', async () => {
-      const console = this.#requireConsole();
-      const version = await console.expect(/app_init: App version:\s+(\S+)/, {
-        timeoutMs: this.#timeouts.bootMs,
-        forbidden: ['panic', 'boot-loop'],
-      });
-      const identity = await console.expect(/Board: UUID=(\S+) SKU=(\S+)/, {
-        timeoutMs: this.#timeouts.bootMs,
-        forbidden: ['panic', 'boot-loop'],
-      });
-      const running = version.match[1] ?? '';
-      const uuid = identity.match[1] ?? '';
-      return { result: uuid, note: `runs ${running} (${identity.match[2] ?? '?'})` };
+    const booted = await this.#step('boot', async () => {
+      const evidence = await this.#bootEvidence();
+      return { result: evidence, note: evidence.note };
     });
     this.#options.claims?.claim(this.report.mac);
-    this.#options.claims?.claim(clientId);
-    return clientId;
+    this.#options.claims?.claim(booted.clientId);
+    return booted;
+  }
+
+  /**
+   * What shows the board booted, whichever comes first (a USB-Serial-JTAG console loses what the
+   * board prints while the port is closed, as it is while the board re-enumerates after a reset,
+   * so the early lines may never arrive): its `app_init` line, its later `Board:` line, or its
+   * OTA check at our endpoint (by its MAC, with the version it runs). A panic or a boot loop on
+   * the console fails at once. After the app line, the Client-Id that tells its OTA check is
+   * waited for (its Board line, or the check), unless its MAC already does.
+   */
+  async #bootEvidence(): Promise<BootEvidence & { note: string }> {
+    const bootMs = this.#timeouts.bootMs;
+    const mac = this.#knownMac();
+    const first = await this.#bootSign(BOOT_LINE, mac, bootMs);
+    if (first.check !== undefined)
+      return this.#bootByCheck(
+        first.check,
+        'its OTA check at our endpoint, the first sign (no boot line on the console before it: a USB-Serial-JTAG console loses what the board prints while the port is closed)',
+      );
+    const line = first.line;
+    const board = line?.match[3];
+    if (line !== undefined && board !== undefined) {
+      return {
+        ...(line.match[2] === undefined ? {} : { clientId: line.match[2] }),
+        ...(mac === undefined ? {} : { mac }),
+        note: `booted (${board}): its Board line on the console, the first sign (no app_init line before it)`,
+      };
+    }
+    const running = line?.match[1] ?? '?';
+    // The app line is in: the Client-Id (or the check) tells this boot's OTA check apart.
+    const next = await this.#bootSign(BOARD_LINE, mac, bootMs).catch((error: unknown) => {
+      // Its MAC tells its OTA check too: the Board line is not needed.
+      if (mac !== undefined && (error as { code?: string }).code === 'EXPECT_TIMEOUT')
+        return undefined;
+      throw error;
+    });
+    const by = 'its app_init line on the console';
+    if (next?.check !== undefined) return this.#bootByCheck(next.check, by, running);
+    return {
+      ...(next?.line?.match[1] === undefined ? {} : { clientId: next.line.match[1] }),
+      ...(mac === undefined ? {} : { mac }),
+      note: `runs ${running} (${next?.line?.match[2] ?? '?'}): ${by}`,
+    };
+  }
+
+  #bootByCheck(
+    check: OtaCheckRecord,
+    by: string,
+    running = check.version,
+  ): BootEvidence & { note: string } {
+    return {
+      clientId: check.clientId,
+      mac: check.deviceId.toLowerCase(),
+      check,
+      note: `runs ${running} (${check.board ?? '?'}): ${by}`,
+    };
+  }
+
+  /**
+   * The first of: a console line matching `pattern`, or this board's OTA check since the reset
+   * (when its MAC is known). Bounded by `ms`; the loser is let go.
+   */
+  async #bootSign(
+    pattern: RegExp,
+    mac: string | undefined,
+    ms: number,
+  ): Promise<{ line?: ExpectMatch; check?: OtaCheckRecord }> {
+    const stop = new AbortController();
+    const console = this.#requireConsole()
+      .expect(pattern, { timeoutMs: ms, forbidden: ['panic', 'boot-loop'], signal: stop.signal })
+      .then((line) => ({ line }));
+    const ota =
+      mac === undefined
+        ? new Promise<never>(() => {})
+        : this.#otaCheck({ mac }, { signal: stop.signal }).then((check) => ({ check }));
+    try {
+      return await Promise.race([console, ota]);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code !== 'EXPECT_TIMEOUT' || mac === undefined) throw error;
+      const endpoint = this.#options.server.urls.ota;
+      throw Object.assign(
+        new Error(
+          `no sign that ${this.report.name} booted within ${ms / 1000} s: no boot line on its console and no OTA check from ${mac} at ${endpoint}; ${error instanceof Error ? error.message : String(error)}`,
+        ),
+        { code },
+      );
+    } finally {
+      stop.abort(new Error('another sign came first'));
+      console.catch(() => {});
+      ota.catch(() => {});
+    }
+  }
+
+  /** The board's MAC, where it is known before its OTA check (see {@link #offerTransport}). */
+  #knownMac(): string | undefined {
+    const kind = this.#port?.info.kind;
+    return (
+      this.report.mac?.toLowerCase() ??
+      (kind === 'usb-serial-jtag' ? macOfSerialNumber(this.#port?.info.serialNumber) : undefined) ??
+      this.#options.config.deviceId?.toLowerCase()
+    );
+  }
+
+  /**
+   * Whoever can press this board's buttons: the virtual rig's hand, or a person at the terminal.
+   * Unattended (CI, no TTY), a board that must be reset by hand to run fails at once.
+   */
+  #requireHand(why: 'download' | 'run'): void {
+    if (this.#port?.pressReset !== undefined || this.#options.attended === true) return;
+    const press =
+      why === 'download'
+        ? `hold BOOT and press RESET on ${this.report.name}`
+        : `press RESET on ${this.report.name}`;
+    throw new Error(
+      `${press}: reset is none, and nobody is at a terminal to press it (no TTY, or CI): run hil where someone can press the board's buttons when asked, or give the board a reset the rig can play through its lines (reset: classic, tight or usb-jtag)`,
+    );
+  }
+
+  /**
+   * Asks for the board's buttons (`reset: none`: no line is touched): RESET with BOOT held to
+   * put it into its serial bootloader, or RESET to run its firmware. The virtual rig's hand
+   * presses them; a person is asked through the console. Says what happened.
+   */
+  #pressReset(why: 'download' | 'run'): string {
+    const { reporter } = this.#options;
+    const press = this.#port?.pressReset;
+    const ask =
+      why === 'download'
+        ? `hold BOOT and press RESET on ${this.report.name}, then let go of BOOT: reset is none, so the flasher does not reset it into its bootloader`
+        : `press RESET on ${this.report.name}: reset is none, so the rig does not reset it through its lines`;
+    if (press !== undefined) {
+      reporter.log(this.report.name, `${ask} (the virtual rig's operator presses it)`);
+      press({ boot: why === 'download' });
+      return why === 'download'
+        ? 'BOOT held and RESET pressed by hand'
+        : 'RESET pressed by hand; no line touched';
+    }
+    // A person at the terminal (#requireHand saw to it).
+    reporter.log(this.report.name, ask);
+    return why === 'download'
+      ? 'asked to hold BOOT and press RESET'
+      : 'asked to press RESET; no line touched';
   }
 
   /** A board without port: nothing to open, flash, reset or read; it is met at its OTA check. */
@@ -489,10 +682,16 @@ export class BoardRunner {
           };
     try {
       const chip = await this.#step('identify', async () => {
+        // reset none: the flasher plays no reset, so a hand puts the board into its bootloader.
+        if (config.reset === 'none') this.#requireHand('download');
+        const hand = config.reset === 'none' ? `${this.#pressReset('download')}; ` : '';
         const connected = await flasher.connect();
         this.report.chip = connected.chip;
         this.report.mac = connected.mac;
-        return { result: connected, note: `${connected.description}, MAC ${connected.mac}` };
+        return {
+          result: connected,
+          note: `${hand}${connected.description}, MAC ${connected.mac}`,
+        };
       });
       if (firmware !== undefined) {
         await this.#step('flash', async () => {
@@ -542,11 +741,20 @@ export class BoardRunner {
         this.#skip('provision', 'no --provision');
       }
     } finally {
-      await flasher.disconnect().catch(() => {});
+      // The stub stays until the reset step pulses EN with the console open. With reset none,
+      // the flasher's own after-write step: esptool's `--after no_reset`, back to the ROM
+      // loader with no line touched, until a hand presses RESET.
+      await flasher.disconnect(config.reset === 'none' ? { reset: true } : {}).catch(() => {});
     }
   }
 
-  async #openConsole(port: ResolvedPort): Promise<void> {
+  /**
+   * Opens the board's console where its port was last, or wherever it is found again by its
+   * identity (a native-USB board re-enumerates), retrying a port that is busy, not yet permitted
+   * or not there yet, within `refindMs` (serial's `reopenPort`, as `monitor` and `port serve`
+   * follow a board). Fails naming the port, where it was looked for and why it did not open.
+   */
+  async #openConsole(port: ResolvedPort): Promise<{ path: string; refinds: number }> {
     const console = new ConsoleExpect({ logPath: this.#log.path });
     this.#console = console;
     // A panic at any moment fails the board, naming the step it happened in and the crash.
@@ -563,23 +771,49 @@ export class BoardRunner {
       console.feed(chunk);
       for (const line of splitter.feed(chunk)) panics.feed(parseConsoleLine(line));
     };
-    await this.#attachConsole(port, port.path, feed);
+    const refindMs = this.#timeouts.refindMs;
+    const path = this.#consolePath ?? port.path;
+    try {
+      const opened = await reopenPort(port, {
+        baudRate: this.#baudRate(),
+        withinMs: refindMs,
+        path,
+        signal: this.#signal,
+      });
+      this.#attachConsole(port, opened.stream, opened.path, feed);
+      return opened;
+    } catch (error) {
+      if (this.#signal.aborted) throw error;
+      throw new Error(
+        `the console of ${this.report.name} could not be opened within ${refindMs / 1000} s, at ${path} and wherever ${port.label} was looked for again by its identity: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+  }
+
+  #baudRate(): number {
+    return this.#options.config.baud ?? 115_200;
   }
 
   /**
-   * Opens the console at `path`. When the port goes away (a reset re-enumerates a board on
+   * Follows the console at `path`. When the port goes away (a reset re-enumerates a board on
    * native USB under a new path; a cable glitch), the board is looked for again by its identity
    * for a bounded time and the console reopened, so resets, reboots and upgrades are followed;
    * only a board that does not come back fails the run.
    */
-  async #attachConsole(port: ResolvedPort, path: string, feed: (chunk: Buffer) => void) {
-    const baudRate = this.#options.config.baud ?? 115_200;
-    const stream = await openSafely(path, { baudRate, binding: port.binding });
+  #attachConsole(
+    port: ResolvedPort,
+    stream: SerialPortStream,
+    path: string,
+    feed: (chunk: Buffer) => void,
+  ): void {
     this.#stream = stream;
+    this.#consolePath = path;
+    if (path !== port.path) this.report.port = `${port.label} (${path})`;
     stream.on('data', feed);
     const lost = (why: string) => {
       if (this.#stream !== stream || this.#closing) return;
       this.#stream = undefined;
+      this.#outage = { lostAt: new Date().toISOString() };
       this.#refinding = this.#refindConsole(port, path, why, feed);
     };
     stream.on('error', (error: Error) => lost(`failed: ${error.message}`));
@@ -597,10 +831,19 @@ export class BoardRunner {
       `\n--- ${path} ${why}; looking for the board again (${refindMs / 1000} s) ---\n`,
     );
     try {
-      const found = await port.refind(refindMs, this.#signal);
-      await this.#attachConsole(port, found.path, feed);
+      const found = await reopenPort(port, {
+        baudRate: this.#baudRate(),
+        withinMs: refindMs,
+        signal: this.#signal,
+      });
+      if (this.#closing) {
+        await closeWithin(found.stream, this.#timeouts.closeMs);
+        return;
+      }
+      this.#attachConsole(port, found.stream, found.path, feed);
       this.#log.append(`--- reconnected on ${found.path} ---\n`);
-      if (found.path !== path) this.report.port = `${port.label} (${found.path})`;
+      if (this.#outage !== undefined) this.#outage.backAt = new Date().toISOString();
+      for (const back of this.#onConsoleBack) back();
     } catch (error) {
       if (this.#signal.aborted || this.#closing) return;
       this.fail(
@@ -667,28 +910,66 @@ export class BoardRunner {
     });
   }
 
-  /** The OTA check this boot made at our endpoint, matched by the Client-Id the console printed. */
-  #waitForOtaCheck(clientId: string): Promise<OtaCheckRecord> {
+  /**
+   * The OTA check this boot made at our endpoint, by the Client-Id the console printed or the
+   * board's MAC (its Device-Id).
+   */
+  #waitForOtaCheck(by: BootEvidence): Promise<OtaCheckRecord> {
+    const { otaMs } = this.#timeouts;
+    const who = [
+      ...(by.clientId === undefined ? [] : [`Client-Id ${by.clientId}`]),
+      ...(by.mac === undefined ? [] : [`Device-Id ${by.mac}`]),
+    ].join(', ');
+    return this.#otaCheck(by, { timeoutMs: otaMs }).catch((error: unknown) => {
+      if (!(error instanceof OtaCheckTimeout)) throw error;
+      throw new Error(
+        `no OTA check from this board (${who}) at ${this.#options.server.urls.ota} within ${otaMs} ms: is the board provisioned with our OTA URL and on a network that reaches it? (--provision)`,
+      );
+    });
+  }
+
+  /**
+   * This board's OTA check since the rig offered it its transport, by Client-Id or MAC; at once
+   * if it came already. Bounded by `timeoutMs` ({@link OtaCheckTimeout}) or let go by `signal`.
+   */
+  #otaCheck(
+    by: { readonly clientId?: string; readonly mac?: string },
+    options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
+  ): Promise<OtaCheckRecord> {
     const { registry } = this.#options.server;
     const since = this.#otaSince ?? this.report.startedAt;
-    const seen = registry.otaChecks().find((c) => c.clientId === clientId && c.at >= since);
+    const mine = (check: OtaCheckRecord) =>
+      check.at >= since &&
+      ((by.clientId !== undefined && check.clientId === by.clientId) ||
+        (by.mac !== undefined && check.deviceId.toLowerCase() === by.mac));
+    const seen = registry.otaChecks().find(mine);
     if (seen !== undefined) return Promise.resolve(seen);
+    const { signal, timeoutMs } = options;
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
-      const onCheck = (check: OtaCheckRecord) => {
-        if (check.clientId !== clientId || check.at < since) return;
+      const done = () => {
         clearTimeout(timer);
         registry.off('ota-check', onCheck);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const onCheck = (check: OtaCheckRecord) => {
+        if (!mine(check)) return;
+        done();
         resolve(check);
       };
-      const timer = setTimeout(() => {
-        registry.off('ota-check', onCheck);
-        reject(
-          new Error(
-            `no OTA check from this board (Client-Id ${clientId}) at ${this.#options.server.urls.ota} within ${this.#timeouts.otaMs} ms: is the board provisioned with our OTA URL and on a network that reaches it? (--provision)`,
-          ),
-        );
-      }, this.#timeouts.otaMs);
+      const onAbort = () => {
+        done();
+        reject(signal?.reason);
+      };
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              done();
+              reject(new OtaCheckTimeout());
+            }, timeoutMs);
       registry.on('ota-check', onCheck);
+      signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 
@@ -708,6 +989,13 @@ export class BoardRunner {
         style: 'manual',
         why: 'this board is on native USB (USB-Serial-JTAG), where DTR cannot press BOOT',
       };
+    if (style === 'boot-click' && config.reset === 'none')
+      return {
+        style: 'manual',
+        why: 'its reset is none: the rig touches neither DTR nor RTS, so it does not click BOOT',
+      };
+    if (style === 'boot-click' && this.#port?.lineControl === 'resets')
+      return { style: 'manual', why: RESETS_ONLY_WHY };
     return { style };
   }
 
@@ -720,11 +1008,7 @@ export class BoardRunner {
    */
   #offerTransport(): void {
     const { config, server, reporter } = this.#options;
-    const kind = this.#port?.info.kind;
-    const mac =
-      this.report.mac?.toLowerCase() ??
-      (kind === 'usb-serial-jtag' ? macOfSerialNumber(this.#port?.info.serialNumber) : undefined) ??
-      config.deviceId?.toLowerCase();
+    const mac = this.#knownMac();
     let start = this.#sessionStart();
     if (start.style === 'mqtt' && mac === undefined) {
       const what = `its MAC is not known before its OTA check: give its deviceId (aa:bb:cc:dd:ee:ff) in the inventory, or run with --provision or --firmware (the identify step reads it from the chip)`;
@@ -755,11 +1039,17 @@ export class BoardRunner {
     const { config, reporter } = this.#options;
     if (isNetworkBoard(config))
       return { unavailable: 'no serial port: nothing here can press its BOOT button' };
-    if (isNativeUsb(config, this.#port?.info.kind)) {
+    const native = isNativeUsb(config, this.#port?.info.kind);
+    const resetsOnly = this.#port?.lineControl === 'resets';
+    if (native || config.reset === 'none' || resetsOnly) {
       const press = this.#port?.pressBoot;
       if (press === undefined)
         return {
-          unavailable: 'it is on native USB (USB-Serial-JTAG), where DTR cannot press BOOT',
+          unavailable: native
+            ? 'it is on native USB (USB-Serial-JTAG), where DTR cannot press BOOT'
+            : resetsOnly
+              ? RESETS_ONLY_WHY
+              : 'its reset is none: the rig touches neither DTR nor RTS',
         };
       return {
         press: async () => {
@@ -863,12 +1153,7 @@ export class BoardRunner {
     const { style, why } = this.#sessionStart();
     const network = isNetworkBoard(this.#options.config);
     // Over MQTT the board connects by itself after its OTA check: no idle to wait for, no click.
-    if (style !== 'none' && style !== 'mqtt' && !network) {
-      await this.#requireConsole().expect(/StateMachine: State: \S+ -> idle/, {
-        timeoutMs,
-        forbidden: ['panic', 'boot-loop'],
-      });
-    }
+    if (style !== 'none' && style !== 'mqtt' && !network) await this.#idle(deviceId, timeoutMs);
     if (style === 'boot-click') {
       await runLineSteps(await this.#lines(), BOOT_CLICK, { signal: this.#signal });
     } else if (style === 'manual') {
@@ -894,6 +1179,54 @@ export class BoardRunner {
         `no session from ${this.report.name} (${deviceId}) within ${timeoutMs / 1000} s after its OTA check: it was given our WebSocket URL ${server.urls.websocket} but did not open a session there (${error instanceof Error ? error.message : String(error)}): start a conversation on the device (BOOT, the wake word), or set "session": "manual" to be prompted`,
       );
     });
+  }
+
+  /**
+   * Waits until the board is idle, so a click or a press starts a session: its `StateMachine:
+   * ... -> idle` line, or, where the console was away while the board made its OTA check and
+   * came back after it (a native-USB board re-enumerating on reset, whose console loses what it
+   * prints meanwhile), that return: the firmware goes idle right after an answered check, and
+   * that line was lost with the rest. An OTA check an earlier wait accounted for does not count.
+   */
+  async #idle(deviceId: string, timeoutMs: number): Promise<void> {
+    const record = () => this.#options.server.registry.get(deviceId);
+    const missed = (): boolean => {
+      const at = record()?.lastOtaCheck?.at;
+      const outage = this.#outage;
+      return (
+        at !== undefined &&
+        outage?.backAt !== undefined &&
+        (this.#idleCheckAt === undefined || at > this.#idleCheckAt) &&
+        outage.lostAt <= at &&
+        at <= outage.backAt
+      );
+    };
+    try {
+      if (missed()) return;
+      const stop = new AbortController();
+      let onBack: (() => void) | undefined;
+      const back = new Promise<void>((resolve) => {
+        onBack = () => {
+          if (missed()) resolve();
+        };
+        this.#onConsoleBack.add(onBack);
+      });
+      try {
+        await Promise.race([
+          this.#requireConsole().expect(/StateMachine: State: \S+ -> idle/, {
+            timeoutMs,
+            forbidden: ['panic', 'boot-loop'],
+            signal: stop.signal,
+          }),
+          back,
+        ]);
+      } finally {
+        stop.abort(new Error('the console came back after the OTA check'));
+        if (onBack !== undefined) this.#onConsoleBack.delete(onBack);
+      }
+    } finally {
+      this.#idleCheckAt = record()?.lastOtaCheck?.at;
+    }
   }
 
   async #runSuites(deviceId: string): Promise<void> {

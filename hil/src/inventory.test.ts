@@ -128,6 +128,33 @@ describe('inventory', () => {
     }
   });
 
+  it("takes a virtual native-USB board's re-enumeration time, and only for native USB", () => {
+    const native = (virtual: Record<string, unknown>) => ({
+      boards: [{ name: 'a', port: 'virtual:a', virtual }],
+    });
+    expect(
+      parseInventory(native({ usb: 'native', reenumerateMs: 2000 })).boards[0]?.virtual,
+    ).toEqual({ usb: 'native', reenumerateMs: 2000 });
+    for (const [virtual, field, message] of [
+      [
+        { reenumerateMs: 2000 },
+        'boards[0].virtual.reenumerateMs',
+        /is for a board on native USB, which re-enumerates on reset: add "usb": "native"/,
+      ],
+      [{ usb: 'native', reenumerateMs: -1 }, 'boards[0].virtual.reenumerateMs', />= 0/],
+      [{ usb: 'native', reenumerateMs: 1.5 }, 'boards[0].virtual.reenumerateMs', /integer/],
+    ] as const) {
+      try {
+        parseInventory(native(virtual));
+        expect.unreachable();
+      } catch (error) {
+        expect(error).toBeInstanceOf(InventoryError);
+        expect((error as InventoryError).field).toBe(field);
+        expect((error as InventoryError).message).toMatch(message);
+      }
+    }
+  });
+
   it('loads a file, naming the file in errors', () => {
     const path = join(dir, 'hil.config.json');
     writeFileSync(path, JSON.stringify(good));
@@ -141,10 +168,10 @@ describe('inventory', () => {
     expect(
       boardEntryFor({ path: '/dev/ttyUSB0', serialNumber: 'A1', kind: 'usb-uart' }, 0),
     ).toEqual({
+      // No reset: the flasher's own plan for a bridge on this host, as esptool's.
       name: 'board-1',
       port: 'serial:A1',
       baud: 115200,
-      reset: 'classic',
       session: 'boot-click',
     });
     expect(

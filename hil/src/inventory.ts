@@ -25,7 +25,8 @@ export type CompareConfig = Partial<CompareThresholds>;
 /**
  * How the flasher resets the board into download mode (esptool's reset strategies): `none` when
  * someone holds BOOT while resetting. Unset: the port's own (USB-JTAG on a native-USB port,
- * else tight then classic; classic on Windows).
+ * else tight then classic; classic on Windows). With `none` neither the flasher nor the rig
+ * touches DTR or RTS: a person presses the board's buttons when asked.
  */
 export type ResetStyle = 'classic' | 'tight' | 'usb-jtag' | 'none';
 /**
@@ -90,6 +91,11 @@ export interface BoardConfig {
      * USB-Serial-JTAG (303a:1001), re-enumerating under a new path on every reset.
      */
     readonly usb?: 'uart' | 'native';
+    /**
+     * `usb: native`: how long the board is off the bus on each reset (default 250 ms; a real
+     * board takes 1–3 s). What it prints meanwhile is lost, as on a real USB-Serial-JTAG console.
+     */
+    readonly reenumerateMs?: number;
     /**
      * `direct` (default): hil opens the board's port itself. `rfc2217`: a local RFC 2217 server
      * shares it and hil reaches it through `rfc2217://127.0.0.1:<port>`, the path of a board on
@@ -224,6 +230,12 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
         `boards[${index}].virtual`,
       );
     }
+    if (board.virtual?.reenumerateMs !== undefined && board.virtual.usb !== 'native') {
+      throw new InventoryError(
+        `${source}: boards[${index}].virtual.reenumerateMs is for a board on native USB, which re-enumerates on reset: add "usb": "native", or leave it out`,
+        `boards[${index}].virtual.reenumerateMs`,
+      );
+    }
     if (board.port === undefined && board.session === 'mqtt' && board.deviceId === undefined) {
       throw new InventoryError(
         `${source}: boards[${index}].session mqtt needs the board's MAC before its OTA check (our reply offers MQTT by Device-Id): give its deviceId (aa:bb:cc:dd:ee:ff)`,
@@ -340,7 +352,10 @@ export function boardEntryFor(
     port: selector,
     ...(mac === undefined ? {} : { deviceId: mac }),
     baud: 115200,
-    reset: native ? 'usb-jtag' : 'classic',
+    // What the port's kind implies on native USB; a bridge gets no `reset`, so the flasher's
+    // own plan applies (esptool's: tight then classic on Unix, classic on Windows), not a
+    // classic reset forced on every host.
+    ...(native ? { reset: 'usb-jtag' as const } : {}),
     // Native USB boards cannot be clicked through DTR (docs/protocol.md §9): over MQTT they
     // need no click (§5).
     session: native ? 'mqtt' : 'boot-click',

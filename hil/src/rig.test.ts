@@ -297,6 +297,65 @@ describe('hil run', () => {
     expect(board?.port).toMatch(/\/dev\/ttyACM[1-9]/);
   });
 
+  it('qualifies a native-USB board that re-enumerates in 2 s and loses its boot lines: boot by its OTA check, back after reboot and upgrade', async () => {
+    // The inventory's virtual.reenumerateMs: a real board's 1-3 s off the bus on every reset,
+    // with what it prints meanwhile lost, as on a real USB-Serial-JTAG console.
+    const { config, out } = rig([
+      {
+        name: 'slow-usb',
+        port: 'virtual:slow-usb',
+        chip: 'esp32s3',
+        variant: 'bread-compact-wifi',
+        virtual: { preset: 'bread-compact-wifi', usb: 'native', reenumerateMs: 2000 },
+      },
+    ]);
+    const result = await hil(
+      'run',
+      '--config',
+      config,
+      '--out',
+      out,
+      '--suite',
+      'initialize,reboot,ota-upgrade',
+    );
+    const [board] = report(out).boards;
+    expect(board?.failure).toBeUndefined();
+    expect(result.code).toBe(0);
+    expect(board?.steps.find((s) => s.step === 'boot')?.message).toMatch(
+      /its OTA check at our endpoint/,
+    );
+    expect(board?.checks.find((c) => c.id === 'ota-upgrade.version')?.message).toBe('runs 2.4.3');
+  });
+
+  it('fails a board on reset none at once where nobody can press its buttons (CI, no TTY: exit 3)', async () => {
+    // Behind an RFC 2217 server the virtual rig has no hand on the board: only a person could
+    // put it into its bootloader, and this run has none (its output is no terminal).
+    const { config, out } = rig([
+      {
+        ...bread('remote-none', {}, { reset: 'none' }),
+        virtual: { preset: 'bread-compact-wifi', via: 'rfc2217' },
+      },
+    ]);
+    // CI: nobody at the terminal, whatever the test's output is.
+    const ci = process.env.CI;
+    process.env.CI = 'true';
+    let result: Awaited<ReturnType<typeof hil>>;
+    try {
+      result = await hil('run', '--config', config, '--out', out, '--suite', 'initialize');
+    } finally {
+      if (ci === undefined) delete process.env.CI;
+      else process.env.CI = ci;
+    }
+    expect(result.code).toBe(3);
+    const [board] = report(out).boards;
+    expect(board?.failure).toMatchObject({
+      step: 'identify',
+      reason: expect.stringMatching(
+        /^hold BOOT and press RESET on remote-none: reset is none, and nobody is at a terminal to press it/,
+      ),
+    });
+  });
+
   it('refuses session mqtt where the MAC is not known before the OTA check (exit 2, the field named)', async () => {
     const { config, out } = rig([{ name: 'desk', port: '/dev/ttyUSB7', session: 'mqtt' }]);
     const result = await hil('run', '--config', config, '--out', out);

@@ -28,7 +28,7 @@ import {
   summarize,
 } from './model.js';
 import { BoardClaims, isNetworkBoard, type ListenAddress } from './network-board.js';
-import type { ConsoleReporter } from './reporters/console.js';
+import { type ConsoleReporter, isLiveTerminal } from './reporters/console.js';
 import {
   hostInfo,
   type ImageFile,
@@ -67,6 +67,12 @@ export interface RigRunOptions {
   readonly signal: AbortSignal;
   /** How long to wait for a board another hil holds. */
   readonly lockWaitMs?: number;
+  /**
+   * Someone at the terminal can press a board's buttons when asked (`reset: none`). Default: the
+   * output is a terminal outside CI (the console reporter's live mode); else a step that needs a
+   * hand fails at once.
+   */
+  readonly attended?: boolean;
 }
 
 /** `--firmware`: a merged image goes to 0x0, an app image alone to the board's first app partition. */
@@ -80,7 +86,7 @@ function readFirmware(
 
 /**
  * Plugs a virtual board into the rig's bus, with a hand on its BOOT button for the session
- * prompts a board on native USB gets.
+ * prompts a board on native USB gets, and on its RESET button for a board on `reset: none`.
  */
 function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
   const port = bus.plug(
@@ -100,10 +106,17 @@ function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
       ...(config.virtual?.chipRevision === undefined
         ? {}
         : { chipRevision: config.virtual.chipRevision }),
+      ...(config.virtual?.reenumerateMs === undefined
+        ? {}
+        : { reenumerateMs: config.virtual.reenumerateMs }),
     },
     `virtual:${config.name}`,
   );
-  return { ...port, pressBoot: () => port.board.click() };
+  return {
+    ...port,
+    pressBoot: () => port.board.click(),
+    pressReset: (options) => bus.binding.pressReset(port.device, options),
+  };
 }
 
 /**
@@ -118,7 +131,7 @@ async function serveVirtual(
   signal: AbortSignal,
   notify: (stream: 'stdout' | 'stderr', text: string) => void,
 ): Promise<RigPort> {
-  const { pressBoot: _local, ...local } = plugVirtual(bus, config);
+  const { pressBoot: _boot, pressReset: _reset, ...local } = plugVirtual(bus, config);
   let server: Rfc2217Server | undefined;
   try {
     server = await Rfc2217Server.start({ port: local, host: '127.0.0.1', listenPort: 0 });
@@ -343,6 +356,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
           claims,
           reporter,
           signal,
+          attended: options.attended ?? isLiveTerminal(process.stdout, process.env),
         });
         // What the report says was flashed: the file, or the image the rig built (a board
         // without a port is not flashed by the rig).

@@ -95,6 +95,22 @@ describe('hil boards: selectors that tell boards apart', () => {
   });
 });
 
+describe('hil boards: the reset each entry gets', () => {
+  it("forces no reset on a bridge board (the flasher's own plan applies) and writes usb-jtag on native USB", async () => {
+    const { out, sink } = output();
+    expect(await boardsCommand(sink, { json: true, lister: async () => RIG })).toBe(0);
+    const { boards } = JSON.parse(out.stdout) as { boards: Record<string, unknown>[] };
+    // Four bridges (CP2102 clones, CH340s): esptool's plan per host, tight then classic on Unix.
+    expect(boards.slice(0, 4).map((b) => 'reset' in b)).toEqual([false, false, false, false]);
+    // USB-Serial-JTAG: what the port's kind implies, and its MAC from the serial number.
+    expect(boards[4]).toMatchObject({
+      reset: 'usb-jtag',
+      deviceId: 'f4:12:fa:01:02:03',
+      session: 'mqtt',
+    });
+  });
+});
+
 describe('ports: the USB location where it is the identity', () => {
   it('ends the row of a board told apart by its socket with its by-path selector', async () => {
     const { out, sink } = output();
