@@ -32,7 +32,7 @@ function result(id: string, status: CheckResult['status'], message = ''): CheckR
 
 const BASELINE: Baseline = {
   deviations: [
-    { check: 'robustness.error-code', reason: 'no code' },
+    { check: 'robustness.error-code', reason: 'no code', observed: 'error reply without code' },
     { check: 'robustness.ping', reason: 'no ping', firmware: '2.4.x' },
     { check: 'latency.ping', reason: 'skipped here' },
   ],
@@ -57,7 +57,10 @@ describe('the default baseline', () => {
 
 describe('applyBaseline', () => {
   const results = [
-    result('robustness.error-code', 'failed', 'expected a code, got none'),
+    {
+      ...result('robustness.error-code', 'failed', 'expected a code, got none'),
+      observed: 'error reply without code',
+    },
     result('robustness.ping', 'passed', 'answered with a result'),
     result('latency.ping', 'skipped', 'no calls'),
     result('robustness.alive', 'failed', 'no reply'),
@@ -96,6 +99,50 @@ describe('applyBaseline', () => {
       ),
     });
     expect(applied[0]?.status).toBe('known-deviation');
+  });
+});
+
+describe('a known deviation must match what was seen', () => {
+  it('the default baseline records the shape of each deviation as the check reports it', () => {
+    expect(
+      loadBaseline(DEFAULT_BASELINE_PATH).deviations.map((d) => [d.check, d.observed]),
+    ).toEqual([
+      ['robustness.error-code', 'error reply without code'],
+      ['robustness.escaped-messages', 'error reply that is invalid JSON'],
+      ['robustness.ping', 'error reply "Method not implemented: ping"'],
+    ]);
+  });
+
+  it('a listed check that failed otherwise (the board stopped answering) stays a failure, saying so', () => {
+    const timedOut = result(
+      'robustness.error-code',
+      'failed',
+      'expected the reply to the barrier request within 10000 ms, got none',
+    );
+    const [applied] = applyBaseline([timedOut], BASELINE);
+    expect(applied).toMatchObject({
+      status: 'failed',
+      message:
+        'expected the reply to the barrier request within 10000 ms, got none (the baseline\'s known deviation is "error reply without code"; this failure is not it)',
+    });
+    expect(applied?.deviation).toBeUndefined();
+    const [other] = applyBaseline([{ ...timedOut, observed: 'error reply "x"' }], BASELINE);
+    expect(other?.status).toBe('failed');
+    expect(other?.message).toMatch(/this failure was seen as "error reply "x""\)$/);
+  });
+
+  it('an entry without its shape matches any failure but a board that did not answer', () => {
+    const failed = result('robustness.ping', 'failed', 'expected a result');
+    const [applied, silent] = applyBaseline(
+      [
+        { ...failed, observed: 'error reply "y"' },
+        { ...failed, observed: 'no reply' },
+      ],
+      BASELINE,
+    );
+    expect(applied?.status).toBe('known-deviation');
+    expect(silent?.status).toBe('failed');
+    expect(silent?.message).toContain('not a board that did not answer');
   });
 });
 

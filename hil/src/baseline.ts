@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type CheckResult, SUITE_NAMES } from './model.js';
+import { NO_REPLY } from './suite.js';
 
 export interface BaselineDeviation {
   /** The check id, `<suite>.<check>`. */
@@ -15,6 +16,11 @@ export interface BaselineDeviation {
   readonly reason: string;
   /** The firmware the deviation was seen on (informational), e.g. `2.4.x`. */
   readonly firmware?: string;
+  /**
+   * What the deviation looks like: the failure's `observed` shape as the check reports it (e.g.
+   * `error reply without code`). A failure of the check with another shape, or none, is a failure.
+   */
+  readonly observed?: string;
 }
 
 export interface Baseline {
@@ -39,7 +45,7 @@ export class BaselineError extends Error {
 export const DEFAULT_BASELINE_PATH = fileURLToPath(new URL('../baseline.json', import.meta.url));
 
 const TOP_LEVEL_KEYS = new Set(['$schema', 'description', 'deviations']);
-const DEVIATION_KEYS = new Set(['check', 'reason', 'firmware']);
+const DEVIATION_KEYS = new Set(['check', 'reason', 'firmware', 'observed']);
 const CHECK_ID = /^([a-z][a-z-]*)\.([a-z0-9][a-z0-9-]*)$/;
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -65,7 +71,7 @@ function parseDeviation(entry: unknown, at: string, file: string): BaselineDevia
       );
     }
   }
-  const { check, reason, firmware } = entry;
+  const { check, reason, firmware, observed } = entry;
   if (typeof check !== 'string') invalid(file, `${at}.check`, 'must be a check id string');
   const suite = CHECK_ID.exec(check)?.[1];
   if (suite === undefined)
@@ -83,7 +89,19 @@ function parseDeviation(entry: unknown, at: string, file: string): BaselineDevia
       'must be a string (the firmware version the deviation was seen on)',
     );
   }
-  return firmware === undefined ? { check, reason } : { check, reason, firmware };
+  if (observed !== undefined && (typeof observed !== 'string' || observed.trim() === '')) {
+    invalid(
+      file,
+      `${at}.observed`,
+      "must be a non-empty string: the failure's observed shape, as report.json records it",
+    );
+  }
+  return {
+    check,
+    reason,
+    ...(firmware === undefined ? {} : { firmware }),
+    ...(observed === undefined ? {} : { observed }),
+  };
 }
 
 /** Validates a parsed baseline; `file` names it in errors. */
@@ -142,7 +160,10 @@ export const ACCEPT_COMMAND = 'hil baseline accept --from <out>/report.json [--b
 
 /**
  * The results with the baseline applied (new objects; the input is left as is): a listed
- * check that failed becomes `known-deviation`; a listed check that passed means the deviation
+ * check that failed with the shape the entry records (`observed`; without one, any shape but
+ * `no reply`) becomes `known-deviation`,
+ * one that failed otherwise (the board stopped answering, another wrong reply) stays `failed`,
+ * saying what the baseline expected; a listed check that passed means the deviation
  * is fixed: it fails, saying how to accept the change, unless `policy.allowFixed` (then it
  * stays `passed`). Either way it carries `deviation.fixed`. Skipped and unlisted checks are
  * unchanged.
@@ -152,13 +173,29 @@ export function applyBaseline(
   baseline: Baseline,
   policy: FixedDeviationPolicy = {},
 ): CheckResult[] {
-  const reasons = new Map(baseline.deviations.map((d) => [d.check, d.reason]));
+  const entries = new Map(baseline.deviations.map((d) => [d.check, d]));
   const accept = policy.acceptCommand ?? ACCEPT_COMMAND;
   return results.map((result) => {
-    const reason = reasons.get(result.id);
-    if (reason === undefined) return result;
+    const entry = entries.get(result.id);
+    if (entry === undefined) return result;
+    const { reason } = entry;
     if (result.status === 'failed') {
-      return { ...result, status: 'known-deviation', deviation: { reason, fixed: false } };
+      // An entry without its shape (an older baseline) matches any failure but a board that
+      // did not answer.
+      const matches =
+        entry.observed === undefined
+          ? result.observed !== NO_REPLY
+          : entry.observed === result.observed;
+      if (matches)
+        return { ...result, status: 'known-deviation', deviation: { reason, fixed: false } };
+      const seen =
+        result.observed === undefined
+          ? 'this failure is not it'
+          : `this failure was seen as "${result.observed}"`;
+      return {
+        ...result,
+        message: `${result.message} (the baseline's known deviation is ${entry.observed === undefined ? 'not a board that did not answer' : `"${entry.observed}"`}; ${seen})`,
+      };
     }
     if (result.status === 'passed') {
       const passed = result.message === '' ? '' : ` (${result.message})`;
@@ -192,6 +229,8 @@ export interface ReportedCheck {
   readonly id: string;
   readonly status: string;
   readonly message?: string;
+  /** The failure's observed shape; `--add` records it in the new entry. */
+  readonly observed?: string;
   readonly deviation?: { readonly fixed?: boolean };
 }
 
@@ -259,7 +298,7 @@ export function acceptBaselineChanges(
     const failed = report.boards.flatMap((board) =>
       board.checks
         .filter((c) => c.id === check && c.status === 'failed' && c.deviation === undefined)
-        .map((c) => ({ board, message: c.message ?? '' })),
+        .map((c) => ({ board, message: c.message ?? '', observed: c.observed })),
     );
     if (failed.length === 0) {
       const failures = [
@@ -281,9 +320,13 @@ export function acceptBaselineChanges(
     const versions = [
       ...new Set(failed.flatMap((f) => (f.board.firmwareVersion ? [f.board.firmwareVersion] : []))),
     ];
-    added.push(
-      versions.length === 0 ? { check, reason } : { check, reason, firmware: versions.join(', ') },
-    );
+    const observed = first?.observed;
+    added.push({
+      check,
+      reason,
+      ...(versions.length === 0 ? {} : { firmware: versions.join(', ') }),
+      ...(observed === undefined ? {} : { observed }),
+    });
   }
   const gone = new Set(removed.map((r) => r.check));
   const deviations = [

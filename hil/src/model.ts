@@ -48,6 +48,11 @@ export interface CheckResult {
   message: string;
   readonly expected?: string;
   readonly actual?: string;
+  /**
+   * A failure's observable shape, a stable key the check emits (e.g. `error reply without code`):
+   * a baseline deviation matches a failure only when it records the same shape.
+   */
+  readonly observed?: string;
   readonly durationMs: number;
   /** Attempts beyond the first; a check that passed after a retry is flaky. */
   readonly retries: number;

@@ -93,16 +93,23 @@ export interface SuiteOutcome {
   readonly latency?: LatencyStats[];
 }
 
-/** A failed expectation: what was expected and what came back. */
+/**
+ * A failed expectation: what was expected and what came back; `observed` is the failure's
+ * stable shape, the key a baseline deviation records.
+ */
 export class CheckFailure extends Error {
   constructor(
     message: string,
     readonly expected?: string,
     readonly actual?: string,
+    readonly observed?: string,
   ) {
     super(message);
   }
 }
+
+/** The shape of a failure where the board sent no reply within the deadline. */
+export const NO_REPLY = 'no reply';
 
 /** Throws a {@link CheckFailure} unless `condition` holds. */
 export function expectThat(
@@ -110,8 +117,9 @@ export function expectThat(
   message: string,
   expected?: string,
   actual?: string,
+  observed?: string,
 ): asserts condition {
-  if (!condition) throw new CheckFailure(message, expected, actual);
+  if (!condition) throw new CheckFailure(message, expected, actual, observed);
 }
 
 export interface CheckSpec {
@@ -150,12 +158,16 @@ export async function runCheck(
     };
   } catch (error) {
     const failure = error instanceof CheckFailure ? error : undefined;
+    // A request that timed out is a board that did not answer, whatever the check expected.
+    const timedOut = (error as { code?: unknown } | null)?.code === 'REQUEST_TIMEOUT';
+    const observed = failure?.observed ?? (timedOut ? NO_REPLY : undefined);
     return {
       ...base,
       status: 'failed',
       message: error instanceof Error ? error.message : String(error),
       ...(failure?.expected === undefined ? {} : { expected: failure.expected }),
       ...(failure?.actual === undefined ? {} : { actual: failure.actual }),
+      ...(observed === undefined ? {} : { observed }),
       durationMs: performance.now() - started,
     };
   }

@@ -10,7 +10,7 @@
  */
 import { encodeRequest } from '@xiaozhi-mcp/protocol';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
-import { CheckFailure, type CheckSpec, expectThat } from '../suite.js';
+import { CheckFailure, type CheckSpec, expectThat, NO_REPLY } from '../suite.js';
 import { CALL_ERRORS, methodNotImplemented } from './firmware-facts.js';
 import {
   exchange,
@@ -157,6 +157,7 @@ export const robustnessSuite: Suite = {
           `expected a reply with id ${id}, got none before the barrier's${replies.length > 1 ? ` (other replies: ${replies.slice(0, -1).map(describeReply).join(', ')})` : ''}`,
           `a reply with id ${id}`,
           'no reply',
+          NO_REPLY,
         );
       }
       return reply;
@@ -305,6 +306,7 @@ export const robustnessSuite: Suite = {
         `expected error replies to carry a numeric JSON-RPC code (e.g. -32601), got one without: ${describeReply(reply)}`,
         'error.code, a number',
         describeReply(reply),
+        'error reply without code',
       );
       return `code ${message.error.code}`;
     });
@@ -322,6 +324,7 @@ export const robustnessSuite: Suite = {
         `expected a valid JSON error reply with the tool name escaped, got invalid JSON: ${describeReply(reply)}`,
         'valid JSON',
         describeReply(reply),
+        'error reply that is invalid JSON',
       );
       const { message } = reply;
       expectThat(
@@ -336,11 +339,13 @@ export const robustnessSuite: Suite = {
     await run.check(ROBUSTNESS_CHECKS.ping, async () => {
       const id = newId();
       const reply = await answerTo({ jsonrpc: '2.0', id, method: 'ping' }, id);
+      const { message } = reply;
       expectThat(
-        reply.message.kind === 'result',
+        message.kind === 'result',
         `expected a result to ping, got ${describeReply(reply)}`,
         'a result ({})',
         describeReply(reply),
+        message.kind === 'error' ? `error reply "${message.error.message}"` : undefined,
       );
       return 'answered with a result';
     });

@@ -12,7 +12,7 @@ import {
 import type { DeviceSession, RequestOptions } from '@xiaozhi-mcp/server';
 import { ServerError } from '@xiaozhi-mcp/server';
 import type { CheckResult, SuiteName } from '../model.js';
-import { CheckFailure, type CheckSpec, runCheck, type SuiteContext } from '../suite.js';
+import { CheckFailure, type CheckSpec, NO_REPLY, runCheck, type SuiteContext } from '../suite.js';
 
 /** Bound on one request to a ready board (a real board answers in milliseconds). */
 export const REPLY_TIMEOUT_MS = 10_000;
@@ -142,6 +142,9 @@ export function exchange(
         finish(
           new CheckFailure(
             `expected ${awaited} within ${timeoutMs} ms, got none${replies.length > 0 ? ` (got ${replies.map((r) => preview(r.payloadText, 120)).join(', ')})` : ''}`,
+            undefined,
+            undefined,
+            NO_REPLY,
           ),
         ),
       timeoutMs,
