@@ -164,3 +164,35 @@ describe.concurrent('every planted firmware regression fails hil run, naming its
     expect(board?.status).toBe('failed');
   });
 });
+
+describe('a board that stops answering mid-suite', () => {
+  it('has its later checks skipped at once, naming where it stopped, so the run ends within 20 s of the first failure', async () => {
+    // Replies under the wrong id: robustness's barrier is a tools/call, so its first probe
+    // gets no reply; before, each of the following checks waited out its own 10 s.
+    const { code, report, output } = await hilRun(
+      'bread-compact-wifi',
+      ['tools-call', 'robustness'],
+      {
+        regressions: ['wrong-id', 'error-code'],
+      },
+    );
+    expect(code, output).toBe(1);
+    const checks = report.boards[0]?.checks ?? [];
+    const first = checks.findIndex((c) => c.status === 'failed');
+    expect(checks[first]?.id).toBe('tools-call.reply-id');
+    const stopped = checks.findIndex((c) => c.id === 'robustness.string-id');
+    expect(checks[stopped]).toMatchObject({ status: 'failed', observed: 'no reply' });
+    const later = checks.slice(stopped + 1).filter((c) => c.suite === 'robustness');
+    expect(later.map((c) => c.id)).toContain('robustness.error-code');
+    for (const check of later)
+      expect(check, check.id).toMatchObject({
+        status: 'skipped',
+        message: 'the board stopped answering at robustness.string-id',
+        durationMs: 0,
+      });
+    // The checks run one after another: what they took from the first failure on is the
+    // time the run spent after it.
+    const after = checks.slice(first).reduce((sum, c) => sum + c.durationMs, 0);
+    expect(after).toBeLessThan(20_000);
+  }, 120_000);
+});

@@ -28,6 +28,21 @@ export function skip(reason: string): never {
   throw new SkipCheck(reason);
 }
 
+/**
+ * Sessions whose board stopped answering (a check's request got no reply within its deadline),
+ * with the check where it did: later checks of that session are skipped at once instead of each
+ * waiting out its own deadline. A new session (after a reboot) starts answered.
+ */
+const unresponsive = new WeakMap<DeviceSession, string>();
+
+function currentSession(context: SuiteContext): DeviceSession | undefined {
+  try {
+    return context.session();
+  } catch {
+    return undefined;
+  }
+}
+
 /** A check body as `runCheck` takes it. */
 type CheckBody = Parameters<typeof runCheck>[2];
 
@@ -42,6 +57,22 @@ export class SuiteChecks {
 
   /** Runs a check through {@link runCheck}; a {@link SkipCheck} makes it `skipped`. */
   async check(spec: CheckSpec, body: CheckBody): Promise<CheckResult> {
+    const session = currentSession(this.context);
+    const stoppedAt = session === undefined ? undefined : unresponsive.get(session);
+    if (stoppedAt !== undefined) {
+      const result: CheckResult = {
+        id: `${this.suite}.${spec.id}`,
+        suite: this.suite,
+        description: spec.description,
+        severity: spec.severity,
+        retries: 0,
+        status: 'skipped',
+        message: `the board stopped answering at ${stoppedAt}`,
+        durationMs: 0,
+      };
+      this.checks.push(result);
+      return result;
+    }
     let skipped: string | undefined;
     const result = await runCheck(
       this.suite,
@@ -59,6 +90,8 @@ export class SuiteChecks {
     );
     const final: CheckResult =
       skipped === undefined ? result : { ...result, status: 'skipped', message: skipped };
+    if (final.status === 'failed' && final.observed === NO_REPLY && session !== undefined)
+      unresponsive.set(session, final.id);
     this.checks.push(final);
     return final;
   }
