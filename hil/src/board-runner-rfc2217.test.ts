@@ -15,7 +15,8 @@ import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BoardRunner } from './board-runner.js';
 import { ConsoleReporter } from './reporters/console.js';
-import { rigServerOptions, VIRTUAL_RIG_TIMING } from './rig.js';
+import { rigServerOptions } from './rig.js';
+import { VIRTUAL_RIG_TIMING } from './virtual-rig.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

@@ -15,7 +15,8 @@ import {
 import type { BoardConfig } from './inventory.js';
 import { exitCodeFor, type SuiteName } from './model.js';
 import { ConsoleReporter } from './reporters/console.js';
-import { rigServerOptions, VIRTUAL_RIG_TIMING } from './rig.js';
+import { rigServerOptions } from './rig.js';
+import { VIRTUAL_RIG_TIMING } from './virtual-rig.js';
 
 afterEach(() => {
   vi.useRealTimers();

@@ -6,12 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { type BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
-import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
-import { placeImage, Rfc2217Server, resolvePort } from '@xiaozhi-mcp/serial';
+import { VirtualBus } from '@xiaozhi-mcp/device';
+import { resolvePort } from '@xiaozhi-mcp/serial';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
-import { BoardRunner, type FirmwareUnderTest, type RigPort } from './board-runner.js';
+import { BoardRunner, type FirmwareUnderTest } from './board-runner.js';
 import {
   type BoardConfig,
   InventoryError,
@@ -37,6 +36,13 @@ import {
   readOtaImageFile,
   selectBoards,
 } from './run-inputs.js';
+import {
+  plugVirtual,
+  serveVirtual,
+  VIRTUAL_RIG_TIMING,
+  virtualCandidateFor,
+  virtualFirmwareFor,
+} from './virtual-rig.js';
 
 /** The tool's version, as its package says (the same from src/ and from dist/). */
 export const HIL_VERSION: string = (
@@ -82,99 +88,6 @@ function readFirmware(
 ): FirmwareUnderTest & { file: ImageFile } {
   const file = readFirmwareFile(path, boards);
   return { image: file.image, version: file.info.version, chip: file.info.chip, file };
-}
-
-/**
- * Plugs a virtual board into the rig's bus, with a hand on its BOOT button for the session
- * prompts a board on native USB gets, and on its RESET button for a board on `reset: none`.
- */
-function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
-  const port = bus.plug(
-    {
-      preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
-      ...(config.virtual?.flashSizeMb === undefined
-        ? {}
-        : { flashSizeMb: config.virtual.flashSizeMb }),
-      ...(config.virtual?.faults === undefined ? {} : { faults: config.virtual.faults }),
-      ...(config.virtual?.usb === undefined ? {} : { usb: config.virtual.usb }),
-      ...(config.virtual?.secureBoot === undefined
-        ? {}
-        : { secureBoot: config.virtual.secureBoot }),
-      ...(config.virtual?.flashEncryption === undefined
-        ? {}
-        : { flashEncryption: config.virtual.flashEncryption }),
-      ...(config.virtual?.chipRevision === undefined
-        ? {}
-        : { chipRevision: config.virtual.chipRevision }),
-      ...(config.virtual?.reenumerateMs === undefined
-        ? {}
-        : { reenumerateMs: config.virtual.reenumerateMs }),
-    },
-    `virtual:${config.name}`,
-  );
-  return {
-    ...port,
-    pressBoot: () => port.board.click(),
-    pressReset: (options) => bus.binding.pressReset(port.device, options),
-  };
-}
-
-/**
- * A virtual board behind a local RFC 2217 server (what `xiaozhi-mcp port serve` runs), reached
- * through `rfc2217://127.0.0.1:<port>` like a board on another host: the rig's steps (identify,
- * flash, provision, reset, console, BOOT click) all cross the RFC 2217 client and server. No hand
- * on its BOOT button: a click goes through the lines, as it would on a remote bridge board.
- */
-async function serveVirtual(
-  bus: VirtualBus,
-  config: BoardConfig,
-  signal: AbortSignal,
-  notify: (stream: 'stdout' | 'stderr', text: string) => void,
-): Promise<RigPort> {
-  const { pressBoot: _boot, pressReset: _reset, ...local } = plugVirtual(bus, config);
-  let server: Rfc2217Server | undefined;
-  try {
-    server = await Rfc2217Server.start({ port: local, host: '127.0.0.1', listenPort: 0 });
-    const remote = await resolvePort(server.url, { signal, request: { notify } });
-    const shared = server;
-    return {
-      ...remote,
-      dispose: () => {
-        remote.dispose();
-        void shared.close().finally(() => local.dispose());
-      },
-    };
-  } catch (error) {
-    await server?.close();
-    local.dispose();
-    throw error;
-  }
-}
-
-/**
- * The virtual boards' firmware pauses, shortened: Wi-Fi association (firmware 1.5 s), the pause
- * before a reboot (1 s) and after an upgrade (3 s). hil waits on events (console lines, OTA
- * checks, sessions opening and closing), never for fixed times, so a shorter pause only makes
- * the run shorter (the default rig's ota-upgrade took 5.4 s, almost all of it these pauses).
- * Over MQTT: the reconnect after a drop (firmware 60 s), and an audio session's uplink (the
- * device SDK's 50 frames 60 ms apart, 3 s of speech) cut to 10 frames 10 ms apart: the
- * `audio` suite judges their order, not their pace.
- */
-export const VIRTUAL_RIG_TIMING = {
-  wifiConnectMs: 300,
-  rebootMs: 100,
-  upgradeRebootMs: 300,
-  mqttReconnectMs: 500,
-  uplinkFrames: 10,
-  uplinkFrameMs: 10,
-} as const satisfies Partial<BoardTiming>;
-
-/** The next patch version: the virtual rig's ota-upgrade candidate. */
-function nextVersion(version: string): string {
-  const parts = version.split('.').map((p) => Number.parseInt(p, 10));
-  const last = parts.length - 1;
-  parts[last] = (parts[last] ?? 0) + 1;
-  return parts.join('.');
 }
 
 /**
@@ -294,30 +207,11 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
         const selector = config.port;
         // The virtual rig flashes a virtual firmware image built for each board unless told what to flash.
         const boardFirmware: (FirmwareUnderTest & { app?: Uint8Array }) | undefined =
-          firmware ??
-          (isVirtual
-            ? (() => {
-                const built = buildVirtualFirmware({
-                  chip: config.chip ?? 'esp32s3',
-                  version: '2.4.2',
-                  board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
-                });
-                return {
-                  image: placeImage('virtual firmware', built.merged, 0),
-                  version: built.version,
-                  chip: built.chip,
-                  app: built.app,
-                };
-              })()
-            : undefined);
+          firmware ?? (isVirtual ? virtualFirmwareFor(config) : undefined);
         const candidate =
           otaImage ??
           (isVirtual && boardFirmware !== undefined
-            ? buildVirtualFirmware({
-                chip: config.chip ?? 'esp32s3',
-                version: nextVersion(boardFirmware.version),
-                board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
-              }).app
+            ? virtualCandidateFor(config, boardFirmware.version)
             : undefined);
         // A remote port's notes (connection lost, reconnected) go to the board's lines.
         const notify = (_stream: 'stdout' | 'stderr', text: string) =>

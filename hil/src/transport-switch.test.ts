@@ -16,7 +16,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BoardRunner, type BoardRunOptions } from './board-runner.js';
 import type { BoardConfig } from './inventory.js';
 import { ConsoleReporter } from './reporters/console.js';
-import { rigServerOptions, VIRTUAL_RIG_TIMING } from './rig.js';
+import { rigServerOptions } from './rig.js';
+import { VIRTUAL_RIG_TIMING } from './virtual-rig.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

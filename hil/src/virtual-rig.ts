@@ -1,0 +1,127 @@
+/**
+ * The virtual rig's boards: plugged into the rig's bus (or shared behind a local RFC 2217
+ * server), with the firmware the rig builds for them and its shortened pauses. Real boards take
+ * the same steps through the same runner; only where the port comes from differs.
+ */
+import type { BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
+import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import { placeImage, Rfc2217Server, resolvePort } from '@xiaozhi-mcp/serial';
+import type { FirmwareUnderTest, RigPort } from './board-runner.js';
+import type { BoardConfig } from './inventory.js';
+
+/**
+ * Plugs a virtual board into the rig's bus, with a hand on its BOOT button for the session
+ * prompts a board on native USB gets, and on its RESET button for a board on `reset: none`.
+ */
+export function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
+  const port = bus.plug(
+    {
+      preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
+      ...(config.virtual?.flashSizeMb === undefined
+        ? {}
+        : { flashSizeMb: config.virtual.flashSizeMb }),
+      ...(config.virtual?.faults === undefined ? {} : { faults: config.virtual.faults }),
+      ...(config.virtual?.usb === undefined ? {} : { usb: config.virtual.usb }),
+      ...(config.virtual?.secureBoot === undefined
+        ? {}
+        : { secureBoot: config.virtual.secureBoot }),
+      ...(config.virtual?.flashEncryption === undefined
+        ? {}
+        : { flashEncryption: config.virtual.flashEncryption }),
+      ...(config.virtual?.chipRevision === undefined
+        ? {}
+        : { chipRevision: config.virtual.chipRevision }),
+      ...(config.virtual?.reenumerateMs === undefined
+        ? {}
+        : { reenumerateMs: config.virtual.reenumerateMs }),
+    },
+    `virtual:${config.name}`,
+  );
+  return {
+    ...port,
+    pressBoot: () => port.board.click(),
+    pressReset: (options) => bus.binding.pressReset(port.device, options),
+  };
+}
+
+/**
+ * A virtual board behind a local RFC 2217 server (what `xiaozhi-mcp port serve` runs), reached
+ * through `rfc2217://127.0.0.1:<port>` like a board on another host: the rig's steps (identify,
+ * flash, provision, reset, console, BOOT click) all cross the RFC 2217 client and server. No hand
+ * on its BOOT button: a click goes through the lines, as it would on a remote bridge board.
+ */
+export async function serveVirtual(
+  bus: VirtualBus,
+  config: BoardConfig,
+  signal: AbortSignal,
+  notify: (stream: 'stdout' | 'stderr', text: string) => void,
+): Promise<RigPort> {
+  const { pressBoot: _boot, pressReset: _reset, ...local } = plugVirtual(bus, config);
+  let server: Rfc2217Server | undefined;
+  try {
+    server = await Rfc2217Server.start({ port: local, host: '127.0.0.1', listenPort: 0 });
+    const remote = await resolvePort(server.url, { signal, request: { notify } });
+    const shared = server;
+    return {
+      ...remote,
+      dispose: () => {
+        remote.dispose();
+        void shared.close().finally(() => local.dispose());
+      },
+    };
+  } catch (error) {
+    await server?.close();
+    local.dispose();
+    throw error;
+  }
+}
+
+/**
+ * The virtual boards' firmware pauses, shortened: Wi-Fi association (firmware 1.5 s), the pause
+ * before a reboot (1 s) and after an upgrade (3 s). hil waits on events (console lines, OTA
+ * checks, sessions opening and closing), never for fixed times, so a shorter pause only makes
+ * the run shorter (the default rig's ota-upgrade took 5.4 s, almost all of it these pauses).
+ * Over MQTT: the reconnect after a drop (firmware 60 s), and an audio session's uplink (the
+ * device SDK's 50 frames 60 ms apart, 3 s of speech) cut to 10 frames 10 ms apart: the
+ * `audio` suite judges their order, not their pace.
+ */
+export const VIRTUAL_RIG_TIMING = {
+  wifiConnectMs: 300,
+  rebootMs: 100,
+  upgradeRebootMs: 300,
+  mqttReconnectMs: 500,
+  uplinkFrames: 10,
+  uplinkFrameMs: 10,
+} as const satisfies Partial<BoardTiming>;
+
+/** The next patch version: the virtual rig's ota-upgrade candidate. */
+function nextVersion(version: string): string {
+  const parts = version.split('.').map((p) => Number.parseInt(p, 10));
+  const last = parts.length - 1;
+  parts[last] = (parts[last] ?? 0) + 1;
+  return parts.join('.');
+}
+
+/** The virtual firmware the rig flashes into a virtual board when not told what to flash. */
+export function virtualFirmwareFor(config: BoardConfig): FirmwareUnderTest & { app: Uint8Array } {
+  const built = buildVirtualFirmware({
+    chip: config.chip ?? 'esp32s3',
+    version: '2.4.2',
+    board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
+  });
+  return {
+    image: placeImage('virtual firmware', built.merged, 0),
+    version: built.version,
+    chip: built.chip,
+    app: built.app,
+  };
+}
+
+/** The virtual rig's ota-upgrade candidate: the same board's firmware, one patch version on. */
+export function virtualCandidateFor(config: BoardConfig, version: string): Uint8Array {
+  return buildVirtualFirmware({
+    chip: config.chip ?? 'esp32s3',
+    version: nextVersion(version),
+    board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
+  }).app;
+}
