@@ -85,11 +85,10 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
     'openmetrics',
   ]) as ReporterName[];
   for (const reporter of reporters) {
-    if (reporter !== 'console' && !REPORTER_NAMES.includes(reporter)) {
+    if (!REPORTER_NAMES.includes(reporter))
       throw new UsageError(
-        `--reporter ${reporter} is not a reporter; reporters: console, ${REPORTER_NAMES.join(', ')}`,
+        `--reporter ${reporter} is not a reporter; reporters: ${REPORTER_NAMES.join(', ')}`,
       );
-    }
   }
   const lockWaitMs = Number(flags.lockWait) * 1000;
   if (!Number.isFinite(lockWaitMs) || lockWaitMs < 0)

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { arch, hostname, platform, release } from 'node:os';
+import { identifyImage } from '@xiaozhi-mcp/firmware';
 import { type ImageToFlash, placeImage } from '@xiaozhi-mcp/serial';
 import type { BoardConfig, RigConfig } from './inventory.js';
 import type { HostInfo, ImageInfo } from './model.js';
@@ -47,6 +48,29 @@ function read(flag: string, path: string): Uint8Array {
   }
 }
 
+/**
+ * Where an image file goes, as the flasher places it; undefined for a file that is no image
+ * (raw data, a partition table alone). placeImage's refusal of such a file advises the flash
+ * command's `--offset`, which hil run does not have: its callers say what hil run takes instead.
+ */
+function placeRunImage(flag: string, path: string, data: Uint8Array): ImageToFlash | undefined {
+  try {
+    return placeImage(path, data, undefined);
+  } catch (error) {
+    const damaged = (() => {
+      try {
+        identifyImage(data);
+        return false;
+      } catch {
+        return true;
+      }
+    })();
+    // A damaged image: placeImage says what is wrong with it.
+    if (damaged) throw new RunInputError(`${flag} ${(error as Error).message}`);
+    return undefined;
+  }
+}
+
 /** The boards an image for `chip` must not go to: the inventory names another chip for them. */
 function otherChips(boards: readonly BoardConfig[], chip: string): string[] {
   return boards
@@ -61,12 +85,11 @@ function otherChips(boards: readonly BoardConfig[], chip: string): string[] {
 export function readFirmwareFile(path: string, boards: readonly BoardConfig[]): ImageFile {
   const data = read('--firmware', path);
   if (data.length === 0) throw new RunInputError(`--firmware ${path} is empty`);
-  let image: ImageToFlash;
-  try {
-    image = placeImage(path, data, undefined);
-  } catch (error) {
-    throw new RunInputError(`--firmware ${(error as Error).message}`);
-  }
+  const image = placeRunImage('--firmware', path, data);
+  if (image === undefined)
+    throw new RunInputError(
+      `--firmware ${path} is neither a merged image (bootloader, partition table and app, flashed at 0x0) nor an app image (xiaozhi.bin, flashed at the board's first app partition): hil run flashes only those`,
+    );
   if (image.version === undefined || image.chip === undefined)
     throw new RunInputError(
       `--firmware ${path} is neither a merged image with an app nor an app image (no app description with a version and a chip id)`,
@@ -86,15 +109,10 @@ export function readFirmwareFile(path: string, boards: readonly BoardConfig[]): 
 export function readOtaImageFile(path: string, boards: readonly BoardConfig[]): ImageFile {
   const data = read('--ota-image', path);
   if (data.length === 0) throw new RunInputError(`--ota-image ${path} is empty`);
-  let image: ImageToFlash;
-  try {
-    image = placeImage(path, data, undefined);
-  } catch (error) {
-    throw new RunInputError(`--ota-image ${(error as Error).message}`);
-  }
-  if (image.kind !== 'app' || image.version === undefined || image.chip === undefined)
+  const image = placeRunImage('--ota-image', path, data);
+  if (image?.kind !== 'app' || image.version === undefined || image.chip === undefined)
     throw new RunInputError(
-      `--ota-image ${path} is ${image.kind === 'merged' ? 'a merged image' : 'not an app image'}: the OTA upgrade takes the app image (xiaozhi.bin)`,
+      `--ota-image ${path} is ${image?.kind === 'merged' ? 'a merged image' : 'not an app image'}: the OTA upgrade takes the app image (xiaozhi.bin)`,
     );
   const wrong = otherChips(boards, image.chip);
   if (wrong.length > 0)
