@@ -332,6 +332,11 @@ describe('hil flash', () => {
       expect(out.stdout).toMatch(/MD5 verified/);
       expect(await main(['flash', merged, '--port', '/dev/ttyNOPE9'], io)).toBe(3);
       expect(out.stderr).toMatch(/^hil: flash \/dev\/ttyNOPE9: no serial port matches/m);
+      // hil has no `ports`: it suggests what hil offers for listing them.
+      expect(out.stderr).toMatch(
+        /; check the cable, or run `hil boards` to see what is attached$/m,
+      );
+      expect(out.stderr).not.toMatch(/`(xiaozhi-mcp )?ports`/);
       expect(await main(['flash'], io)).toBe(2);
     } finally {
       if (previous === undefined) delete process.env.XIAOZHI_VIRTUAL_DIR;

@@ -369,7 +369,7 @@ describe('monitor against a virtual port', () => {
     });
     expect(await monitorCommand(context, { port: 'virtual:desk', timeout: '20' })).toBe(3);
     expect(out.stderr).toMatch(
-      /^xiaozhi-mcp: monitor virtual:desk: the port was lost \(.*\) and did not come back within 0\.5 s: .*; check the cable, then run monitor again$/m,
+      /^xiaozhi-mcp: monitor virtual:desk: the port was lost \(.*\) and did not come back within 0\.5 s: .*; check the cable, then run `xiaozhi-mcp monitor` again$/m,
     );
   });
 

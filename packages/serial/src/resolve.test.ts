@@ -92,11 +92,24 @@ describe('resolvePort: real ports', () => {
       code: 'PORT_NOT_FOUND',
       message: `${pty} went away and has no USB serial number or USB location to find it again by`,
     });
+    // The program that asks says how its user lists the ports; no program, no command named.
     await expect(
       resolvePort('/dev/ttyUSB9', { lister: async () => [usbPort], findTimeoutMs: 0 }),
     ).rejects.toMatchObject({
       code: 'PORT_NOT_FOUND',
-      message: expect.stringMatching(/no serial port matches \/dev\/ttyUSB9.*run `ports`/),
+      message: expect.stringMatching(/^no serial port matches \/dev\/ttyUSB9.*; check the cable$/),
+    });
+    await expect(
+      resolvePort('/dev/ttyUSB9', {
+        lister: async () => [usbPort],
+        findTimeoutMs: 0,
+        listCommand: 'hil boards',
+      }),
+    ).rejects.toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message: expect.stringMatching(
+        /no serial port matches \/dev\/ttyUSB9.*; check the cable, or run `hil boards` to see what is attached$/,
+      ),
     });
     await expect(resolvePort('ttyUSB0', { lister: async () => [] })).rejects.toMatchObject({
       code: 'OPTION_INVALID',

@@ -60,6 +60,11 @@ export interface ResolvePortOptions {
   /** Real ports: stops looking for the port and waiting for its lock. */
   readonly signal?: AbortSignal;
   /**
+   * The command that lists the attached ports, as the user types it in the program that asks
+   * (`xiaozhi-mcp ports`, `hil boards`): a missing port's error suggests it. Unset, it names none.
+   */
+  readonly listCommand?: string;
+  /**
    * Real ports: the host, whose spellings of one port's path (macOS `/dev/cu.*` and
    * `/dev/tty.*`, Windows `COM3` and `\\.\COM3`) match one listing entry, lock one key and
    * resolve to the one path that opens ({@link portPathIdentity}). Default `process.platform`.
@@ -129,12 +134,14 @@ async function findReal(
   } catch (error) {
     // A tty no listing knows that appeared meanwhile.
     if ('path' in selector && (await exists(selector.path))) return unlisted(selector.path);
-    if (error instanceof SerialError && /^no serial port/.test(error.message))
+    if (error instanceof SerialError && /^no serial port/.test(error.message)) {
+      const list = options.listCommand;
       throw new SerialError(
         'PORT_NOT_FOUND',
-        `${error.message}; check the cable, or run \`ports\` to see what is attached`,
+        `${error.message}; check the cable${list === undefined ? '' : `, or run \`${list}\` to see what is attached`}`,
         { cause: error },
       );
+    }
     throw error;
   }
 }

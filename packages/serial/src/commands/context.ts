@@ -56,6 +56,16 @@ export interface SerialCommandContext {
   readonly portExitCode?: number;
   /** How long `monitor` waits for a vanished port to come back. Default 10 s. */
   readonly refindMs?: number;
+  /**
+   * The command of this program that lists the attached ports, which a missing port's error
+   * suggests: `hil boards` under hil. Default `<program> ports`.
+   */
+  readonly listCommand?: string;
+}
+
+/** The command a failure suggests for listing the ports, in the words of the program that failed. */
+function listCommandOf(context: SerialCommandContext): string {
+  return context.listCommand ?? `${context.program} ports`;
 }
 
 export function usageError(message: string): SerialCommandError {
@@ -166,6 +176,7 @@ export async function openCommandPort(
     const port = await resolvePort(selector, {
       providers,
       request: { notify },
+      listCommand: listCommandOf(context),
       ...(lister === undefined ? {} : { lister }),
     });
     const ignored = [...sized, ...(options.create === true ? ['--create'] : [])];

@@ -87,3 +87,34 @@ describe("flash and provision pass the port's line platform to the flasher", () 
     expect(platformsPassed()).toEqual(['win32', undefined]);
   });
 });
+
+describe('a missing port', () => {
+  it("is suggested the listing command of the program that failed, never another program's", async () => {
+    const file = join(dir, 'data.bin');
+    writeFileSync(file, Uint8Array.of(1, 2, 3, 4));
+    const missing = join(dir, 'ttyNOPE9');
+    const run = async (context: Partial<SerialCommandContext> & { program: string }) => {
+      const stderr: string[] = [];
+      const code = await flashCommand(
+        {
+          out: { stdout: () => {}, stderr: (t) => stderr.push(t) },
+          lister: async () => [],
+          ...context,
+        },
+        file,
+        { port: missing, offset: '0x10000' },
+      );
+      return { code, stderr: stderr.join('') };
+    };
+    const cli = await run({ program: 'xiaozhi-mcp' });
+    expect(cli.code).toBe(1);
+    expect(cli.stderr).toMatch(
+      /^xiaozhi-mcp: flash .*ttyNOPE9: no serial port matches .*; check the cable, or run `xiaozhi-mcp ports` to see what is attached\n$/,
+    );
+    const hil = await run({ program: 'hil', listCommand: 'hil boards', portExitCode: 3 });
+    expect(hil.code).toBe(3);
+    expect(hil.stderr).toMatch(
+      /^hil: flash .*ttyNOPE9: no serial port matches .*; check the cable, or run `hil boards` to see what is attached\n$/,
+    );
+  }, 20_000);
+});

@@ -344,7 +344,7 @@ class MonitorSession {
         error: new SerialCommandError(
           cameBack
             ? `the port was lost (${why}); it came back as ${this.#path} but could not be opened within ${refindMs / 1000} s: ${reason}`
-            : `the port was lost (${why}) and did not come back within ${refindMs / 1000} s: ${reason}; check the cable, then run monitor again`,
+            : `the port was lost (${why}) and did not come back within ${refindMs / 1000} s: ${reason}; check the cable, then run \`${this.#context.program} monitor\` again`,
           'port',
           { cause: error },
         ),
