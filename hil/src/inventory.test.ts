@@ -155,6 +155,41 @@ describe('inventory', () => {
     }
   });
 
+  it('refuses a virtual board of a variant no virtual board stands in for, naming the field and the known ones', () => {
+    const virtualBoard = (extra: Record<string, unknown>) => ({
+      boards: [
+        { name: 'a', port: 'virtual:a' },
+        { name: 'b', port: 'virtual:b', ...extra },
+      ],
+    });
+    const refusal = (value: unknown): InventoryError => {
+      try {
+        parseInventory(value);
+      } catch (error) {
+        if (error instanceof InventoryError) return error;
+        throw error;
+      }
+      throw new Error('accepted');
+    };
+    const wrong = refusal(virtualBoard({ variant: 'bread-compact' }));
+    expect(wrong.field).toBe('boards[1].variant');
+    expect(wrong.message).toMatch(
+      /boards\[1\]\.variant "bread-compact" is not a virtual board's; known variants: bread-compact-wifi, otto-robot/,
+    );
+    // The preset named picks the virtual board: a variant of its own is the build's to prove.
+    expect(
+      parseInventory(virtualBoard({ variant: 'my-board', virtual: { preset: 'otto-robot' } }))
+        .boards,
+    ).toHaveLength(2);
+    const preset = refusal(virtualBoard({ virtual: { preset: 'otto' } }));
+    expect(preset.field).toBe('boards[1].virtual.preset');
+    expect(preset.message).toMatch(/"bread-compact-wifi", "otto-robot"/);
+    // A real board's variant is whatever its build says.
+    expect(
+      parseInventory({ boards: [{ name: 'c', port: '/dev/ttyUSB0', variant: 'my-board' }] }).boards,
+    ).toHaveLength(1);
+  });
+
   it('loads a file, naming the file in errors', () => {
     const path = join(dir, 'hil.config.json');
     writeFileSync(path, JSON.stringify(good));

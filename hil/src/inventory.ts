@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BOARD_PRESETS } from '@xiaozhi-mcp/device';
 import type { RegressionName } from '@xiaozhi-mcp/device/testing';
 import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import {
@@ -198,6 +199,32 @@ function describe(error: ErrorObject): string {
   }
 }
 
+/**
+ * A `virtual:` port stands in for a board of one of the device SDK's presets: `virtual.preset`,
+ * else the board's `variant`. Refused here, as bad input, rather than when the rig plugs it in.
+ */
+function virtualBoardRefusal(
+  board: BoardConfig,
+  index: number,
+): { message: string; field: string } | undefined {
+  if (board.port?.startsWith('virtual:') !== true) return undefined;
+  const known = Object.keys(BOARD_PRESETS);
+  const preset = board.virtual?.preset;
+  if (preset !== undefined)
+    return Object.hasOwn(BOARD_PRESETS, preset)
+      ? undefined
+      : {
+          message: `boards[${index}].virtual.preset "${preset}" is not a virtual board; known presets: ${known.join(', ')}`,
+          field: `boards[${index}].virtual.preset`,
+        };
+  const variant = board.variant;
+  if (variant === undefined || Object.hasOwn(BOARD_PRESETS, variant)) return undefined;
+  return {
+    message: `boards[${index}].variant "${variant}" is not a virtual board's; known variants: ${known.join(', ')} (or name one in virtual.preset to stand in for ${variant})`,
+    field: `boards[${index}].variant`,
+  };
+}
+
 /** Validates a parsed inventory; throws an {@link InventoryError} naming the first bad field. */
 export function parseInventory(value: unknown, source = 'hil.config.json'): RigConfig {
   const errors = validate(value);
@@ -230,6 +257,9 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
         `boards[${index}].virtual`,
       );
     }
+    const virtualBoard = virtualBoardRefusal(board, index);
+    if (virtualBoard !== undefined)
+      throw new InventoryError(`${source}: ${virtualBoard.message}`, virtualBoard.field);
     if (board.virtual?.reenumerateMs !== undefined && board.virtual.usb !== 'native') {
       throw new InventoryError(
         `${source}: boards[${index}].virtual.reenumerateMs is for a board on native USB, which re-enumerates on reset: add "usb": "native", or leave it out`,

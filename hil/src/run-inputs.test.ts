@@ -67,6 +67,23 @@ describe('hil run refuses bad inputs with advice it can follow', () => {
     expect(result.stderr).not.toMatch(/--offset/);
   });
 
+  it('an inventory whose virtual board has an unknown variant is refused before the backend starts', async () => {
+    const { dir, out } = rig();
+    const config = join(dir, 'typo.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        boards: [{ name: 'desk', port: 'virtual:desk', variant: 'bread-compact' }],
+      }),
+    );
+    const result = await hil('run', '--config', config, '--out', out);
+    expect(result.stderr).toMatch(
+      /^hil: \S*typo\.json: boards\[0\]\.variant "bread-compact" is not a virtual board's; known variants: bread-compact-wifi, otto-robot/,
+    );
+    expect(result.code).toBe(2);
+    expect(existsSync(join(out, 'report.json'))).toBe(false);
+  });
+
   it('--reporter that is unknown lists each reporter once', async () => {
     const { config, out } = rig();
     const result = await hil('run', '--config', config, '--out', out, '--reporter', 'pdf');
