@@ -185,7 +185,7 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     .addOption(
       new Option(
         '--suite <name...>',
-        `suites to run (default: ${DEFAULT_SUITES.join(', ')}; reboot, ota-upgrade and bridge are opt-in)`,
+        `suites to run, instead of the inventory's suites (default: ${DEFAULT_SUITES.join(', ')}; reboot, ota-upgrade and bridge are opt-in)`,
       ),
     )
     .option(

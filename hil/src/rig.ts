@@ -57,6 +57,7 @@ export interface RigRunOptions {
   /** A merged image (flashed at 0x0) or an app image to flash. */
   readonly firmwarePath?: string;
   readonly provision: boolean;
+  /** `--suite`: overrides the inventory's `suites`. */
   readonly suites?: readonly SuiteName[];
   /** An app image offered in `ota-upgrade`. */
   readonly otaImagePath?: string;
@@ -177,10 +178,12 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
     options.otaImagePath === undefined ? undefined : readOtaImageFile(options.otaImagePath, boards);
   const otaImage = otaFile?.image.data;
   assertMacKnowable(boards, rig.boards, options.provision || firmware !== undefined);
-  // The session suite is judged while each session opens: it always runs.
+  // The session suite is judged while each session opens: it always runs. `--suite`, else the
+  // inventory's `suites`, else the defaults.
   const suites: SuiteName[] = [
     'session',
     ...(options.suites ??
+      rig.suites ??
       (virtual || otaImage ? [...DEFAULT_SUITES, 'ota-upgrade'] : DEFAULT_SUITES)),
   ].filter((suite, i, all): suite is SuiteName => all.indexOf(suite) === i);
 
