@@ -94,9 +94,12 @@ export interface LatencyStats {
   readonly p90Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
-  /** WebSocket ping round trip on the same connection, for comparison. */
-  readonly pingP50Ms: number;
-  readonly pingP99Ms: number;
+  /**
+   * WebSocket ping round trip on the same connection, for comparison. Absent when no ping was
+   * measured: over MQTT the server has no ping, so there is no figure, not a NaN.
+   */
+  readonly pingP50Ms?: number;
+  readonly pingP99Ms?: number;
   /** Every sample in milliseconds, in order (the HTML report plots them). */
   readonly valuesMs: readonly number[];
 }

@@ -309,6 +309,18 @@ export function fixtureReport(): RunReport {
   return reportOf([virtualBoard(), robotBoard(), vanishedBoard()]);
 }
 
+/**
+ * A board over MQTT, where the server has no ping: its latency series has no ping figures at
+ * all (absent, not NaN), and its `critical` checks passed.
+ */
+export function mqttReport(): RunReport {
+  const board = virtualBoard();
+  const [stats] = board.latency;
+  if (stats === undefined) throw new Error('fixture');
+  const { pingP50Ms: _p50, pingP99Ms: _p99, ...calls } = stats;
+  return reportOf([{ ...board, name: 'mqtt-board', transport: 'mqtt', latency: [calls] }]);
+}
+
 /** Only the virtual board: exit code 0 with known deviations. */
 export function passingReport(): RunReport {
   return reportOf([virtualBoard()]);

@@ -9,6 +9,7 @@ import type {
   ExitCode,
   HostInfo,
   ImageInfo,
+  LatencyStats,
   RigStep,
   RunReport,
 } from '../model.js';
@@ -84,6 +85,27 @@ export function formatMs(ms: number): string {
   if (ms >= 100) return `${Math.round(ms)} ms`;
   if (ms >= 10) return `${ms.toFixed(1)} ms`;
   return `${ms.toFixed(2)} ms`;
+}
+
+/**
+ * A figure that was measured: a finite number. An absent one (no ping over MQTT), or NaN (null
+ * once through JSON) in a report from an older hil, is left out of plots and tables.
+ */
+export function isMeasured(value: number | null | undefined): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** A ping figure in a table: the time, or why there is none (`n/a over MQTT`: the server has no ping there). */
+export function pingMs(board: BoardReport, ms: number | undefined): string {
+  if (isMeasured(ms)) return formatMs(ms);
+  return board.transport === 'mqtt' ? 'n/a over MQTT' : 'n/a';
+}
+
+/** The ping beside a latency series: `WebSocket ping p50 0.42 ms, p99 1.90 ms`, or why there is none. */
+export function pingText(board: BoardReport, stats: LatencyStats): string {
+  if (!isMeasured(stats.pingP50Ms) && !isMeasured(stats.pingP99Ms))
+    return `WebSocket ping ${pingMs(board, undefined)}`;
+  return `WebSocket ping p50 ${pingMs(board, stats.pingP50Ms)}, p99 ${pingMs(board, stats.pingP99Ms)}`;
 }
 
 export function plural(count: number, one: string, many = `${one}s`): string {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { markdownText } from './escape.js';
-import { fixtureReport, passingReport, reportOf } from './fixture.test-helper.js';
+import { fixtureReport, mqttReport, passingReport, reportOf } from './fixture.test-helper.js';
 import { renderGithubSummary, writeGithubSummary } from './github.js';
 
 /** The rows of the Markdown table that starts with `header`. */
@@ -90,6 +90,17 @@ describe('renderGithubSummary', () => {
       '| `bread-compact-wifi` | `tools/call self.get_device_status` | 50 | 3.07 ms | 4.40 ms | 5.31 ms | 20.0 ms | 20.0 ms | 0.42 ms | 1.90 ms |',
       '| `robot` | `tools/call self.get_device_status` | 50 | 35.4 ms | 45.1 ms | 52.0 ms | 158 ms | 158 ms | 28.5 ms | 96.2 ms |',
       '| `robot` | `tools/list` | 20 | 66.1 ms | 76.3 ms | 84.4 ms | 252 ms | 252 ms | 28.5 ms | 96.2 ms |',
+    ]);
+  });
+
+  it('says the ping is n/a over MQTT, where the server has no ping', () => {
+    expect(
+      tableAfter(
+        renderGithubSummary(mqttReport()),
+        '| Board | Method | Samples | min | p50 | p90 | p99 | max | ping p50 | ping p99 |',
+      ),
+    ).toEqual([
+      '| `mqtt-board` | `tools/call self.get_device_status` | 50 | 3.07 ms | 4.40 ms | 5.31 ms | 20.0 ms | 20.0 ms | n/a over MQTT | n/a over MQTT |',
     ]);
   });
 

@@ -3,6 +3,7 @@ import { escapeHtml } from './escape.js';
 import {
   elements,
   fixtureReport,
+  mqttReport,
   parseXml,
   reportOf,
   textContent,
@@ -250,6 +251,54 @@ describe('renderHtml', () => {
     const text = renderHtml(reportOf([board]));
     expect(text).toContain('no samples recorded');
     expect(elements(byTestId(parsePage(text), 'latency-plot')[0] ?? page, 'svg')).toHaveLength(0);
+  });
+});
+
+describe('renderHtml of a board over MQTT (no ping there)', () => {
+  const page = parsePage(renderHtml(mqttReport()));
+  const [plot] = byTestId(page, 'latency-plot');
+  const [curve] = elements(plot ?? page, 'svg');
+  const ticks = elements(curve ?? page, 'text')
+    .filter((t) => t.attributes.class === 'tick')
+    .map(textOf);
+
+  it('scales the latency plot to the samples, not 0–1 ms', () => {
+    // The samples reach 20 ms: the axis goes past them.
+    expect(ticks).toContain('20 ms');
+    expect(ticks).not.toContain('1 ms');
+    expect(
+      elements(curve ?? page, 'text').filter((t) => t.attributes.class === 'ping-label'),
+    ).toEqual([]);
+    expect(elements(curve ?? page, 'line').filter((l) => l.attributes.class === 'ping')).toEqual(
+      [],
+    );
+  });
+
+  it('says the ping is n/a over MQTT, never "?"', () => {
+    const caption = textOf(elements(plot ?? page, 'figcaption')[0] ?? page);
+    expect(caption).toContain('WebSocket ping n/a over MQTT');
+    expect(caption).not.toContain('?');
+  });
+
+  it('shows the severity of a check that passed in a neutral tone', () => {
+    const row = byTestId(page, 'check-row').find(
+      (r) => r.attributes['data-check-id'] === 'initialize.reply-shape',
+    );
+    const [cell] = byTestId(row ?? page, 'check-severity');
+    expect(textOf(cell ?? page)).toBe('critical');
+    expect(cell?.attributes.class).toBe('severity');
+  });
+});
+
+describe('severity on a failure', () => {
+  it('keeps its tone where the check failed', () => {
+    const page = parsePage(renderHtml(fixtureReport()));
+    const row = byTestId(page, 'check-row').find(
+      (r) =>
+        r.attributes['data-check-id'] === 'tools-list.page-budget' &&
+        r.attributes['data-status'] === 'failed',
+    );
+    expect(byTestId(row ?? page, 'check-severity')[0]?.attributes.class).toBe('severity major');
   });
 });
 

@@ -17,7 +17,9 @@ import {
   imageText,
   isFixedDeviation,
   isFlaky,
+  isMeasured,
   orderChecks,
+  pingText,
   resultLine,
   transportText,
 } from './format.js';
@@ -111,8 +113,10 @@ function quantilePlot(stats: LatencyStats, title: string): string {
   const { width, height, left, right, top, bottom } = PLOT;
   const plotW = width - left - right;
   const plotH = height - top - bottom;
+  // Only measured figures set the scale: one that is absent (no ping over MQTT) or NaN (a
+  // report from an older hil) would make the axis 0–1 ms.
   const yTicks = ticks(
-    Math.max(stats.maxMs, stats.pingP99Ms, sorted[sorted.length - 1] ?? 0) * 1.05,
+    Math.max(...[stats.maxMs, stats.pingP99Ms, sorted.at(-1)].filter(isMeasured), 0) * 1.05,
   );
   const yMax = yTicks[yTicks.length - 1] ?? 1;
   const x = (rank: number): number => left + (rank / 100) * plotW;
@@ -151,8 +155,7 @@ function quantilePlot(stats: LatencyStats, title: string): string {
     ['ping p50', stats.pingP50Ms],
     ['ping p99', stats.pingP99Ms],
   ] as const) {
-    if (Number.isFinite(ms))
-      labels.push({ cls: 'ping-label', text: `${label} ${formatMs(ms)}`, ms });
+    if (isMeasured(ms)) labels.push({ cls: 'ping-label', text: `${label} ${formatMs(ms)}`, ms });
   }
   const labelY = spreadLabels(
     labels.map((l) => y(l.ms) + 4),
@@ -166,7 +169,7 @@ function quantilePlot(stats: LatencyStats, title: string): string {
     ['ping p50', stats.pingP50Ms],
     ['ping p99', stats.pingP99Ms],
   ] as const) {
-    if (!Number.isFinite(ms)) continue;
+    if (!isMeasured(ms)) continue;
     parts.push(
       `<line class="ping" x1="${left}" x2="${left + plotW}" y1="${f(y(ms))}" y2="${f(y(ms))}"><title>${h(`${label} ${formatMs(ms)}`)}</title></line>`,
     );
@@ -219,10 +222,7 @@ function histogram(stats: LatencyStats): string {
   const top = 14;
   const plotW = width - 2 * left;
   const plotH = height - top - 34;
-  const lo = Math.min(
-    ...values,
-    Number.isFinite(stats.pingP50Ms) ? stats.pingP50Ms : Number.POSITIVE_INFINITY,
-  );
+  const lo = Math.min(...values, ...[stats.pingP50Ms].filter(isMeasured));
   const hi = Math.max(...values);
   const bins = Math.max(5, Math.min(30, Math.ceil(Math.sqrt(values.length)) + 2));
   const span = hi - lo || 1;
@@ -246,7 +246,7 @@ function histogram(stats: LatencyStats): string {
     ['p99', stats.p99Ms, 'marker'],
     ['ping p50', stats.pingP50Ms, 'ping'],
   ] as const) {
-    if (!Number.isFinite(ms)) continue;
+    if (!isMeasured(ms)) continue;
     parts.push(
       `<line class="${cls}" x1="${f(x(ms))}" x2="${f(x(ms))}" y1="${top}" y2="${top + plotH}"><title>${h(`${label} ${formatMs(ms)}`)}</title></line>`,
     );
@@ -268,10 +268,18 @@ function histogram(stats: LatencyStats): string {
 
 function latencyFigure(board: BoardReport, stats: LatencyStats): string {
   const title = `${board.name}: ${stats.method}, latency by percentile`;
-  const caption =
-    `${stats.samples} samples: min ${formatMs(stats.minMs)}, p50 ${formatMs(stats.p50Ms)}, ` +
-    `p90 ${formatMs(stats.p90Ms)}, p99 ${formatMs(stats.p99Ms)}, max ${formatMs(stats.maxMs)}; ` +
-    `WebSocket ping p50 ${formatMs(stats.pingP50Ms)}, p99 ${formatMs(stats.pingP99Ms)}`;
+  const figures = (
+    [
+      ['min', stats.minMs],
+      ['p50', stats.p50Ms],
+      ['p90', stats.p90Ms],
+      ['p99', stats.p99Ms],
+      ['max', stats.maxMs],
+    ] as const
+  )
+    .filter(([, ms]) => isMeasured(ms))
+    .map(([label, ms]) => `${label} ${formatMs(ms)}`);
+  const caption = `${stats.samples} samples: ${figures.join(', ')}; ${pingText(board, stats)}`;
   const body =
     stats.valuesMs.length === 0
       ? '<p class="empty">no samples recorded</p>'
@@ -374,7 +382,8 @@ function checkRow(check: CheckResult): string {
     `<tr class="check-row ${cls}" data-testid="check-row" data-check-id="${h(check.id)}" data-status="${check.status}">` +
     `<td data-testid="check-status"><span class="pill ${cls}">${h(label)}</span></td>` +
     `<td><code class="check-id">${h(check.id)}</code><div class="desc">${h(check.description)}</div></td>` +
-    `<td class="severity ${check.severity}">${h(check.severity)}</td>` +
+    // Severity is coloured only on a failure: a red `critical` beside a pass reads as a failure.
+    `<td class="severity${check.status === 'failed' ? ` ${check.severity}` : ''}" data-testid="check-severity">${h(check.severity)}</td>` +
     `<td class="message"><div>${h(checkText(check))}</div>${detail.length > 0 ? `<dl class="diff">${detail.join('')}</dl>` : ''}${notes.join('')}</td>` +
     `<td class="num">${h(formatDuration(check.durationMs))}</td></tr>`
   );

@@ -1,5 +1,11 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { fixtureReport, reportOf } from './fixture.test-helper.js';
+import { main } from '../cli.js';
+import type { RunReport } from '../model.js';
+import { fixtureReport, mqttReport, reportOf } from './fixture.test-helper.js';
 import { escapeLabelValue, renderOpenMetrics } from './openmetrics.js';
 
 const SAMPLE =
@@ -103,15 +109,100 @@ describe('renderOpenMetrics', () => {
     }
   });
 
-  it('writes NaN for a percentile that could not be measured', () => {
+  it('leaves out a figure that was not measured, never writing NaN', () => {
     const report = fixtureReport();
     const board = report.boards[0];
     const stats = board?.latency[0];
     if (board === undefined || stats === undefined) throw new Error('fixture');
-    board.latency.splice(0, 1, { ...stats, p99Ms: Number.NaN, valuesMs: [] });
+    // A report from an older hil, read back from JSON: NaN became null.
+    const older = {
+      ...stats,
+      p99Ms: null,
+      pingP99Ms: null,
+      valuesMs: [],
+    } as unknown as typeof stats;
+    board.latency.splice(0, 1, older);
     const out = renderOpenMetrics(reportOf([board]));
-    expect(out).toContain('quantile="0.99"} NaN\n');
+    expect(out).not.toMatch(/ (NaN|null|undefined)$/m);
+    expect(out).toContain('quantile="0.5"} 4.4\n');
+    expect(out).not.toContain('quantile="0.99"}');
     // No sum without the samples.
     expect(out).not.toContain('hil_latency_ms_sum');
   });
+
+  it('has no ping series for a board over MQTT, where the server has no ping', () => {
+    const out = renderOpenMetrics(mqttReport());
+    expect(out).toContain('hil_latency_ms_count{board="mqtt-board"');
+    expect(out).not.toContain('hil_ping_ms{');
+    expect(out).not.toContain('NaN');
+  });
 });
+
+/**
+ * The strict parser of the Prometheus client: Debian's python3-prometheus-client, under the
+ * system's /usr/bin/python3 (an interpreter on PATH such as pyenv's does not see Debian's
+ * packages). Why it is missing, if it is.
+ */
+const PYTHON = '/usr/bin/python3';
+function missingParser(): string | undefined {
+  const probe = spawnSync(
+    PYTHON,
+    ['-c', 'from prometheus_client.openmetrics.parser import text_string_to_metric_families'],
+    { encoding: 'utf8' },
+  );
+  if (probe.error !== undefined) return `no ${PYTHON} (${probe.error.message})`;
+  if (probe.status !== 0)
+    return `${PYTHON} has no prometheus_client (${probe.stderr.trim().split('\n').at(-1) ?? ''}); install Debian's python3-prometheus-client`;
+  return undefined;
+}
+
+const PARSE = `
+import json, math, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = []
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        out.append({"family": family.name, "name": s.name, "labels": s.labels,
+                    "value": "NaN" if math.isnan(s.value) else s.value})
+print(json.dumps(out))
+`;
+
+const skipped = missingParser();
+
+describe.skipIf(skipped !== undefined)(
+  `metrics.txt of a real run with a board over MQTT${skipped === undefined ? '' : ` (skipped: ${skipped})`}`,
+  () => {
+    it('parses with the strict OpenMetrics parser, every value a number, no ping series for the MQTT board', async () => {
+      const out = mkdtempSync(join(tmpdir(), 'hil-metrics-'));
+      let output = '';
+      const write = (text: string) => {
+        output += text;
+      };
+      // The default virtual rig's bread-compact-wifi board runs over MQTT.
+      const code = await main(
+        ['run', '--board', 'bread-compact-wifi', '--suite', 'latency', '--out', out],
+        { stdout: write, stderr: write },
+      );
+      expect(code, output).toBe(0);
+      const text = readFileSync(join(out, 'metrics.txt'), 'utf8');
+      const parsed = spawnSync(PYTHON, ['-c', PARSE], { input: text, encoding: 'utf8' });
+      expect(parsed.stderr, text).toBe('');
+      expect(parsed.status).toBe(0);
+      const samples = JSON.parse(parsed.stdout) as {
+        family: string;
+        labels: Record<string, string>;
+        value: number | 'NaN';
+      }[];
+      expect(samples.filter((s) => s.value === 'NaN')).toEqual([]);
+      const board = samples.filter((s) => s.labels.board === 'bread-compact-wifi');
+      expect(board.map((s) => s.family)).toContain('hil_latency_ms');
+      expect(board.filter((s) => s.family === 'hil_ping_ms')).toEqual([]);
+
+      const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
+      const [run] = report.boards;
+      expect(run?.transport).toBe('mqtt');
+      expect(run?.latency[0]).not.toHaveProperty('pingP50Ms');
+      expect(run?.latency[0]).not.toHaveProperty('pingP99Ms');
+    }, 60_000);
+  },
+);

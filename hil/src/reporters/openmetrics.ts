@@ -75,12 +75,17 @@ export function renderOpenMetrics(report: RunReport): string {
   for (const board of report.boards) {
     for (const stats of board.latency) {
       const base = { board: board.name, method: stats.method };
-      latency.samples.push(
-        sample('hil_latency_ms', { ...base, quantile: '0.5' }, stats.p50Ms),
-        sample('hil_latency_ms', { ...base, quantile: '0.9' }, stats.p90Ms),
-        sample('hil_latency_ms', { ...base, quantile: '0.99' }, stats.p99Ms),
-      );
-      if (stats.valuesMs.length === stats.samples) {
+      // A figure that was not measured is left out, never written as NaN (a report from an
+      // older hil may hold NaN, or null once through JSON).
+      for (const [quantile, ms] of [
+        ['0.5', stats.p50Ms],
+        ['0.9', stats.p90Ms],
+        ['0.99', stats.p99Ms],
+      ] as const) {
+        if (Number.isFinite(ms))
+          latency.samples.push(sample('hil_latency_ms', { ...base, quantile }, ms));
+      }
+      if (stats.valuesMs.length === stats.samples && stats.valuesMs.every(Number.isFinite)) {
         latency.samples.push(
           sample(
             'hil_latency_ms_sum',
@@ -92,13 +97,15 @@ export function renderOpenMetrics(report: RunReport): string {
       latency.samples.push(sample('hil_latency_ms_count', base, stats.samples));
     }
     // One ping series per board: it is measured on the board's one connection, so the first
-    // latency series stands for all (a second one would repeat the label set).
+    // latency series stands for all (a second one would repeat the label set). A board over
+    // MQTT has none: the server has no ping there.
     const first = board.latency[0];
-    if (first !== undefined) {
-      ping.samples.push(
-        sample('hil_ping_ms', { board: board.name, quantile: '0.5' }, first.pingP50Ms),
-        sample('hil_ping_ms', { board: board.name, quantile: '0.99' }, first.pingP99Ms),
-      );
+    for (const [quantile, ms] of [
+      ['0.5', first?.pingP50Ms],
+      ['0.99', first?.pingP99Ms],
+    ] as const) {
+      if (ms !== undefined && Number.isFinite(ms))
+        ping.samples.push(sample('hil_ping_ms', { board: board.name, quantile }, ms));
     }
     for (const check of board.checks) {
       if (check.status === 'skipped') continue;

@@ -43,7 +43,7 @@ function round(ms: number): number {
   return Math.round(ms * 100) / 100;
 }
 
-/** Call and ping samples into the report's shape (ping figures NaN when no ping came back). */
+/** Call and ping samples into the report's shape (no ping figures when no ping came back). */
 export function latencyStats(
   method: string,
   valuesMs: readonly number[],
@@ -59,8 +59,9 @@ export function latencyStats(
     p90Ms: round(percentile(sorted, 0.9)),
     p99Ms: round(percentile(sorted, 0.99)),
     maxMs: round(sorted.at(-1) ?? Number.NaN),
-    pingP50Ms: round(percentile(pings, 0.5)),
-    pingP99Ms: round(percentile(pings, 0.99)),
+    ...(pings.length === 0
+      ? {}
+      : { pingP50Ms: round(percentile(pings, 0.5)), pingP99Ms: round(percentile(pings, 0.99)) }),
     valuesMs: valuesMs.map(round),
   };
 }
