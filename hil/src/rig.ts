@@ -22,6 +22,7 @@ import {
   type BoardReport,
   DEFAULT_SUITES,
   exitCodeFor,
+  type RigStepName,
   type RunReport,
   type SuiteName,
   summarize,
@@ -187,15 +188,43 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
       (virtual || otaImage ? [...DEFAULT_SUITES, 'ota-upgrade'] : DEFAULT_SUITES)),
   ].filter((suite, i, all): suite is SuiteName => all.indexOf(suite) === i);
 
+  const runReport = (boardReports: BoardReport[], urls: RunReport['server']): RunReport => ({
+    tool: { name: 'hil', version: HIL_VERSION },
+    startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
+    durationMs: performance.now() - started,
+    rig: options.rigKind,
+    server: urls,
+    host: hostInfo(),
+    ...(firmware === undefined ? {} : { firmware: firmware.file.info }),
+    ...(otaFile === undefined ? {} : { otaImage: otaFile.info }),
+    suites,
+    baseline: baselineFile,
+    boards: boardReports,
+    summary: summarize(boardReports),
+    exitCode: exitCodeFor(boardReports, signal.aborted),
+    interrupted: signal.aborted,
+  });
+
   const mqtt = boards.some(mayUseMqtt);
-  const server = await XiaozhiServer.start(
-    rigServerOptions(
-      host,
-      listenPort,
-      rig.server?.publicUrl,
-      mqtt ? (rig.server?.mqttPort ?? 0) : undefined,
-    ),
-  );
+  let server: XiaozhiServer;
+  try {
+    server = await XiaozhiServer.start(
+      rigServerOptions(
+        host,
+        listenPort,
+        rig.server?.publicUrl,
+        mqtt ? (rig.server?.mqttPort ?? 0) : undefined,
+      ),
+    );
+  } catch (error) {
+    // The rig failed before any board was touched: each board asked for says so in the reports.
+    const reason = `the backend could not start: ${error instanceof Error ? error.message : String(error)}`;
+    const address = `not started (${host}:${listenPort})`;
+    return runReport(
+      boards.map((config) => backendFailure(config, reason)),
+      { ota: address, websocket: address },
+    );
+  }
   const bus = new VirtualBus(VIRTUAL_RIG_TIMING);
   const reports: BoardReport[] = [];
   // Every inventory board's identity, run or not: the anonymous network board takes none of them.
@@ -273,25 +302,38 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
     (a, b) =>
       boards.findIndex((x) => x.name === a.name) - boards.findIndex((x) => x.name === b.name),
   );
-  const report: RunReport = {
-    tool: { name: 'hil', version: HIL_VERSION },
-    startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
-    durationMs: performance.now() - started,
-    rig: options.rigKind,
-    server: {
-      ota: server.urls.ota,
-      websocket: server.urls.websocket,
-      ...(server.urls.mqtt === undefined ? {} : { mqtt: server.urls.mqtt }),
-    },
-    host: hostInfo(),
-    ...(firmware === undefined ? {} : { firmware: firmware.file.info }),
-    ...(otaFile === undefined ? {} : { otaImage: otaFile.info }),
-    suites,
-    baseline: baselineFile,
-    boards: reports,
-    summary: summarize(reports),
-    exitCode: exitCodeFor(reports, signal.aborted),
-    interrupted: signal.aborted,
+  return runReport(reports, {
+    ota: server.urls.ota,
+    websocket: server.urls.websocket,
+    ...(server.urls.mqtt === undefined ? {} : { mqtt: server.urls.mqtt }),
+  });
+}
+
+/**
+ * The step a board fails at when the rig's backend (OTA endpoint, WebSocket gateway, MQTT
+ * broker) does not start: the OTA check, the first step that needs our endpoint; nothing
+ * before it ran.
+ */
+const BACKEND_STEP: RigStepName = 'ota-check';
+
+/** A board the rig could not run because its backend did not start (exit 3). */
+function backendFailure(config: BoardConfig, reason: string): BoardReport {
+  return {
+    name: config.name,
+    kind: isNetworkBoard(config)
+      ? 'network'
+      : config.port?.startsWith('virtual:') === true
+        ? 'virtual'
+        : 'serial',
+    ...(config.port === undefined ? {} : { port: config.port }),
+    ...(config.chip === undefined ? {} : { chip: config.chip }),
+    ...(config.variant === undefined ? {} : { variant: config.variant }),
+    status: 'rig-failed',
+    failure: { step: BACKEND_STEP, reason },
+    steps: [{ step: BACKEND_STEP, status: 'failed', durationMs: 0, message: reason }],
+    checks: [],
+    latency: [],
+    startedAt: new Date().toISOString(),
+    durationMs: 0,
   };
-  return report;
 }
