@@ -117,6 +117,21 @@ describe('XiaozhiBridge through the SDK client', () => {
     expect((stale as McpError).message).toContain('stale cursor');
   });
 
+  it("words a refused request once: the client's prefix, then the bridge's reason", async () => {
+    await rig.start();
+    const board = rig.board({ preset: testPreset('refusals') });
+    await rig.connect(board);
+    const client = await clientOf(await startBridge({ device: board.mac }));
+
+    // The client puts `MCP error <code>: ` before the message on the wire; the bridge must not
+    // have put it there already.
+    const unknown = await client.callTool({ name: 'self-nope' }).catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(McpError);
+    expect((unknown as McpError).message).toBe('MCP error -32602: Unknown tool: self-nope');
+    const cursor = await client.listTools({ cursor: 'x' }).catch((e: unknown) => e);
+    expect((cursor as McpError).message).toMatch(/^MCP error -32602: (?!MCP error)/);
+  });
+
   it('calls a tool on the board and passes its text result through', async () => {
     await rig.start();
     const board = rig.board({ preset: testPreset('calls') });

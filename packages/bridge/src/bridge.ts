@@ -11,7 +11,6 @@ import {
   ErrorCode,
   ListToolsRequestSchema,
   type ListToolsResult,
-  McpError,
 } from '@modelcontextprotocol/sdk/types.js';
 import { API_CALL_TIMEOUT_MAX_MS, type ApiDevice } from '@xiaozhi-mcp/protocol';
 import { ApiClient, CALL_MARGIN_MS } from './api-client.js';
@@ -26,6 +25,20 @@ import {
 } from './catalog.js';
 import { BridgeError } from './errors.js';
 import { callFailure, toCallToolResult, toolError } from './results.js';
+
+/**
+ * A JSON-RPC error reply to a client's request: the SDK's server sends `code` and `message` as
+ * they are. Not the SDK's `McpError`, whose message already starts `MCP error <code>: `, which
+ * the client puts before it once more.
+ */
+class RequestError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 /** Reported as `serverInfo.version` (package.test.ts keeps it equal to package.json's). */
 export const BRIDGE_VERSION = '0.1.0';
@@ -300,7 +313,7 @@ export class XiaozhiBridge {
     let offset = 0;
     if (cursor !== undefined) {
       const decoded = decodeCursor(cursor, catalog);
-      if ('error' in decoded) throw new McpError(ErrorCode.InvalidParams, decoded.error);
+      if ('error' in decoded) throw new RequestError(ErrorCode.InvalidParams, decoded.error);
       offset = decoded.offset;
     }
     const page = pageOf(catalog, offset, this.pageSize);
@@ -321,7 +334,8 @@ export class XiaozhiBridge {
     cancelled: AbortSignal,
   ): Promise<CallToolResult> {
     const served = this.#catalog.byName.get(name);
-    if (served === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    if (served === undefined)
+      throw new RequestError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     const timeout = AbortSignal.timeout(this.callTimeoutMs + CALL_MARGIN_MS);
     // The client's cancellation (notifications/cancelled) aborts the API request, and the
     // server then drops its pending request to the board.
@@ -346,7 +360,7 @@ export class XiaozhiBridge {
         timeoutMs: this.callTimeoutMs + CALL_MARGIN_MS,
       });
       if (failure.kind === 'result') return failure.result;
-      throw new McpError(
+      throw new RequestError(
         failure.kind === 'invalid-params' ? ErrorCode.InvalidParams : ErrorCode.InternalError,
         failure.message,
       );
