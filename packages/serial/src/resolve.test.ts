@@ -425,17 +425,19 @@ describe('resolvePort: rfc2217:// ports', () => {
     const url = `rfc2217://127.0.0.1:${server.port}`;
     const port = await resolvePort(url, { rfc2217: { probeTimeoutMs: 300 } });
     await server.stop();
+    expect(await port.present(url)).toBe(false);
+    await expect(port.refind(300)).rejects.toMatchObject({
+      code: 'PORT_NOT_FOUND',
+      message: `${url} did not accept a connection within 0.3 s`,
+    });
+    // Released, so that the next resolution meets the server, not this run's hold on the board.
+    port.dispose();
     const error = await resolvePort(url).catch((e: unknown) => e);
     expect(error).toMatchObject({
       code: 'PORT_NOT_FOUND',
       message: `${url} refused the connection; is \`xiaozhi-mcp port serve\` (or another RFC 2217 server) running there?`,
     });
     expect(failureKind(error)).toBe('port');
-    expect(await port.present(url)).toBe(false);
-    await expect(port.refind(300)).rejects.toMatchObject({
-      code: 'PORT_NOT_FOUND',
-      message: `${url} did not accept a connection within 0.3 s`,
-    });
   });
 });
 

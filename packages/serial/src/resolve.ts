@@ -29,6 +29,7 @@ import {
   Rfc2217Binding,
   type Rfc2217BindingOptions,
   type Rfc2217Event,
+  type Rfc2217Probe,
   rfc2217Reachable,
 } from './rfc2217/client.js';
 import { formatRfc2217Url, isRfc2217Url, parseRfc2217Url } from './rfc2217/url.js';
@@ -42,10 +43,13 @@ export interface ResolvePortOptions {
   readonly lister?: () => Promise<PortInfo[]>;
   /** How long to look for a real port (it may be enumerating). Default 3000 ms. */
   readonly findTimeoutMs?: number;
-  /** Real ports: how long to wait for a board another process holds. Default 0: refuse at once. */
+  /**
+   * Real and `rfc2217://` ports: how long to wait for a board another process holds (its lock
+   * here, or the RFC 2217 server serving another client). Default 0: refuse at once.
+   */
   readonly lockWaitMs?: number;
   /**
-   * Real ports: where the board locks live. Default the host's, shared by all its users
+   * Real and `rfc2217://` ports: where the board locks live. Default the host's, shared by all its users
    * (`lockBoard`'s default: `XIAOZHI_LOCK_DIR`, else `/run/lock/xiaozhi-mcp` or the like); ports
    * from a `lister` of the caller's own are not necessarily the host's devices, and are locked
    * only when `lockDir` is given.
@@ -57,7 +61,7 @@ export interface ResolvePortOptions {
    * undefined reads none.
    */
   readonly uucpLockDir?: string | undefined;
-  /** Real ports: stops looking for the port and waiting for its lock. */
+  /** Real and `rfc2217://` ports: stops looking for the port and waiting for it. */
   readonly signal?: AbortSignal;
   /**
    * The command that lists the attached ports, as the user types it in the program that asks
@@ -245,18 +249,48 @@ function rfc2217Note(event: Rfc2217Event): string | undefined {
   return undefined;
 }
 
+/** How often a busy RFC 2217 server is asked again while a run waits for its board. */
+const BUSY_POLL_MS = 500;
+
 /**
- * A port on an RFC 2217 server: connected to first (so a wrong address fails here, and the
- * server's signature gives the kind of port it shares), on the connection the command's first
- * open then takes over (one per command); never locked here (the server lets one client in at
- * a time), with `linePlatform: 'win32'` (see {@link ResolvedPort.linePlatform}).
+ * The host's lock of a port another host shares, keyed by its URL: runs on this host wait for
+ * each other here (woken at the release, told who holds it), and hold it across the moments
+ * their connection is closed and made again (between flashing and the console), which the
+ * server's one-client rule alone would let a waiting run take. A lock directory this host
+ * cannot use is no reason to refuse: the server still lets one client in at a time.
+ */
+async function lockRemote(path: string, options: ResolvePortOptions): Promise<() => void> {
+  try {
+    return await lockBoard(`rfc2217:${path}`, {
+      label: path,
+      waitMs: options.lockWaitMs ?? 0,
+      ...(options.lockDir === undefined ? {} : { dir: options.lockDir }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+  } catch (error) {
+    if (!(error instanceof BoardLockError)) throw error;
+    if (error.reason === 'unusable') return () => {};
+    throw new SerialError('PORT_BUSY', error.message, { cause: error });
+  }
+}
+
+/**
+ * A port on an RFC 2217 server: locked on this host by its URL, then connected to (so a wrong
+ * address fails here, and the server's signature gives the kind of port it shares), on the
+ * connection the command's first open then takes over (one per command). A server serving
+ * another client (`PORT_BUSY`) is asked again until `lockWaitMs` is over, as a local board's
+ * lock is waited for. `linePlatform: 'win32'` (see {@link ResolvedPort.linePlatform}).
  */
 async function resolveRfc2217(
   selector: string,
   options: ResolvePortOptions,
 ): Promise<ResolvedPort> {
   const path = formatRfc2217Url(parseRfc2217Url(selector));
-  options.signal?.throwIfAborted();
+  const { signal } = options;
+  signal?.throwIfAborted();
+  const started = performance.now();
+  const waitMs = options.lockWaitMs ?? 0;
+  const release = await lockRemote(path, options);
   const { probeTimeoutMs, ...bindingOptions } = options.rfc2217 ?? {};
   const notify = options.request?.notify;
   const binding = new Rfc2217Binding({
@@ -266,10 +300,33 @@ async function resolveRfc2217(
       if (note !== undefined) notify?.('stderr', note);
     },
   });
-  const probe = await binding.connect(
-    path,
-    probeTimeoutMs === undefined ? {} : { timeoutMs: probeTimeoutMs },
-  );
+  let probe: Rfc2217Probe;
+  try {
+    for (let asked = 1; ; asked++) {
+      try {
+        probe = await binding.connect(
+          path,
+          probeTimeoutMs === undefined ? {} : { timeoutMs: probeTimeoutMs },
+        );
+        break;
+      } catch (error) {
+        const left = waitMs - (performance.now() - started);
+        if (!(error instanceof SerialError && error.code === 'PORT_BUSY')) throw error;
+        if (left <= 0)
+          throw waitMs === 0
+            ? error
+            : new SerialError(
+                'PORT_BUSY',
+                `${error.message} (still after waiting ${Math.round(waitMs / 100) / 10} s, asked ${asked} times)`,
+                { cause: error },
+              );
+        await abortableWait(Math.min(BUSY_POLL_MS, left), signal);
+      }
+    }
+  } catch (error) {
+    release();
+    throw error;
+  }
   const info: PortInfo = { path, kind: probe.kind };
   return {
     binding,
@@ -295,7 +352,10 @@ async function resolveRfc2217(
       );
     },
     // A connection no open took over (the command failed before opening) is closed.
-    dispose: () => binding.release(),
+    dispose: () => {
+      binding.release();
+      release();
+    },
   };
 }
 

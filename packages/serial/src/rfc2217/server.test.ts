@@ -1,8 +1,13 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SerialError } from '../errors.js';
+import { lockPath } from '../lock.js';
 import type { PortKind } from '../port-info.js';
 import type { ResolvedPort } from '../port-provider.js';
+import { resolvePort } from '../resolve.js';
 import type { SerialBinding } from '../web-serial.js';
 import { isLoopbackHost, Rfc2217Server } from './server.js';
 
@@ -857,5 +862,96 @@ describe('Rfc2217Server: the local port going away', () => {
     await until(() => server.heldBytes === 0 && device.opens === 2, 'the port back');
     const last = await client(server);
     await last.negotiate();
+  });
+});
+
+describe('two runs on one served board: the second waits for it (lockWaitMs)', () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+  /** A lock directory of its own: one per host the test plays. */
+  const host = (): string => {
+    const dir = mkdtempSync(join(tmpdir(), 'serial-rfc2217-wait-'));
+    dirs.push(dir);
+    return dir;
+  };
+  /** Whether `promise` has settled, without waiting for it. */
+  const watch = <T>(promise: Promise<T>) => {
+    const state = { settled: false };
+    promise.then(
+      () => {
+        state.settled = true;
+      },
+      () => {
+        state.settled = true;
+      },
+    );
+    return state;
+  };
+
+  it('on one host: waits for the first run, through its reconnects, then has the board', async () => {
+    const { server } = await serve(new FakeDevice());
+    const locks = host();
+    const first = await resolvePort(server.url, { lockDir: locks });
+    // Without a wait: refused at once, naming the run that holds it.
+    await expect(resolvePort(server.url, { lockDir: locks })).rejects.toMatchObject({
+      code: 'PORT_BUSY',
+      message: expect.stringMatching(
+        new RegExp(`^${server.url} is in use by another run \\(pid ${process.pid}, this process`),
+      ),
+    });
+    const waiting = resolvePort(server.url, { lockDir: locks, lockWaitMs: 60_000 });
+    const second = watch(waiting);
+    // It is in line for the board: its ticket is in the host's lock.
+    const key = lockPath(`rfc2217:${server.url}`, locks);
+    await until(() => readdirSync(key).filter((f) => f.startsWith('t.')).length === 2, 'a ticket');
+    // The first run's connection closes and is made again (the console after flashing): the
+    // waiting run does not slip in between.
+    const port = await first.binding.open({ path: first.path, baudRate: 115_200 });
+    await port.close();
+    const again = await first.binding.open({ path: first.path, baudRate: 115_200 });
+    expect(second.settled).toBe(false);
+    await again.close();
+    first.dispose();
+    const next = await waiting;
+    try {
+      const opened = await next.binding.open({ path: next.path, baudRate: 115_200 });
+      await opened.close();
+    } finally {
+      next.dispose();
+    }
+  });
+
+  it('from another host: asks the busy server again until the board is free', async () => {
+    const { server, log } = await serve(new FakeDevice());
+    const first = await resolvePort(server.url, { lockDir: host() });
+    const waiting = resolvePort(server.url, { lockDir: host(), lockWaitMs: 60_000 });
+    const second = watch(waiting);
+    // Refused by the server (twice: a busy refusal is asked once more at once) and still waiting.
+    await until(() => log.filter((l) => l.startsWith('refused ')).length >= 3, 'a third refusal');
+    expect(second.settled).toBe(false);
+    first.dispose();
+    const next = await waiting;
+    next.dispose();
+  });
+
+  it('from another host: fails once the wait is over, saying who holds the board', async () => {
+    const { server } = await serve(new FakeDevice());
+    const first = await resolvePort(server.url, { lockDir: host() });
+    try {
+      await expect(
+        resolvePort(server.url, { lockDir: host(), lockWaitMs: 1000 }),
+      ).rejects.toMatchObject({
+        code: 'PORT_BUSY',
+        message: expect.stringMatching(
+          new RegExp(
+            `^${server.url} is in use: xiaozhi-mcp port serve: busy: fake:board is in use by 127\\.0\\.0\\.1:\\d+; one client at a time \\(still after waiting 1 s, asked \\d+ times\\)$`,
+          ),
+        ),
+      });
+    } finally {
+      first.dispose();
+    }
   });
 });
