@@ -350,8 +350,12 @@ export class BoardRunner {
       };
       await this.#step('suites', async () => {
         await this.#runSuites(ota.deviceId);
-        const failed = this.report.checks.filter((c) => c.status === 'failed').length;
-        return { note: `${this.report.checks.length} checks, ${failed} failed` };
+        const failed = this.report.checks.filter((c) => c.status === 'failed');
+        // The step is as good as its checks: failed, naming the first failure (not the rig's).
+        return {
+          note: `${this.report.checks.length} checks, ${failed.length} failed${failed[0] === undefined ? '' : `, the first ${failed[0].id}`}`,
+          ...(failed[0] === undefined ? {} : { failedCheck: failed[0].id }),
+        };
       });
       if (this.report.checks.some((c) => c.status === 'failed')) this.report.status = 'failed';
     } catch (error) {
@@ -599,7 +603,7 @@ export class BoardRunner {
 
   async #step<T>(
     name: RigStepName,
-    body: () => Promise<{ result?: T; note?: string; flaky?: boolean }>,
+    body: () => Promise<{ result?: T; note?: string; flaky?: boolean; failedCheck?: string }>,
   ): Promise<T> {
     const step: RigStep = { step: name, status: 'passed', durationMs: 0 };
     this.report.steps.push(step);
@@ -615,7 +619,12 @@ export class BoardRunner {
       step.durationMs = performance.now() - started;
       if (outcome.note !== undefined) step.message = outcome.note;
       if (outcome.flaky) step.flaky = true;
-      this.#options.reporter.boardStep(this.report.name, name, 'passed', outcome.note, {
+      // The step ran to its end but a check of it failed: the run goes on, the step is failed.
+      if (outcome.failedCheck !== undefined) {
+        step.status = 'failed';
+        step.check = outcome.failedCheck;
+      }
+      this.#options.reporter.boardStep(this.report.name, name, step.status, outcome.note, {
         durationMs: step.durationMs,
         flaky: outcome.flaky === true,
       });

@@ -227,6 +227,36 @@ describe('bad input exits 2 before any board is touched, naming the field or the
   });
 });
 
+describe('the suites step is as good as its checks', () => {
+  it('fails when a check failed, naming the first, in the console, report.json, JUnit and HTML', async () => {
+    const { config, out } = rig([board('dut', { regressions: ['wrong-id'] })]);
+    const result = await hil('run', '--config', config, '--out', out, '--suite', 'tools-call');
+    expect(result.code, result.stdout).toBe(1);
+    const [dut] = reportOf(out).boards;
+    const failed = dut?.checks.filter((c) => c.status === 'failed').map((c) => c.id) ?? [];
+    expect(failed[0]).toBe('tools-call.reply-id');
+    const suites = dut?.steps.find((s) => s.step === 'suites');
+    expect(suites).toMatchObject({
+      status: 'failed',
+      check: 'tools-call.reply-id',
+      message: expect.stringContaining(`${failed.length} failed`),
+    });
+    // A failed check, not the rig's: the board failed (exit 1), no rig failure.
+    expect(dut?.status).toBe('failed');
+    expect(dut?.failure).toBeUndefined();
+    expect(result.stdout).toMatch(/\[dut\] suites ✗ /);
+    expect(result.stdout).not.toMatch(/\[dut\] suites ✓/);
+    expect(result.stdout).not.toMatch(/rig\.suites/);
+    const junit = readFileSync(join(out, 'junit.xml'), 'utf8');
+    expect(junit).toContain('<property name="step.suites" value="failed (tools-call.reply-id)"/>');
+    expect(junit).not.toContain('name="rig.suites"');
+    const html = readFileSync(join(out, 'report.html'), 'utf8');
+    expect(html).toMatch(
+      /<tr class="step failed" data-testid="step-row" data-step="suites"><td>suites<\/td><td><span class="pill failed">failed<\/span>/,
+    );
+  });
+});
+
 describe('the GitHub step summary', () => {
   it('is written, not empty, with the default reporters (the bin exits right after)', async () => {
     const { dir, config, out } = rig([board('one')]);

@@ -198,7 +198,13 @@ function robotBoard(): BoardReport {
         durationMs: 1200,
         message: 'BOOT click, hello received',
       },
-      { step: 'suites', status: 'passed', durationMs: 11_200 },
+      {
+        step: 'suites',
+        status: 'failed',
+        durationMs: 11_200,
+        message: '6 checks, 2 failed',
+        check: 'tools-list.page-budget',
+      },
       { step: 'close', status: 'passed', durationMs: 9 },
     ],
     checks: [

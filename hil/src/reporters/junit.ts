@@ -151,6 +151,11 @@ function testsuite(board: BoardReport, report: RunReport): { xml: string; counts
     ['port', board.port],
     ['kind', board.kind],
     ['status', board.status],
+    // Each rig step's outcome; a step a failed check stopped or failed names that check.
+    ...board.steps.map((s): [string, string] => [
+      `step.${s.step}`,
+      s.check === undefined ? s.status : `${s.status} (${s.check})`,
+    ]),
     ['consoleLog', board.consoleLog],
     ['transcript', board.transcript],
     ['run.exitCode', String(report.exitCode)],
