@@ -24,6 +24,35 @@ describe('FirmwareStore', () => {
     expect(offer('bread-compact-wifi', 'v2')).toBeUndefined();
   });
 
+  it('offers an image with an audience only to the devices it names, by MAC or Client-Id', () => {
+    const store = new FirmwareStore();
+    store.add(buildAppImage({ chip: 'esp32s3', version: '2.4.3' }), { name: 'everyone.bin' });
+    store.add(buildAppImage({ chip: 'esp32s3', version: '2.5.0' }), {
+      name: 'candidate.bin',
+      board: 'bread-compact-wifi',
+      audience: { deviceIds: ['F4:12:FA:00:00:01'], clientIds: ['uuid-of-board-2'] },
+    });
+    const device = (deviceId: string | undefined, clientId?: string) => ({
+      chip: 'esp32s3',
+      board: 'bread-compact-wifi',
+      version: '2.4.2',
+      ...(deviceId === undefined ? {} : { deviceId }),
+      ...(clientId === undefined ? {} : { clientId }),
+    });
+    const offer = (d: ReturnType<typeof device>) => store.offerFor(d)?.name;
+    const withheld = (d: ReturnType<typeof device>) => store.withheldFrom(d)?.name;
+    // Named by its MAC (in any case), or by its Client-Id.
+    expect(offer(device('f4:12:fa:00:00:01', 'any'))).toBe('candidate.bin');
+    expect(offer(device('f4:12:fa:00:00:02', 'uuid-of-board-2'))).toBe('candidate.bin');
+    expect(withheld(device('f4:12:fa:00:00:01'))).toBeUndefined();
+    // Another device of that chip and board: what is for everyone, the candidate withheld.
+    expect(offer(device('f4:12:fa:00:00:09', 'stranger'))).toBe('everyone.bin');
+    expect(withheld(device('f4:12:fa:00:00:09', 'stranger'))).toBe('candidate.bin');
+    expect(offer(device(undefined))).toBe('everyone.bin');
+    // Nothing is withheld from a device that runs the candidate already.
+    expect(withheld({ ...device('f4:12:fa:00:00:09'), version: '2.5.0' })).toBeUndefined();
+  });
+
   it('loads a directory: root images for every board, folders for one board', () => {
     const dir = mkdtempSync(join(tmpdir(), 'xz-fw-'));
     writeFileSync(join(dir, 'xiaozhi.bin'), buildAppImage({ chip: 'esp32s3', version: '2.5.0' }));

@@ -11,7 +11,7 @@ export {
   type ServerConfig,
 } from './config.js';
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
-export { type FirmwareImage, FirmwareStore } from './firmware-store.js';
+export { type FirmwareAudience, type FirmwareImage, FirmwareStore } from './firmware-store.js';
 export { type ServerUrls, type StartOptions, XiaozhiServer } from './server.js';
 
 // The devices: the registry, a session per connection and what they record (hil, cli):

@@ -4,9 +4,13 @@
  * serial its token only after the HMAC of a random challenge under its key.
  */
 import { createHmac } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { VirtualBoard } from '@xiaozhi-mcp/device';
 import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
+import { buildAppImage } from '@xiaozhi-mcp/firmware';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FirmwareStore } from './firmware-store.js';
 import { type StartOptions, XiaozhiServer } from './server.js';
 
 const MAC = 'f4:12:fa:40:00:01';
@@ -117,6 +121,54 @@ describe('bounded OTA requests', () => {
     const response = await check(target, systemInfo());
     expect(response.status).toBe(200);
     expect(target.registry.get(MAC)?.lastOtaCheck?.body).toEqual(systemInfo());
+  });
+});
+
+describe('firmware for some devices only', () => {
+  it('offers an image with an audience to the devices it names; another gets no firmware section, logged', async () => {
+    const firmware = new FirmwareStore();
+    firmware.add(buildAppImage({ chip: 'esp32s3', version: '2.5.0' }), {
+      name: 'candidate-desk.bin',
+      board: 'bread-compact-wifi',
+      audience: { deviceIds: [MAC] },
+    });
+    const log: string[] = [];
+    const target = await start({
+      firmware,
+      logger: pino(
+        { level: 'info' },
+        new Writable({
+          write(chunk: Buffer, _encoding, done) {
+            log.push(chunk.toString());
+            done();
+          },
+        }),
+      ),
+    });
+    const named = (await (await check(target, systemInfo())).json()) as Record<string, unknown>;
+    expect(named.firmware).toEqual({
+      version: '2.5.0',
+      url: expect.stringMatching(/\/firmware\/candidate-desk\.bin$/),
+    });
+    const stranger = 'f4:12:fa:40:00:99';
+    const response = await check(
+      target,
+      systemInfo({ mac_address: stranger, uuid: '6c1f8f0e-0000-4000-8000-00000000a099' }),
+      { 'Device-Id': stranger, 'Client-Id': '6c1f8f0e-0000-4000-8000-00000000a099' },
+    );
+    expect(response.status).toBe(200);
+    const reply = (await response.json()) as Record<string, unknown>;
+    expect(reply).not.toHaveProperty('firmware');
+    expect(reply).toHaveProperty('websocket');
+    expect(target.registry.get(stranger)?.lastOtaCheck?.offered).toBeUndefined();
+    const warned = log
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((entry) => entry.deviceId === stranger && entry.withheld !== undefined);
+    expect(warned).toMatchObject({
+      level: 40,
+      withheld: 'candidate-desk.bin',
+      msg: 'firmware 2.5.0 (candidate-desk.bin) not offered: it is for other devices',
+    });
   });
 });
 

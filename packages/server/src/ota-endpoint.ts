@@ -218,7 +218,21 @@ export class OtaEndpoint {
     }
     const chip =
       typeof request.body.chip_model_name === 'string' ? request.body.chip_model_name : undefined;
-    const offer = this.firmware.offerFor({ chip, board: request.board, version: request.version });
+    const candidate = { chip, board: request.board, version: request.version, deviceId, clientId };
+    const offer = this.firmware.offerFor(candidate);
+    const withheld = this.firmware.withheldFrom(candidate);
+    if (withheld !== undefined)
+      this.logger.warn(
+        {
+          deviceId,
+          clientId,
+          board: request.board,
+          version: request.version,
+          withheld: withheld.name,
+          remote: req.socket.remoteAddress,
+        },
+        `firmware ${withheld.version} (${withheld.name}) not offered: it is for other devices`,
+      );
     const serial = request.serialNumber;
     const key =
       serial === undefined || this.config.activationKeys === undefined
