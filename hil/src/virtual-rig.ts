@@ -10,13 +10,37 @@ import type { FirmwareUnderTest, RigPort } from './board-runner.js';
 import type { BoardConfig } from './inventory.js';
 
 /**
- * Plugs a virtual board into the rig's bus, with a hand on its BOOT button for the session
- * prompts a board on native USB gets, and on its RESET button for a board on `reset: none`.
+ * The version of the app a virtual board comes with, as from the factory: older than the
+ * firmware the rig builds, so a run says which of the two the board runs.
+ */
+const VIRTUAL_FACTORY_VERSION = '2.4.0';
+
+/**
+ * What a virtual board's flash holds when it is plugged in: bootloader, partition table and an
+ * app for its board, as a real board holds after its first merged flash (from the factory or a
+ * previous flash). So an app image alone (`xiaozhi.bin`) can be flashed into it and boots.
+ */
+function factoryFlashFor(config: BoardConfig): Uint8Array {
+  return buildVirtualFirmware({
+    chip: config.chip ?? 'esp32s3',
+    version: VIRTUAL_FACTORY_VERSION,
+    board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
+    ...(config.virtual?.flashSizeMb === undefined
+      ? {}
+      : { flashSizeMb: config.virtual.flashSizeMb }),
+  }).merged;
+}
+
+/**
+ * Plugs a virtual board into the rig's bus, holding its factory flash, with a hand on its BOOT
+ * button for the session prompts a board on native USB gets, and on its RESET button for a
+ * board on `reset: none`.
  */
 export function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
   const port = bus.plug(
     {
       preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
+      flashImage: factoryFlashFor(config),
       ...(config.virtual?.flashSizeMb === undefined
         ? {}
         : { flashSizeMb: config.virtual.flashSizeMb }),

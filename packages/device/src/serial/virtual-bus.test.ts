@@ -251,3 +251,29 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     expect(path).toBe('/dev/ttyACM1');
   });
 });
+
+describe('what a plugged board holds', () => {
+  it('comes erased, or with the image it is plugged in with, and boots that image’s app', async () => {
+    const bus = newBus();
+    const erased = bus.plug({ preset: 'bread-compact-wifi', flashSizeMb: 4 }, 'virtual:erased');
+    // Nothing at the partition table's offset: an app image alone has nowhere to go.
+    expect(erased.board.flash?.read(0x8000, 2)).toEqual(new Uint8Array([0xff, 0xff]));
+
+    const factory = buildVirtualFirmware({
+      chip: 'esp32s3',
+      version: '2.3.1',
+      board: 'bread-compact-wifi',
+      flashSizeMb: 4,
+    });
+    const port = bus.plug(
+      { preset: 'bread-compact-wifi', flashSizeMb: 4, flashImage: factory.merged },
+      'virtual:factory',
+    );
+    const booted = port.board.waitForLine(/app_init: App version:\s+2\.3\.1$/, 5000);
+    expect(port.board.flash?.md5(0, factory.merged.length)).toBe(md5(factory.merged));
+    // The partition table's magic, 0x50AA little-endian.
+    expect(port.board.flash?.read(0x8000, 2)).toEqual(new Uint8Array([0xaa, 0x50]));
+    await booted;
+    expect(port.board.bootCount).toBe(1);
+  });
+});

@@ -25,6 +25,13 @@ export interface VirtualBusBoard {
   /** Default: the preset's flash size. */
   readonly flashSizeMb?: number;
   /**
+   * What its flash holds when it is plugged in, written at 0x0: a merged image (bootloader,
+   * partition table, app), as a real board holds after the factory's flash or a previous one,
+   * so an app image alone can be flashed into its app partition. Default: erased, and an erased
+   * board boot-loops until it is flashed.
+   */
+  readonly flashImage?: Uint8Array;
+  /**
    * How the board reaches the host. `uart` (default): a CP2102 bridge (10c4:ea60) with the
    * auto-reset transistors, at `/dev/ttyVIRT<n>`. `native`: the chip's USB-Serial-JTAG
    * (303a:1001, serial number = the MAC) at `/dev/ttyACM<n>`: no transistors, so DTR clicks
@@ -113,10 +120,14 @@ export class VirtualBus {
     const index = this.#plugged++;
     const preset = boardPreset(spec.preset);
     const { unplugOnCall, ...faults } = spec.faults ?? {};
+    const flash = new FlashStorage({
+      size: (spec.flashSizeMb ?? preset.flashSizeMb) * 1024 * 1024,
+    });
+    if (spec.flashImage !== undefined) flash.write(0, spec.flashImage);
     const board = new VirtualBoard({
       preset,
       mac: `f4:12:fa:7e:00:${(index + 1).toString(16).padStart(2, '0')}`,
-      flash: new FlashStorage({ size: (spec.flashSizeMb ?? preset.flashSizeMb) * 1024 * 1024 }),
+      flash,
       timing: this.#timing,
       ...(spec.faults === undefined ? {} : { faults }),
       silicon: {
