@@ -32,7 +32,7 @@ import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
 import { writeGithubSummary } from './reporters/github.js';
 import { REPORTER_NAMES, type ReporterName, writeReports } from './reporters/index.js';
 import { HIL_VERSION, runRig } from './rig.js';
-import { prepareOutDir, RunInputError } from './run-inputs.js';
+import { parseFirmwareArgument, prepareOutDir, RunInputError } from './run-inputs.js';
 
 const processOutput: Output = {
   stdout: (text) => process.stdout.write(text),
@@ -44,7 +44,7 @@ class UsageError extends Error {}
 interface RunFlags {
   config?: string;
   board?: string[];
-  firmware?: string;
+  firmware?: string[];
   otaImage?: string;
   provision?: boolean;
   suite?: string[];
@@ -94,7 +94,6 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
   if (!Number.isFinite(lockWaitMs) || lockWaitMs < 0)
     throw new UsageError(`--lock-wait must be seconds, got ${flags.lockWait}`);
   for (const [flag, path] of [
-    ['--firmware', flags.firmware],
     ['--ota-image', flags.otaImage],
     ['--baseline', flags.baseline],
   ] as const) {
@@ -125,7 +124,7 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
       rig,
       rigKind: kind,
       ...(flags.board ? { boards: flags.board.flatMap((b) => b.split(',')) } : {}),
-      ...(flags.firmware ? { firmwarePath: flags.firmware } : {}),
+      ...(flags.firmware ? { firmware: flags.firmware.map(parseFirmwareArgument) } : {}),
       ...(flags.otaImage ? { otaImagePath: flags.otaImage } : {}),
       ...(suites ? { suites } : {}),
       ...(flags.baseline ? { baselinePath: flags.baseline } : {}),
@@ -176,7 +175,11 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
       'rig inventory (default ./hil.config.json; none and no board attached: the virtual rig)',
     )
     .option('--board <name...>', 'only these boards')
-    .option('--firmware <file>', 'flash this build first (a merged image at 0x0, or an app image)')
+    .option(
+      '--firmware <[board=]file>',
+      "flash this build first (a merged image at 0x0, or an app image): FILE on every board, BOARD=FILE on one; repeatable; before the inventory's firmware",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
     .option(
       '--ota-image <file>',
       'the app image the ota-upgrade suite offers (release qualification)',

@@ -63,6 +63,11 @@ export interface BoardConfig {
   readonly clientId?: string;
   readonly chip?: XiaozhiChipName;
   readonly variant?: string;
+  /**
+   * The image `hil run` flashes onto this board (a merged image or an app image), relative to
+   * the inventory file; `--firmware` overrides it.
+   */
+  readonly firmware?: string;
   readonly baud?: number;
   readonly flashBaud?: number;
   /**
@@ -139,6 +144,11 @@ export interface RigConfig {
   };
   readonly wifi?: { readonly ssid: string; readonly password?: string };
   readonly suites?: readonly SuiteName[];
+  /**
+   * The image for each board of a variant (`{"otto-robot": "builds/otto/merged-binary.bin"}`),
+   * relative to the inventory file; a board's own `firmware` and `--firmware` override it.
+   */
+  readonly firmware?: Readonly<Record<string, string>>;
   readonly baseline?: string;
   readonly latency?: LatencyConfig;
   /** When `hil compare` and `hil run --compare-to` call a difference a regression (docs/ci.md §1). */
@@ -312,7 +322,27 @@ export function loadInventory(path: string): RigConfig {
   } catch (error) {
     throw new InventoryError(`${path} is not valid JSON: ${(error as Error).message}`, undefined);
   }
-  return parseInventory(value, path);
+  return withPathsFrom(parseInventory(value, path), dirname(path));
+}
+
+/** The inventory's image paths, which are relative to its file, resolved from its folder. */
+function withPathsFrom(config: RigConfig, folder: string): RigConfig {
+  const firmware = config.firmware;
+  return {
+    ...config,
+    ...(firmware === undefined
+      ? {}
+      : {
+          firmware: Object.fromEntries(
+            Object.entries(firmware).map(([variant, path]) => [variant, resolve(folder, path)]),
+          ),
+        }),
+    boards: config.boards.map((board) =>
+      board.firmware === undefined
+        ? board
+        : { ...board, firmware: resolve(folder, board.firmware) },
+    ),
+  };
 }
 
 /** The rig used when there is no inventory and no board: two virtual boards. */

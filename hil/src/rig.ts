@@ -30,10 +30,11 @@ import {
 import { BoardClaims, isNetworkBoard, type ListenAddress } from './network-board.js';
 import { type ConsoleReporter, isLiveTerminal } from './reporters/console.js';
 import {
+  type FirmwareArgument,
   hostInfo,
   type ImageFile,
   imageInfo,
-  readFirmwareFile,
+  readBoardFirmware,
   readOtaImageFile,
   selectBoards,
 } from './run-inputs.js';
@@ -55,8 +56,11 @@ export interface RigRunOptions {
   readonly rigKind: 'virtual' | 'inventory';
   /** Only these boards (inventory names). */
   readonly boards?: readonly string[];
-  /** A merged image (flashed at 0x0) or an app image to flash. */
-  readonly firmwarePath?: string;
+  /**
+   * `--firmware`: an image (a merged image, flashed at 0x0, or an app image) for every board, or
+   * for one board; before the inventory's.
+   */
+  readonly firmware?: readonly FirmwareArgument[];
   readonly provision: boolean;
   /** `--suite`: overrides the inventory's `suites`. */
   readonly suites?: readonly SuiteName[];
@@ -83,13 +87,9 @@ export interface RigRunOptions {
   readonly attended?: boolean;
 }
 
-/** `--firmware`: a merged image goes to 0x0, an app image alone to the board's first app partition. */
-function readFirmware(
-  path: string,
-  boards: readonly BoardConfig[],
-): FirmwareUnderTest & { file: ImageFile } {
-  const file = readFirmwareFile(path, boards);
-  return { image: file.image, version: file.info.version, chip: file.info.chip, file };
+/** A board's image: a merged image goes to 0x0, an app image alone to the board's first app partition. */
+function underTest(file: ImageFile): FirmwareUnderTest {
+  return { image: file.image, version: file.info.version, chip: file.info.chip };
 }
 
 /**
@@ -138,14 +138,14 @@ function mayUseMqtt(config: BoardConfig): boolean {
 function assertMacKnowable(
   boards: readonly BoardConfig[],
   inventory: readonly BoardConfig[],
-  identifies: boolean,
+  identifies: (config: BoardConfig) => boolean,
 ): void {
   for (const config of boards) {
     if (sessionStartFor(config) !== 'mqtt' || config.deviceId !== undefined) continue;
     const port = config.port;
     if (port !== undefined) {
       // The virtual rig always provisions its boards; the identify step reads the MAC.
-      if (identifies || port.startsWith('virtual:')) continue;
+      if (identifies(config) || port.startsWith('virtual:')) continue;
       // A local native USB port names its MAC as its serial number (a remote one's is not passed on).
       if (!port.startsWith('rfc2217://') && isNativeUsb(config)) continue;
     }
@@ -173,12 +173,17 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
       'server.port',
     );
   }
+  const images = readBoardFirmware(rig, boards, options.firmware ?? []);
+  // One image on every board flashed (a board with a port): the run's firmware, as reports name it.
+  const flashed = boards.filter((b) => b.port !== undefined).map((b) => images.get(b.name));
   const firmware =
-    options.firmwarePath === undefined ? undefined : readFirmware(options.firmwarePath, boards);
+    flashed.length > 0 && flashed.every((file) => file !== undefined && file === flashed[0])
+      ? flashed[0]
+      : undefined;
   const otaFile =
     options.otaImagePath === undefined ? undefined : readOtaImageFile(options.otaImagePath, boards);
   const otaImage = otaFile?.image.data;
-  assertMacKnowable(boards, rig.boards, options.provision || firmware !== undefined);
+  assertMacKnowable(boards, rig.boards, (config) => options.provision || images.has(config.name));
   // The session suite is judged while each session opens: it always runs. `--suite`, else the
   // inventory's `suites`, else the defaults.
   const suites: SuiteName[] = [
@@ -195,7 +200,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
     rig: options.rigKind,
     server: urls,
     host: hostInfo(),
-    ...(firmware === undefined ? {} : { firmware: firmware.file.info }),
+    ...(firmware === undefined ? {} : { firmware: firmware.info }),
     ...(otaFile === undefined ? {} : { otaImage: otaFile.info }),
     suites,
     baseline: baselineFile,
@@ -238,8 +243,13 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
         const isVirtual = config.port?.startsWith('virtual:') === true;
         const selector = config.port;
         // The virtual rig flashes a virtual firmware image built for each board unless told what to flash.
-        const boardFirmware: (FirmwareUnderTest & { app?: Uint8Array }) | undefined =
-          firmware ?? (isVirtual ? virtualFirmwareFor(config) : undefined);
+        const image = images.get(config.name);
+        const boardFirmware: FirmwareUnderTest | undefined =
+          image === undefined
+            ? isVirtual
+              ? virtualFirmwareFor(config)
+              : undefined
+            : underTest(image);
         const candidate =
           otaImage ??
           (isVirtual && boardFirmware !== undefined
@@ -287,10 +297,8 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
         // What the report says was flashed: the file, or the image the rig built (a board
         // without a port is not flashed by the rig).
         if (boardFirmware !== undefined && selector !== undefined)
-          runner.report.image = imageInfo(
-            firmware === undefined ? 'virtual firmware built by hil' : firmware.file.info.file,
-            boardFirmware.image,
-          );
+          runner.report.image =
+            image?.info ?? imageInfo('virtual firmware built by hil', boardFirmware.image);
         reports.push(await runner.run());
       }),
     );

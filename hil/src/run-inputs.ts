@@ -37,13 +37,14 @@ export function imageInfo(file: string, image: ImageToFlash): ImageInfo {
   };
 }
 
-function read(flag: string, path: string): Uint8Array {
+/** Reads an image file; `what` names it as the user gave it (`--firmware FILE`). */
+function read(what: string, path: string): Uint8Array {
   try {
     return new Uint8Array(readFileSync(path));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new RunInputError(
-      `${flag} ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a folder, not an image file' : (error as Error).message}`,
+      `${what}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a folder, not an image file' : (error as Error).message}`,
     );
   }
 }
@@ -53,9 +54,9 @@ function read(flag: string, path: string): Uint8Array {
  * (raw data, a partition table alone). placeImage's refusal of such a file advises the flash
  * command's `--offset`, which hil run does not have: its callers say what hil run takes instead.
  */
-function placeRunImage(flag: string, path: string, data: Uint8Array): ImageToFlash | undefined {
+function placeRunImage(what: string, data: Uint8Array): ImageToFlash | undefined {
   try {
-    return placeImage(path, data, undefined);
+    return placeImage(what, data, undefined);
   } catch (error) {
     const damaged = (() => {
       try {
@@ -66,7 +67,7 @@ function placeRunImage(flag: string, path: string, data: Uint8Array): ImageToFla
       }
     })();
     // A damaged image: placeImage says what is wrong with it.
-    if (damaged) throw new RunInputError(`${flag} ${(error as Error).message}`);
+    if (damaged) throw new RunInputError((error as Error).message);
     return undefined;
   }
 }
@@ -78,26 +79,48 @@ function otherChips(boards: readonly BoardConfig[], chip: string): string[] {
     .map((b) => `${b.name} (${b.chip})`);
 }
 
+/** The boards an image built for board `built` must not go to: the inventory names another variant. */
+function otherVariants(boards: readonly BoardConfig[], built: string): string[] {
+  return boards
+    .filter((b) => b.variant !== undefined && b.variant !== built)
+    .map((b) => `${b.name} (${b.variant})`);
+}
+
+/** How the next fix is given, said with each refusal of an image for the wrong boards. */
+const PER_BOARD =
+  'give each board its own image (--firmware BOARD=FILE, or firmware in the inventory)';
+
 /**
- * `--firmware`: a merged image (flashed at 0x0) or an app image, with an app description (a
- * version) and a chip id; refused when the inventory says a board has another chip.
+ * An image to flash: a merged image (flashed at 0x0) or an app image, with an app description (a
+ * version) and a chip id; refused when the inventory says a board it goes to has another chip, or
+ * another variant than the board the image names (its app's board marker). `what` names the
+ * image as the user gave it: `--firmware FILE`, `--firmware BOARD=FILE`, `boards[1].firmware FILE`.
  */
-export function readFirmwareFile(path: string, boards: readonly BoardConfig[]): ImageFile {
-  const data = read('--firmware', path);
-  if (data.length === 0) throw new RunInputError(`--firmware ${path} is empty`);
-  const image = placeRunImage('--firmware', path, data);
+export function readFirmwareFile(
+  path: string,
+  boards: readonly BoardConfig[],
+  what = `--firmware ${path}`,
+): ImageFile {
+  const data = read(what, path);
+  if (data.length === 0) throw new RunInputError(`${what} is empty`);
+  const image = placeRunImage(what, data);
   if (image === undefined)
     throw new RunInputError(
-      `--firmware ${path} is neither a merged image (bootloader, partition table and app, flashed at 0x0) nor an app image (xiaozhi.bin, flashed at the board's first app partition): hil run flashes only those`,
+      `${what} is neither a merged image (bootloader, partition table and app, flashed at 0x0) nor an app image (xiaozhi.bin, flashed at the board's first app partition): hil run flashes only those`,
     );
   if (image.version === undefined || image.chip === undefined)
     throw new RunInputError(
-      `--firmware ${path} is neither a merged image with an app nor an app image (no app description with a version and a chip id)`,
+      `${what} is neither a merged image with an app nor an app image (no app description with a version and a chip id)`,
     );
-  const wrong = otherChips(boards, image.chip);
-  if (wrong.length > 0)
+  const wrongChip = otherChips(boards, image.chip);
+  if (wrongChip.length > 0)
     throw new RunInputError(
-      `--firmware ${path} is a build for ${image.chip}, but the inventory's ${wrong.join(', ')} ${wrong.length === 1 ? 'is' : 'are'} not: flash each board a build for its chip (--board to pick boards)`,
+      `${what} is a build for ${image.chip}, but the inventory's ${wrongChip.join(', ')} ${wrongChip.length === 1 ? 'is' : 'are'} not: ${PER_BOARD}, or --board to pick boards`,
+    );
+  const wrongBoard = image.board === undefined ? [] : otherVariants(boards, image.board);
+  if (wrongBoard.length > 0)
+    throw new RunInputError(
+      `${what} is a build for board ${image.board}, but the inventory's ${wrongBoard.join(', ')} ${wrongBoard.length === 1 ? 'is' : 'are'} not: ${PER_BOARD}`,
     );
   return {
     image,
@@ -105,11 +128,92 @@ export function readFirmwareFile(path: string, boards: readonly BoardConfig[]): 
   };
 }
 
+/** `--firmware FILE`: every board's image; `--firmware BOARD=FILE`: one board's. */
+export interface FirmwareArgument {
+  readonly board?: string;
+  readonly file: string;
+}
+
+/** A board name as the inventory spells it, then `=`: the rest is that board's image. */
+const BOARD_IMAGE = /^([A-Za-z0-9][A-Za-z0-9._-]{0,63})=(.+)$/s;
+
+/**
+ * Reads one `--firmware` value. A file whose name starts with `NAME=` is given with its folder
+ * (`./NAME=...`), which no board name matches.
+ */
+export function parseFirmwareArgument(value: string): FirmwareArgument {
+  const named = BOARD_IMAGE.exec(value);
+  return named?.[1] === undefined || named[2] === undefined
+    ? { file: value }
+    : { board: named[1], file: named[2] };
+}
+
+/**
+ * Each board's image, by board name (boards given none are absent: the run flashes nothing onto
+ * them, or, on the virtual rig, the image it builds). The first that names one: `--firmware
+ * BOARD=FILE`, `--firmware FILE` (every board), the board's `firmware` in the inventory, the
+ * inventory's `firmware` for the board's variant. Every image is read and checked against the
+ * boards it goes to before any board is touched.
+ */
+export function readBoardFirmware(
+  rig: RigConfig,
+  boards: readonly BoardConfig[],
+  args: readonly FirmwareArgument[],
+): Map<string, ImageFile> {
+  const names = rig.boards.map((b) => b.name);
+  const everyBoard = args.filter((a) => a.board === undefined);
+  if (everyBoard.length > 1)
+    throw new RunInputError(
+      `--firmware names ${everyBoard.length} images for every board (${everyBoard.map((a) => a.file).join(', ')}): give one, or one per board as --firmware BOARD=FILE`,
+    );
+  const perBoard = new Map<string, string>();
+  for (const { board, file } of args) {
+    if (board === undefined) continue;
+    if (!names.includes(board))
+      throw new RunInputError(
+        `--firmware ${board}=${file}: no board ${board} in the inventory; boards: ${names.join(', ')} (a file whose name holds "=" is given with its folder: ./${board}=${file})`,
+      );
+    if (perBoard.has(board))
+      throw new RunInputError(
+        `--firmware names two images for board ${board} (${perBoard.get(board)}, ${file}): give one`,
+      );
+    perBoard.set(board, file);
+  }
+  // Each image as the user named it, with the boards it goes to: one file named twice is read twice.
+  const sources = new Map<string, { path: string; boards: BoardConfig[] }>();
+  for (const config of boards) {
+    const index = rig.boards.indexOf(config);
+    const own = perBoard.get(config.name);
+    const forVariant = config.variant === undefined ? undefined : rig.firmware?.[config.variant];
+    const source =
+      own !== undefined
+        ? { what: `--firmware ${config.name}=${own}`, path: own }
+        : everyBoard[0] !== undefined
+          ? { what: `--firmware ${everyBoard[0].file}`, path: everyBoard[0].file }
+          : config.firmware !== undefined
+            ? { what: `boards[${index}].firmware ${config.firmware}`, path: config.firmware }
+            : forVariant !== undefined
+              ? { what: `firmware.${config.variant} ${forVariant}`, path: forVariant }
+              : undefined;
+    if (source === undefined) continue;
+    const entry = sources.get(source.what) ?? { path: source.path, boards: [] };
+    entry.boards.push(config);
+    sources.set(source.what, entry);
+  }
+  const images = new Map<string, ImageFile>();
+  for (const [what, { path, boards: to }] of sources) {
+    const file = readFirmwareFile(path, to, what);
+    for (const config of to) images.set(config.name, file);
+  }
+  return images;
+}
+
 /** `--ota-image`: an app image (xiaozhi.bin) with a version, for the boards' chip. */
 export function readOtaImageFile(path: string, boards: readonly BoardConfig[]): ImageFile {
-  const data = read('--ota-image', path);
+  const what = `--ota-image ${path}`;
+  const data = read(what, path);
   if (data.length === 0) throw new RunInputError(`--ota-image ${path} is empty`);
-  const image = placeRunImage('--ota-image', path, data);
+  const image = placeRunImage(what, data);
   if (image?.kind !== 'app' || image.version === undefined || image.chip === undefined)
     throw new RunInputError(
       `--ota-image ${path} is ${image?.kind === 'merged' ? 'a merged image' : 'not an app image'}: the OTA upgrade takes the app image (xiaozhi.bin)`,
