@@ -4,9 +4,16 @@
  * gets no firmware section. The requests are what a 2.4.x board sends (docs/protocol.md §7),
  * written out here, not built by the device SDK.
  */
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { buildAppImage } from '@xiaozhi-mcp/firmware';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { main } from './cli.js';
+import type { RunReport } from './model.js';
 import { candidateAudience, offerCandidate } from './ota-offers.js';
 import { rigServerOptions } from './rig.js';
 
@@ -19,12 +26,12 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** One OTA check of a bread-compact-wifi board running 2.4.2: the reply's JSON. */
+/** One OTA check of a bread-compact-wifi board running 2.4.2 (at `target`): the reply's JSON. */
 async function otaCheck(
-  target: XiaozhiServer,
+  target: XiaozhiServer | string,
   device: { mac: string; uuid: string },
 ): Promise<Record<string, unknown>> {
-  const response = await fetch(target.urls.ota, {
+  const response = await fetch(typeof target === 'string' ? target : target.urls.ota, {
     method: 'POST',
     headers: {
       'Device-Id': device.mac,
@@ -84,5 +91,68 @@ describe("the ota-upgrade candidate at the rig's OTA endpoint", () => {
       deviceIds: ['f4:12:fa:50:00:01'],
       clientIds: [],
     });
+  });
+});
+
+async function freePort(): Promise<number> {
+  const listener = createServer();
+  listener.listen(0, '127.0.0.1');
+  await once(listener, 'listening');
+  const { port } = listener.address() as { port: number };
+  await new Promise<void>((done) => listener.close(() => done()));
+  return port;
+}
+
+describe('hil run --listen with ota-upgrade', () => {
+  it('upgrades its board, while a device not in the inventory checking in meanwhile is offered nothing', {
+    timeout: 120_000,
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hil-ota-offers-'));
+    try {
+      const config = join(dir, 'hil.config.json');
+      writeFileSync(
+        config,
+        JSON.stringify({
+          wifi: { ssid: 'lab' },
+          boards: [
+            {
+              name: 'desk',
+              port: 'virtual:desk',
+              chip: 'esp32s3',
+              variant: 'bread-compact-wifi',
+              virtual: { preset: 'bread-compact-wifi' },
+            },
+          ],
+        }),
+      );
+      const port = await freePort();
+      const ota = `http://127.0.0.1:${port}/xiaozhi/ota/`;
+      const out = join(dir, 'out');
+      // Once the candidate is on offer (the board is rebooting to take it), a stranger of the
+      // board's variant checks in at the rig's endpoint.
+      let stdout = '';
+      let stranger: Promise<Record<string, unknown>> | undefined;
+      const code = await main(
+        ['run', '--config', config, '--out', out, '--listen', `127.0.0.1:${port}`],
+        {
+          stdout: (text) => {
+            stdout += text;
+            if (stranger === undefined && /ota-upgrade: rebooted/.test(stdout))
+              stranger = otaCheck(ota, STRANGER);
+          },
+          stderr: () => {},
+        },
+      );
+      expect(stranger, stdout).toBeDefined();
+      expect(await stranger).not.toHaveProperty('firmware');
+      const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
+      const [board] = report.boards;
+      expect(board?.checks.find((c) => c.id === 'ota-upgrade.version')).toMatchObject({
+        status: 'passed',
+      });
+      expect(code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
