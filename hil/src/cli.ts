@@ -25,7 +25,13 @@ import {
   mergeCommand,
 } from './compare/commands.js';
 import { loadReport, ReportInputError } from './compare/load.js';
-import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory, type RigConfig } from './inventory.js';
+import {
+  DEFAULT_VIRTUAL_RIG,
+  InventoryError,
+  baselinePath as inventoryBaseline,
+  loadInventory,
+  type RigConfig,
+} from './inventory.js';
 import { DEFAULT_SUITES, type ExitCode, SUITE_NAMES, type SuiteName } from './model.js';
 import { parseListen } from './network-board.js';
 import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
@@ -104,7 +110,9 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
   const base = flags.compareTo === undefined ? undefined : loadReport(flags.compareTo);
   const listen = flags.listen === undefined ? undefined : parseListen(flags.listen);
   if (typeof listen === 'string') throw new UsageError(listen);
-  const { rig, kind } = await chooseRig(flags.config);
+  const { rig, kind, path } = await chooseRig(flags.config);
+  // --baseline, else the inventory's (relative to its file), else the one shipped with hil.
+  const baseline = flags.baseline ?? inventoryBaseline(rig, path);
   const outDir = resolve(flags.out);
   prepareOutDir(outDir);
   const reporter = new ConsoleReporter({
@@ -127,7 +135,7 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
       ...(flags.firmware ? { firmware: flags.firmware.map(parseFirmwareArgument) } : {}),
       ...(flags.otaImage ? { otaImagePath: flags.otaImage } : {}),
       ...(suites ? { suites } : {}),
-      ...(flags.baseline ? { baselinePath: flags.baseline } : {}),
+      ...(baseline === undefined ? {} : { baselinePath: baseline }),
       ...(flags.allowFixedDeviations ? { allowFixedDeviations: true } : {}),
       ...(listen === undefined ? {} : { listen }),
       provision: flags.provision === true,
