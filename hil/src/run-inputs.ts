@@ -184,7 +184,11 @@ export function readBoardFirmware(
   for (const config of boards) {
     const index = rig.boards.indexOf(config);
     const own = perBoard.get(config.name);
-    const forVariant = config.variant === undefined ? undefined : rig.firmware?.[config.variant];
+    const variant = config.variant;
+    const forVariant =
+      variant !== undefined && rig.firmware !== undefined && Object.hasOwn(rig.firmware, variant)
+        ? rig.firmware[variant]
+        : undefined;
     const source =
       own !== undefined
         ? { what: `--firmware ${config.name}=${own}`, path: own }
