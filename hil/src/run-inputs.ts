@@ -96,11 +96,7 @@ const PER_BOARD =
  * another variant than the board the image names (its app's board marker). `what` names the
  * image as the user gave it: `--firmware FILE`, `--firmware BOARD=FILE`, `boards[1].firmware FILE`.
  */
-export function readFirmwareFile(
-  path: string,
-  boards: readonly BoardConfig[],
-  what = `--firmware ${path}`,
-): ImageFile {
+function readFirmwareFile(path: string, boards: readonly BoardConfig[], what: string): ImageFile {
   const data = read(what, path);
   if (data.length === 0) throw new RunInputError(`${what} is empty`);
   const image = placeRunImage(what, data);
