@@ -126,6 +126,59 @@ describe('mergeReports', () => {
     expect(missing.qualification?.missing).toEqual(['b']);
   });
 
+  it("spans the earliest start to the latest end, and names each rig's host", async () => {
+    const at = (report: RunReport, startedAt: string, durationMs: number, hostname: string) => ({
+      ...report,
+      startedAt,
+      durationMs,
+      host: { hostname, os: 'linux 6.8.0 x64', node: 'v20.19.0' },
+    });
+    // lab-2 starts a minute after lab-1 and ends 80 s after that: 140 s in all, not the 60 s between the starts.
+    const a = saveIn(
+      'span/lab-1',
+      at(syntheticReport([syntheticBoard()]), '2025-01-01T00:00:00.000Z', 100_000, 'rig-host-a'),
+    );
+    const b = saveIn(
+      'span/lab-2',
+      at(syntheticReport([syntheticBoard()]), '2025-01-01T00:01:00.000Z', 80_000, 'rig-host-b'),
+    );
+    const out = join(dir, 'span', 'merged');
+    const { code, stdout } = await hil(['merge', a, b, '--out', out]);
+    expect(code).toBe(0);
+    const merged = readReport(out);
+    expect(merged.startedAt).toBe('2025-01-01T00:00:00.000Z');
+    expect(merged.durationMs).toBe(140_000);
+    expect(stdout).toContain('Ran on rig-host-a (lab-1), rig-host-b (lab-2) with hil');
+    expect(stdout).not.toContain('unrecorded');
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain(
+      '<dt>Duration</dt><dd>2 min 20 s</dd>',
+    );
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain(
+      '<dt>Host</dt><dd>rig-host-a (lab-1), rig-host-b (lab-2)</dd>',
+    );
+    expect(readFileSync(join(out, 'summary.md'), 'utf8')).toContain(
+      'Ran on rig-host-a (lab-1), rig-host-b (lab-2) with',
+    );
+    // Both rigs on one host: that host.
+    const same = mergeReports(
+      [
+        {
+          rig: 'x',
+          file: join(dir, 'x', 'report.json'),
+          report: at(syntheticReport([syntheticBoard()]), '2025-01-01T00:00:00.000Z', 1000, 'vm'),
+        },
+        {
+          rig: 'y',
+          file: join(dir, 'y', 'report.json'),
+          report: at(syntheticReport([syntheticBoard()]), '2025-01-01T00:00:00.500Z', 1000, 'vm'),
+        },
+      ],
+      { outDir: dir, toolVersion: '0' },
+    );
+    expect(same.host?.hostname).toBe('vm');
+    expect(same.durationMs).toBe(1500);
+  });
+
   it('reads rig names from RIG=PATH or from the artefact folder', () => {
     expect(parseMergeArgument('lab-1=out/report.json')).toEqual({
       rig: 'lab-1',

@@ -11,6 +11,7 @@ import {
   type Qualification,
   type QualificationEntry,
   type RunReport,
+  type RunSummary,
   SUITE_NAMES,
   summarize,
 } from './model.js';
@@ -145,6 +146,26 @@ export function mergeReports(inputs: readonly MergeInput[], options: MergeOption
         : 0;
   const suites = SUITE_NAMES.filter((s) => inputs.some((i) => i.report.suites.includes(s)));
   const join = (values: readonly string[]) => unique(values).join(', ');
+  // A rig that sent no report is a rig failure; it is the root cause when no board failed.
+  const counted = summarize(boards);
+  const [absent] = missing;
+  const summary: RunSummary = {
+    ...counted,
+    rigFailures: counted.rigFailures + missing.length,
+    ...(counted.rootCause !== undefined || absent === undefined
+      ? {}
+      : {
+          rootCause: {
+            rig: absent,
+            reason: `no report from rig ${absent}, which --expect named`,
+            skipped: 0,
+            laterFailures: 0,
+          },
+        }),
+  };
+  // One host when every rig ran on the same one; else the reports name each rig's host.
+  const hosts = unique(inputs.map((i) => JSON.stringify(i.report.host ?? null)));
+  const host = hosts.length === 1 ? inputs[0]?.report.host : undefined;
   return {
     tool: { name: 'hil', version: options.toolVersion },
     startedAt: new Date(first).toISOString(),
@@ -154,10 +175,11 @@ export function mergeReports(inputs: readonly MergeInput[], options: MergeOption
       ota: join(inputs.map((i) => i.report.server.ota)),
       websocket: join(inputs.map((i) => i.report.server.websocket)),
     },
+    ...(host === undefined ? {} : { host }),
     ...(firmware === undefined ? {} : { firmware }),
     suites,
     boards,
-    summary: summarize(boards),
+    summary,
     exitCode,
     interrupted,
     qualification: {

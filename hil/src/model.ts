@@ -185,6 +185,31 @@ export interface BoardReport {
   durationMs: number;
 }
 
+/**
+ * The first failure of a run, which the reports name at their top: what later failed or was
+ * skipped on its board often follows from it (a board that stopped answering skips the rest).
+ */
+export interface RootCause {
+  /** The board it happened on; absent for a rig of `hil merge --expect` that sent no report. */
+  readonly board?: string;
+  /** The check that failed first, when a check did. */
+  readonly check?: string;
+  /** The rig step that failed first (the rig's, or the board's: a panic at boot), when a step did. */
+  readonly step?: RigStepName;
+  /** The rig that sent no report (`hil merge --expect`). */
+  readonly rig?: string;
+  readonly reason: string;
+  /**
+   * When it happened, as the report's durations place it: the board's start plus its steps and
+   * checks up to the end of this one. Absent for a missing report.
+   */
+  readonly at?: string;
+  /** Checks of its board skipped because of it (`the board stopped answering at <check>`). */
+  readonly skipped: number;
+  /** Failures of its board after it (failed checks, a rig failure): often its consequences. */
+  readonly laterFailures: number;
+}
+
 export interface RunSummary {
   readonly boards: number;
   readonly passed: number;
@@ -195,6 +220,8 @@ export interface RunSummary {
   readonly rigFailures: number;
   /** Boards cut short by Ctrl-C. */
   readonly interrupted?: number;
+  /** The run's first failure, if anything failed. */
+  readonly rootCause?: RootCause;
 }
 
 /** 0 all passed, 1 a check failed, 2 bad usage or config, 3 the rig failed, 130 interrupted. */
@@ -415,7 +442,9 @@ export interface Qualification {
 /** Counts checks and boards; a board that failed its rig steps counts as a rig failure. */
 export function summarize(boards: readonly BoardReport[]): RunSummary {
   const checks = boards.flatMap((b) => b.checks);
+  const rootCause = firstFailure(boards);
   return {
+    ...(rootCause === undefined ? {} : { rootCause }),
     boards: boards.length,
     passed: checks.filter((c) => c.status === 'passed').length,
     failed: checks.filter((c) => c.status === 'failed').length,
@@ -434,4 +463,175 @@ export function exitCodeFor(boards: readonly BoardReport[], interrupted = false)
   if (boards.some((b) => b.failure?.refused === true)) return 2;
   if (boards.some((b) => b.status === 'failed')) return 1;
   return 0;
+}
+
+// ---- The root cause and the headline ---------------------------------------------------------
+
+/** The steps no check runs before: a failure there comes before any check's. */
+const STEPS_BEFORE_CHECKS: readonly RigStepName[] = [
+  'open',
+  'identify',
+  'flash',
+  'provision',
+  'reset',
+  'boot',
+  'ota-check',
+];
+
+/** The first line of a reason, short enough for a headline. */
+function firstLine(text: string, max = 160): string {
+  const line = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  return line.length <= max ? line : `${line.slice(0, max - 1)}…`;
+}
+
+/** When a board's step ended, from the board's start and the durations of the steps before it. */
+function stepTimes(board: BoardReport): Map<RigStepName, { start: number; end: number }> {
+  let at = Date.parse(board.startedAt);
+  const times = new Map<RigStepName, { start: number; end: number }>();
+  for (const step of board.steps) {
+    const duration = Number.isFinite(step.durationMs) ? step.durationMs : 0;
+    times.set(step.step, { start: at, end: at + duration });
+    at += duration;
+  }
+  return times;
+}
+
+/**
+ * A board's first failure: a rig step before any check could run, else its first failed check
+ * (checks are recorded in the order they ran), else the step its rig or firmware failed at.
+ * A board cut short by Ctrl-C has none: it did not fail.
+ */
+export function boardRootCause(board: BoardReport): RootCause | undefined {
+  if (board.status === 'interrupted') return undefined;
+  const times = stepTimes(board);
+  const stamp = (ms: number | undefined) =>
+    ms === undefined || !Number.isFinite(ms) ? {} : { at: new Date(ms).toISOString() };
+  const failure = board.failure;
+  const index = board.checks.findIndex((c) => c.status === 'failed');
+  if (failure !== undefined && (STEPS_BEFORE_CHECKS.includes(failure.step) || index < 0)) {
+    return {
+      board: board.name,
+      step: failure.step,
+      reason: failure.reason,
+      ...stamp(times.get(failure.step)?.end),
+      skipped: 0,
+      laterFailures: 0,
+    };
+  }
+  const check = board.checks[index];
+  if (check === undefined) return undefined;
+  // The session's checks are judged in the session step, the rest one after another in suites.
+  const inSession = check.suite === 'session';
+  const step = times.get(inSession ? 'session' : 'suites');
+  const before = board.checks
+    .slice(0, index + 1)
+    .filter((c) => (c.suite === 'session') === inSession)
+    .reduce((sum, c) => sum + (Number.isFinite(c.durationMs) ? c.durationMs : 0), 0);
+  const later = board.checks.slice(index + 1);
+  return {
+    board: board.name,
+    check: check.id,
+    reason: check.message,
+    ...stamp(step === undefined ? undefined : Math.min(step.start + before, step.end)),
+    skipped: later.filter(
+      (c) => c.status === 'skipped' && c.message.includes(`stopped answering at ${check.id}`),
+    ).length,
+    laterFailures:
+      later.filter((c) => c.status === 'failed').length + (failure === undefined ? 0 : 1),
+  };
+}
+
+/** The earliest of the boards' first failures (by when the report's durations place them). */
+function firstFailure(boards: readonly BoardReport[]): RootCause | undefined {
+  let first: RootCause | undefined;
+  for (const board of boards) {
+    const cause = boardRootCause(board);
+    if (cause === undefined) continue;
+    const at = cause.at === undefined ? Number.POSITIVE_INFINITY : Date.parse(cause.at);
+    const best = first?.at === undefined ? Number.POSITIVE_INFINITY : Date.parse(first.at);
+    if (first === undefined || at < best) first = cause;
+  }
+  return first;
+}
+
+/** `passed`: exit 0; `failed`: 1, 2 or 3; `interrupted`: 130. */
+export type HeadlineTone = 'passed' | 'failed' | 'interrupted';
+
+/** The verdict every report leads with. */
+export interface Headline {
+  readonly text: string;
+  readonly tone: HeadlineTone;
+}
+
+function count(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/**
+ * The run's verdict in one line, led by the reason for its exit code (docs/hil.md §5): every
+ * reporter shows this one, so none can read "all passed" beside a failing exit code. Rig
+ * failures and missing reports for 3, a refused build for 2, failed checks, crashed boards or
+ * regressions for 1, Ctrl-C for 130; then the check counts.
+ */
+export function headline(report: RunReport): Headline {
+  const s = report.summary;
+  const boards = report.boards;
+  const missing = report.qualification?.missing ?? [];
+  const extras: string[] = [];
+  if (s.knownDeviations > 0) extras.push(count(s.knownDeviations, 'known deviation'));
+  if (s.fixedDeviations > 0)
+    extras.push(`${count(s.fixedDeviations, 'deviation')} fixed (update the baseline)`);
+  const regressions = report.comparison?.regressions ?? 0;
+  if (report.exitCode === 0) {
+    return {
+      tone: 'passed',
+      text: [`all ${count(s.passed, 'check')} passed`, ...extras].join(', '),
+    };
+  }
+  const checks = [
+    `${count(s.passed, 'check')} passed`,
+    ...(s.skipped > 0 ? [`${s.skipped} skipped`] : []),
+    ...extras,
+  ].join(', ');
+  const failedChecks = s.failed > 0 ? [`${count(s.failed, 'check')} failed`] : [];
+  const at = (b: BoardReport) => `${b.name} at ${b.failure?.step ?? 'an unknown step'}`;
+  const sources = (code: number) =>
+    (report.qualification?.sources ?? []).filter((x) => x.exitCode === code).map((x) => x.rig);
+
+  let causes: string[];
+  if (report.exitCode === 130) {
+    const cut = boards.filter((b) => b.status === 'interrupted');
+    const lead = `interrupted (Ctrl-C)${cut.length === 0 ? '' : `: ${count(cut.length, 'board')} cut short (${cut.map(at).join(', ')})`}`;
+    return { tone: 'interrupted', text: [lead, ...failedChecks, `before it ${checks}`].join('; ') };
+  }
+  if (report.exitCode === 3) {
+    causes = [
+      ...missing.map((rig) => `no report from rig ${rig}`),
+      ...boards.filter((b) => b.status === 'rig-failed').map(at),
+      // A merged rig's board cut short has no verdict: its rig failed.
+      ...boards.filter((b) => b.status === 'interrupted').map((b) => `${at(b)} interrupted`),
+    ];
+    if (causes.length === 0) causes = sources(3).map((rig) => `rig ${rig}'s run exited 3`);
+    causes = [`rig failed: ${causes.length === 0 ? 'see the rig failures' : causes.join('; ')}`];
+    causes.push(...failedChecks);
+  } else if (report.exitCode === 2) {
+    const refused = boards.filter((b) => b.failure?.refused === true);
+    causes = [
+      refused.length === 0
+        ? 'bad usage or input'
+        : `refused: ${refused.map((b) => `${at(b)}: ${firstLine(b.failure?.reason ?? '')}`).join('; ')}`,
+      ...failedChecks,
+    ];
+  } else {
+    causes = [...failedChecks];
+    // A board its firmware failed without a named check: a panic at boot.
+    for (const b of boards) {
+      if (b.status === 'failed' && b.failure !== undefined && b.failure.refused !== true)
+        causes.push(`${b.name} failed at ${b.failure.step}: ${firstLine(b.failure.reason)}`);
+    }
+    if (regressions > 0) causes.push(`${count(regressions, 'regression')} against the base`);
+    if (causes.length === 0) causes = sources(1).map((rig) => `rig ${rig}'s run exited 1`);
+    if (causes.length === 0) causes = ['failed (exit 1)'];
+  }
+  return { tone: 'failed', text: [...causes, checks].join('; ') };
 }

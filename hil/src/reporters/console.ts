@@ -5,7 +5,13 @@
  */
 import { renderComparisonText } from '../compare/render.js';
 import { renderQualificationText } from '../merge.js';
-import type { CheckResult, RigStep, RigStepName, RunReport } from '../model.js';
+import {
+  type CheckResult,
+  headline,
+  type RigStep,
+  type RigStepName,
+  type RunReport,
+} from '../model.js';
 import { singleLine } from './escape.js';
 import {
   boardStatusText,
@@ -13,13 +19,13 @@ import {
   EXIT_CODE_MEANING,
   findings,
   formatDuration,
-  hostText,
+  hostsText,
   imageText,
   isFixedDeviation,
   isFlaky,
   plural,
-  resultLine,
   rigFailures,
+  rootCauseText,
   transportText,
   versionText,
 } from './format.js';
@@ -275,6 +281,13 @@ export function renderConsoleSummary(
   const c = (text: string, tone: Tone | undefined): string => paint(text, tone, color);
   const out: string[] = [''];
   const found = findings(report);
+  const verdict = headline(report);
+  const tone: Tone =
+    verdict.tone === 'passed' ? 'green' : verdict.tone === 'interrupted' ? 'yellow' : 'red';
+  // The first failure leads: what follows on its board often comes from it.
+  const cause = report.summary.rootCause;
+  if (cause !== undefined)
+    out.push(c(`Root cause: ${singleLine(rootCauseText(cause))}`, 'red'), '');
 
   for (const board of report.boards) {
     const glyph =
@@ -309,7 +322,7 @@ export function renderConsoleSummary(
     out.push('', c(`Failures (${failureCount})`, 'red'));
     for (const { board, failure } of rig) {
       out.push(
-        `  ${c(GLYPH.failed, 'red')} ${board.name}  rig.${failure.step}  ${singleLine(failure.reason)}`,
+        `  ${c(GLYPH.failed, 'red')} ${board.name}  rig.${failure.step}  ${failure.kind === 'rig' ? '' : `[${failure.kind}] `}${singleLine(failure.reason)}`,
       );
     }
     for (const { board, check } of found.failed) {
@@ -365,11 +378,8 @@ export function renderConsoleSummary(
     `Checks: ${s.passed} passed, ${s.failed} failed, ${s.knownDeviations} known ${s.knownDeviations === 1 ? 'deviation' : 'deviations'}, ${s.skipped} skipped`,
   );
   if (report.interrupted) out.push(c('Interrupted: the reports hold what ran.', 'yellow'));
-  out.push(
-    `Ran on ${report.host === undefined ? 'an unrecorded host' : hostText(report.host)} with ${report.tool.name} ${report.tool.version}`,
-  );
-  const tone: Tone = report.exitCode === 0 ? 'green' : 'red';
-  out.push(`Result: ${resultLine(report)}`);
+  out.push(`Ran on ${hostsText(report)} with ${report.tool.name} ${report.tool.version}`);
+  out.push(c(`Result: ${singleLine(verdict.text)}`, tone));
   out.push(c(`Exit code ${report.exitCode}: ${EXIT_CODE_MEANING[report.exitCode]}`, tone), '');
   return out.join('\n');
 }

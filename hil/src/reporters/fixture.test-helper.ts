@@ -327,6 +327,65 @@ export function mqttReport(): RunReport {
   return reportOf([{ ...board, name: 'mqtt-board', transport: 'mqtt', latency: [calls] }]);
 }
 
+/** Only the robot board: two checks failed (exit 1). */
+export function failingReport(): RunReport {
+  return reportOf([robotBoard()]);
+}
+
+/**
+ * A build that panics at boot, as a real run reports it: the boot step failed with the crash,
+ * the board failed (exit 1), and no check ran.
+ */
+export function panicReport(): RunReport {
+  const reason =
+    'expected no panic, got one: assert failed: app_main main.cc:42 (backtrace 0x4037a1f3 0x4037f2a1)';
+  return reportOf([
+    {
+      name: 'panicky',
+      kind: 'virtual',
+      port: 'virtual:panicky (/dev/ttyVIRT0)',
+      chip: 'esp32s3',
+      variant: 'bread-compact-wifi',
+      status: 'failed',
+      failure: { step: 'boot', reason },
+      steps: [
+        { step: 'open', status: 'passed', durationMs: 15 },
+        { step: 'identify', status: 'passed', durationMs: 1080 },
+        { step: 'flash', status: 'passed', durationMs: 125 },
+        { step: 'provision', status: 'passed', durationMs: 256 },
+        { step: 'reset', status: 'passed', durationMs: 101 },
+        { step: 'boot', status: 'failed', durationMs: 388, message: reason },
+        { step: 'close', status: 'passed', durationMs: 0.15 },
+      ],
+      checks: [],
+      latency: [],
+      startedAt: '2025-11-21T20:00:01.000Z',
+      durationMs: 2000,
+    },
+  ]);
+}
+
+/** Ctrl-C while the robot board ran its suites: exit 130, the board `interrupted`. */
+export function interruptedReport(): RunReport {
+  const board = robotBoard();
+  const checks = board.checks.filter((c) => c.status !== 'failed');
+  const steps = board.steps.filter((s) => s.step !== 'suites' && s.step !== 'close');
+  steps.push({
+    step: 'suites',
+    status: 'interrupted',
+    durationMs: 3000,
+    message: 'interrupted by Ctrl-C',
+  });
+  const cut: BoardReport = {
+    ...board,
+    status: 'interrupted',
+    failure: { step: 'suites', reason: 'interrupted by Ctrl-C' },
+    steps,
+    checks,
+  };
+  return { ...reportOf([virtualBoard(), cut]), interrupted: true };
+}
+
 /** Only the virtual board: exit code 0 with known deviations. */
 export function passingReport(): RunReport {
   return reportOf([virtualBoard()]);

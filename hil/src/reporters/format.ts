@@ -11,6 +11,7 @@ import type {
   ImageInfo,
   LatencyStats,
   RigStep,
+  RootCause,
   RunReport,
 } from '../model.js';
 
@@ -155,6 +156,11 @@ export interface RigFailure {
   readonly step: RigStep['step'];
   readonly reason: string;
   readonly durationMs: number;
+  /**
+   * `rig`: the rig's (exit 3); `board`: the board's firmware stopped the step (a panic at boot,
+   * exit 1); `refused`: the board refused the build before a byte was written (exit 2).
+   */
+  readonly kind: 'rig' | 'board' | 'refused';
 }
 
 /**
@@ -164,16 +170,19 @@ export interface RigFailure {
 export function rigFailures(board: BoardReport): RigFailure[] {
   // Ctrl-C is no rig failure; neither is a step a failed check stopped (the check is reported).
   if (board.status === 'interrupted') return [];
+  const kind: RigFailure['kind'] =
+    board.status === 'rig-failed' ? 'rig' : board.failure?.refused === true ? 'refused' : 'board';
   const failed: RigFailure[] = board.steps
     .filter((s) => s.status === 'failed' && s.check === undefined)
     .map((s) => ({
       step: s.step,
       reason: s.message ?? (board.failure?.step === s.step ? board.failure.reason : 'step failed'),
       durationMs: s.durationMs,
+      kind,
     }));
   const failure = board.failure;
   if (failure !== undefined && !failed.some((f) => f.step === failure.step)) {
-    failed.push({ step: failure.step, reason: failure.reason, durationMs: 0 });
+    failed.push({ step: failure.step, reason: failure.reason, durationMs: 0, kind });
   }
   return failed;
 }
@@ -199,19 +208,35 @@ export function findings(report: RunReport): {
   };
 }
 
-/** One line for a run: `1 check failed, 1 rig failure`, or `all 12 checks passed`. */
-export function resultLine(report: RunReport): string {
-  const s = report.summary;
-  const parts: string[] = [];
-  if (s.failed > 0) parts.push(`${plural(s.failed, 'check')} failed`);
-  if (s.rigFailures > 0) parts.push(plural(s.rigFailures, 'rig failure'));
-  if (parts.length === 0) parts.push(`all ${plural(s.passed, 'check')} passed`);
-  if (s.knownDeviations > 0) parts.push(plural(s.knownDeviations, 'known deviation'));
-  if (s.fixedDeviations > 0) {
-    parts.push(`${plural(s.fixedDeviations, 'deviation')} fixed (update the baseline)`);
-  }
-  const regressions = report.comparison?.regressions ?? 0;
-  if (regressions > 0) parts.push(`${plural(regressions, 'regression')} against the base`);
-  if (report.interrupted) parts.push('interrupted');
-  return parts.join(', ');
+/**
+ * The root cause in one line: `dut robustness.string-id: expected ..., got none`, what it
+ * explains after it on its board appended.
+ */
+export function rootCauseText(cause: RootCause): string {
+  const where =
+    cause.rig !== undefined && cause.board === undefined
+      ? `rig ${cause.rig}`
+      : cause.check !== undefined
+        ? `${cause.board ?? '?'} ${cause.check}`
+        : `${cause.board ?? '?'} at ${cause.step ?? 'an unknown step'}`;
+  const reason = cause.reason.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  const explains = [
+    cause.skipped > 0 ? `${plural(cause.skipped, 'later check')} skipped because of it` : '',
+    cause.laterFailures > 0
+      ? `${plural(cause.laterFailures, 'later failure')} on ${cause.board ?? 'its board'}`
+      : '',
+  ].filter((p) => p !== '');
+  return `${where}: ${reason === '' ? 'failed' : reason}${explains.length === 0 ? '' : ` (${explains.join(', ')})`}`;
+}
+
+/**
+ * Where the run ran: its host, or for a merged report each rig's (`vm (lab-1), ci-7 (lab-2)`);
+ * `an unrecorded host` only when no report recorded one.
+ */
+export function hostsText(report: RunReport): string {
+  if (report.host !== undefined) return hostText(report.host);
+  const hosts = (report.qualification?.sources ?? []).flatMap((source) =>
+    source.host === undefined ? [] : [`${source.host} (${source.rig})`],
+  );
+  return hosts.length === 0 ? 'an unrecorded host' : hosts.join(', ');
 }

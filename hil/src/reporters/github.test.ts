@@ -32,7 +32,9 @@ describe('renderGithubSummary', () => {
 
   it('opens with the result and an emoji per board', () => {
     expect(
-      markdown.startsWith('## ❌ hil: 2 checks failed, 1 rig failure, 3 known deviations'),
+      markdown.startsWith(
+        '## ❌ hil: rig failed: vanished at session; 2 checks failed; 10 checks passed, 1 skipped, 3 known deviations, 1 deviation fixed (update the baseline)\n\n**Root cause:** vanished at session: port /dev/ttyUSB1 vanished while waiting for the hello\n',
+      ),
     ).toBe(true);
     expect(markdown).toContain('\n✅ bread-compact-wifi · ❌ robot · 💥 vanished\n');
     expect(markdown).toContain(

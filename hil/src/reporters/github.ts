@@ -5,7 +5,7 @@
 import { appendFile } from 'node:fs/promises';
 import { renderComparisonMarkdown } from '../compare/render.js';
 import { renderQualificationMarkdown } from '../merge.js';
-import type { BoardReport, RunReport } from '../model.js';
+import { type BoardReport, headline, type RunReport } from '../model.js';
 import { markdownCode, markdownTable, markdownText } from './escape.js';
 import {
   boardStatusText,
@@ -14,11 +14,11 @@ import {
   findings,
   formatDuration,
   formatMs,
-  hostText,
+  hostsText,
   imageText,
   pingMs,
-  resultLine,
   rigFailures,
+  rootCauseText,
   versionText,
 } from './format.js';
 
@@ -31,8 +31,12 @@ const BOARD_EMOJI: Readonly<Record<BoardReport['status'], string>> = {
 
 export function renderGithubSummary(report: RunReport): string {
   const out: string[] = [];
-  const icon = report.exitCode === 0 ? '✅' : '❌';
-  out.push(`## ${icon} hil: ${markdownText(resultLine(report))}`, '');
+  const verdict = headline(report);
+  const icon = verdict.tone === 'passed' ? '✅' : verdict.tone === 'interrupted' ? '⏹️' : '❌';
+  out.push(`## ${icon} hil: ${markdownText(verdict.text)}`, '');
+  // The first failure, before anything else: what follows on its board often comes from it.
+  const cause = report.summary.rootCause;
+  if (cause !== undefined) out.push(`**Root cause:** ${markdownText(rootCauseText(cause))}`, '');
   out.push(
     report.boards.map((b) => `${BOARD_EMOJI[b.status]} ${markdownText(b.name)}`).join(' · '),
     '',
@@ -46,7 +50,7 @@ export function renderGithubSummary(report: RunReport): string {
       report.otaImage === undefined
         ? undefined
         : `OTA candidate: ${markdownText(imageText(report.otaImage))}`,
-      `Ran on ${report.host === undefined ? 'an unrecorded host' : markdownText(hostText(report.host))} with ${markdownText(`${report.tool.name} ${report.tool.version}`)}`,
+      `Ran on ${markdownText(hostsText(report))} with ${markdownText(`${report.tool.name} ${report.tool.version}`)}`,
     ]
       .filter((line) => line !== undefined)
       .map((line) => `${line}  `),
@@ -116,7 +120,7 @@ export function renderGithubSummary(report: RunReport): string {
           ...rig.map(({ board, failure }) => [
             markdownCode(board.name),
             markdownCode(`rig.${failure.step}`),
-            'rig',
+            failure.kind,
             markdownText(failure.reason),
           ]),
           ...found.failed.map(({ board, check }) => [

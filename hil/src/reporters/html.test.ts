@@ -71,7 +71,12 @@ describe('renderHtml', () => {
     expect(summary?.attributes['data-exit-code']).toBe('3');
     const text = textOf(summary ?? page);
     expect(text).toContain('exit 3');
-    expect(text).toContain('2 checks failed, 1 rig failure, 3 known deviations');
+    expect(textOf(byTestId(page, 'headline')[0] ?? page)).toBe(
+      'rig failed: vanished at session; 2 checks failed; 10 checks passed, 1 skipped, 3 known deviations, 1 deviation fixed (update the baseline)',
+    );
+    expect(textOf(byTestId(page, 'root-cause')[0] ?? page)).toBe(
+      'Root cause: vanished at session: port /dev/ttyUSB1 vanished while waiting for the hello',
+    );
     expect(text).toContain('the rig failed (board missing, port lost, backend could not start)');
   });
 

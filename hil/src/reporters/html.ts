@@ -5,7 +5,14 @@
  */
 import { renderComparisonHtml } from '../compare/render.js';
 import { renderQualificationHtml } from '../merge.js';
-import type { BoardReport, CheckResult, LatencyStats, RigStep, RunReport } from '../model.js';
+import {
+  type BoardReport,
+  type CheckResult,
+  headline,
+  type LatencyStats,
+  type RigStep,
+  type RunReport,
+} from '../model.js';
 import { escapeHtml } from './escape.js';
 import {
   boardStatusText,
@@ -13,14 +20,14 @@ import {
   EXIT_CODE_MEANING,
   formatDuration,
   formatMs,
-  hostText,
+  hostsText,
   imageText,
   isFixedDeviation,
   isFlaky,
   isMeasured,
   orderChecks,
   pingText,
-  resultLine,
+  rootCauseText,
   transportText,
 } from './format.js';
 
@@ -454,7 +461,7 @@ function summary(report: RunReport): string {
     ['SHA-256', report.firmware?.sha256],
     ['OTA candidate', report.otaImage === undefined ? undefined : imageText(report.otaImage)],
     ['OTA candidate SHA-256', report.otaImage?.sha256],
-    ['Host', report.host === undefined ? undefined : hostText(report.host)],
+    ['Host', hostsText(report)],
     ['Tool', `${report.tool.name} ${report.tool.version}`],
   ];
   const tiles: [string, number, string][] = [
@@ -469,10 +476,16 @@ function summary(report: RunReport): string {
       ? [['interrupted', s.interrupted ?? 0, 'interrupted'] as [string, number, string]]
       : []),
   ];
+  const verdict = headline(report);
+  const cause = s.rootCause;
   return [
-    `<header class="summary ${report.exitCode === 0 ? 'ok' : report.exitCode === 130 ? 'interrupted' : 'bad'}" data-testid="run-summary" data-exit-code="${report.exitCode}">`,
+    `<header class="summary ${verdict.tone === 'passed' ? 'ok' : verdict.tone === 'interrupted' ? 'interrupted' : 'bad'}" data-testid="run-summary" data-exit-code="${report.exitCode}">`,
     `<h1>hil run: <span class="exit" data-testid="exit-code">exit ${report.exitCode}</span></h1>`,
-    `<p class="result">${h(resultLine(report))}</p>`,
+    `<p class="result" data-testid="headline">${h(verdict.text)}</p>`,
+    // The first failure, before anything else: what follows on its board often comes from it.
+    cause === undefined
+      ? ''
+      : `<p class="root-cause" data-testid="root-cause"><b>Root cause:</b> ${h(rootCauseText(cause))}</p>`,
     `<p class="meaning">Exit code ${report.exitCode}: ${h(EXIT_CODE_MEANING[report.exitCode])}.${report.interrupted ? ' <b>Interrupted</b>: the report holds what ran.' : ''}</p>`,
     '<ul class="tiles">',
     ...tiles.map(([label, value, cls]) => `<li class="${cls}"><b>${value}</b> ${h(label)}</li>`),
@@ -490,7 +503,9 @@ function summary(report: RunReport): string {
     '</dl>',
     '<label class="filter"><input type="checkbox" id="only-problems"> show only problems</label>',
     '</header>',
-  ].join('\n');
+  ]
+    .filter((line) => line !== '')
+    .join('\n');
 }
 
 const CSS = `
@@ -510,6 +525,7 @@ code{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-bre
 dl.facts,dl.identity{display:grid;grid-template-columns:repeat(auto-fill,minmax(230px,1fr));gap:4px 16px;margin:0}
 dl.facts div,dl.identity div{min-width:0}dt{color:var(--muted);font-size:12px}dd{margin:0;word-break:break-word}.identity .bad dd{color:var(--bad);font-weight:600}.none{color:var(--muted)}
 .counts{color:var(--muted);font-size:13px;font-weight:400}
+.root-cause{background:color-mix(in srgb,var(--bad) 12%,transparent);border-left:4px solid var(--bad);padding:8px 12px;margin:0 0 12px}
 .rig-failure{background:color-mix(in srgb,var(--bad) 12%,transparent);border-left:4px solid var(--bad);padding:8px 12px;margin:0 0 12px}
 .files a{color:var(--info)}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;vertical-align:top;padding:5px 8px;border-bottom:1px solid var(--line)}th{color:var(--muted);font-weight:500;font-size:12px}
@@ -538,7 +554,7 @@ footer{color:var(--muted);text-align:center;font-size:12px}
 const SCRIPT = `document.getElementById('only-problems').addEventListener('change',function(e){document.body.classList.toggle('only-problems',e.target.checked)});`;
 
 export function renderHtml(report: RunReport): string {
-  const title = `hil: exit ${report.exitCode}, ${resultLine(report)}`;
+  const title = `hil: exit ${report.exitCode}, ${headline(report).text}`;
   return [
     '<!doctype html>',
     '<html lang="en">',

@@ -2,7 +2,7 @@
  * The whole `RunReport` as pretty JSON. Keys come in a fixed order (the outcome first, the bulky
  * samples last) whatever order the rig built the objects in, so reports diff cleanly between runs.
  */
-import type { RunReport } from '../model.js';
+import { headline, type RunReport } from '../model.js';
 
 /** The order of known keys per object; keys not listed follow, sorted. */
 interface Shape {
@@ -84,6 +84,7 @@ const REPORT: Shape = {
     'startedAt',
     'durationMs',
     'exitCode',
+    'headline',
     'interrupted',
     'summary',
     'rig',
@@ -98,8 +99,10 @@ const REPORT: Shape = {
     tool: { keys: ['name', 'version'] },
     host: { keys: ['hostname', 'os', 'node'] },
     otaImage: IMAGE,
+    headline: { keys: ['text', 'tone'] },
     summary: {
       keys: [
+        'rootCause',
         'boards',
         'passed',
         'failed',
@@ -109,6 +112,11 @@ const REPORT: Shape = {
         'rigFailures',
         'interrupted',
       ],
+      nested: {
+        rootCause: {
+          keys: ['board', 'check', 'step', 'rig', 'reason', 'at', 'skipped', 'laterFailures'],
+        },
+      },
     },
     server: { keys: ['ota', 'websocket', 'mqtt'] },
     firmware: IMAGE,
@@ -138,7 +146,8 @@ function ordered(value: unknown, shape: Shape | undefined): unknown {
 const NUMBER_ARRAY = /\[\n(?:\s*-?\d[\d.eE+-]*,?\n)+\s*\]/g;
 
 export function renderJson(report: RunReport): string {
-  const text = JSON.stringify(ordered(report, REPORT), null, 2);
+  // The verdict every other report leads with, for whoever reads the JSON.
+  const text = JSON.stringify(ordered({ ...report, headline: headline(report) }, REPORT), null, 2);
   // A JSON string never spans lines, so a line holding only a number is an array element.
   const compact = text.replace(
     NUMBER_ARRAY,

@@ -4,9 +4,9 @@
  * Maven Surefire shape (`<flakyFailure>` in a passing testcase, `<rerunFailure>` in a failing one).
  */
 import { renderComparisonTestsuite } from '../compare/render.js';
-import type { BoardReport, CheckResult, RunReport } from '../model.js';
+import { type BoardReport, type CheckResult, headline, type RunReport } from '../model.js';
 import { xmlAttr, xmlText } from './escape.js';
-import { checkText, type RigFailure, rigFailures } from './format.js';
+import { checkText, type RigFailure, rigFailures, rootCauseText } from './format.js';
 
 function seconds(ms: number): string {
   return Number.isFinite(ms) && ms > 0 ? (ms / 1000).toFixed(3) : '0.000';
@@ -83,14 +83,47 @@ function testcase(board: BoardReport, check: CheckResult): string {
   return inner.length === 0 ? `${open}/>` : `${open}>\n${inner.join('\n')}\n    </testcase>`;
 }
 
+const FAILED_AT: Readonly<Record<RigFailure['kind'], string>> = {
+  rig: 'the rig failed at',
+  board: 'the board failed at',
+  refused: 'the board refused the build at',
+};
+
 function rigTestcase(board: BoardReport, failure: RigFailure): string {
   return [
     `    <testcase${attrs({ classname: `${board.name}.rig`, name: `rig.${failure.step}`, time: seconds(failure.durationMs) })}>`,
-    `      <error${attrs({ message: failure.reason, type: 'rig' })}>${xmlText(
-      `the rig failed at ${failure.step}: ${failure.reason}`,
+    `      <error${attrs({ message: failure.reason, type: failure.kind })}>${xmlText(
+      `${FAILED_AT[failure.kind]} ${failure.step}: ${failure.reason}`,
     )}</error>`,
     '    </testcase>',
   ].join('\n');
+}
+
+/** A rig `hil merge --expect` named that sent no report: a testsuite with its one error. */
+function missingRigTestsuite(rig: string, report: RunReport): string {
+  return [
+    `  <testsuite${attrs({ name: rig, tests: 1, failures: 0, errors: 1, skipped: 0, time: '0.000', timestamp: report.startedAt })}>`,
+    '    <properties>',
+    ...runProperties(report).map(([name, value]) => `      <property${attrs({ name, value })}/>`),
+    '    </properties>',
+    `    <testcase${attrs({ classname: `${rig}.rig`, name: 'rig.report', time: '0.000' })}>`,
+    `      <error${attrs({ message: `no report from rig ${rig}`, type: 'rig' })}>${xmlText(
+      `rig ${rig} was expected (--expect) but sent no report: the rig failed`,
+    )}</error>`,
+    '    </testcase>',
+    '  </testsuite>',
+  ].join('\n');
+}
+
+/** What each testsuite says of the whole run: its exit code, headline and root cause. */
+function runProperties(report: RunReport): [string, string][] {
+  const cause = report.summary.rootCause;
+  return [
+    ['run.exitCode', String(report.exitCode)],
+    ['run.headline', headline(report).text],
+    ...(cause === undefined ? [] : [['run.rootCause', rootCauseText(cause)] as [string, string]]),
+    ['run.interrupted', String(report.interrupted)],
+  ];
 }
 
 /** A board cut short by Ctrl-C: the step it was in, skipped (its verdict is unknown, not failed). */
@@ -158,8 +191,7 @@ function testsuite(board: BoardReport, report: RunReport): { xml: string; counts
     ]),
     ['consoleLog', board.consoleLog],
     ['transcript', board.transcript],
-    ['run.exitCode', String(report.exitCode)],
-    ['run.interrupted', String(report.interrupted)],
+    ...runProperties(report),
     ['host', report.host?.hostname],
     ['host.os', report.host?.os],
     ['host.node', report.host?.node],
@@ -195,6 +227,13 @@ export function renderJunit(report: RunReport): string {
   if (report.comparison !== undefined) {
     const { xml, tests, failures } = renderComparisonTestsuite(report.comparison);
     suites.push({ xml, counts: { tests, failures, errors: 0, skipped: 0 } });
+  }
+  // `hil merge --expect`: a rig that sent no report failed, and JUnit says so too.
+  for (const rig of report.qualification?.missing ?? []) {
+    suites.push({
+      xml: missingRigTestsuite(rig, report),
+      counts: { tests: 1, failures: 0, errors: 1, skipped: 0 },
+    });
   }
   const total = suites.reduce<Counts>(
     (sum, { counts }) => ({
