@@ -43,6 +43,7 @@ import {
   isNetworkBoardCheck,
   networkIdentity,
 } from './network-board.js';
+import { offerCandidate } from './ota-offers.js';
 import type { ConsoleReporter } from './reporters/console.js';
 import type { BootButton, SuiteContext } from './suite.js';
 import { SUITES } from './suites/index.js';
@@ -1267,10 +1268,12 @@ export class BoardRunner {
         return record;
       },
       reconnect: (timeoutMs) => this.#startSession(deviceId, timeoutMs, true),
+      // For this board only: another device of its variant checking in here is offered nothing.
       offerFirmware: (image) => {
-        server.firmware.add(image, {
-          name: `candidate-${config.name}.bin`,
-          ...(config.variant ? { board: config.variant } : {}),
+        offerCandidate(server.firmware, image, {
+          config,
+          deviceId,
+          clientId: server.registry.get(deviceId)?.clientId,
         });
       },
       candidateImage,

@@ -291,6 +291,8 @@ export function createProgram(out: Output, setExit: (code: number) => void): Com
     program: 'hil',
     out,
     portExitCode: 3,
+    // hil has no `ports`: `hil boards` lists the attached ports.
+    listCommand: 'hil boards',
     providers: [new VirtualBoardStore({ dir: defaultVirtualDir() })],
     ...(out === processOutput ? { terminal: process.stdout } : {}),
   };

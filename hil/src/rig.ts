@@ -270,6 +270,7 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
                 : // Locked by the board's identity, not by the selector's text, until disposed.
                   resolvePort(selector, {
                     request: { notify },
+                    listCommand: 'hil boards',
                     findTimeoutMs: 10_000,
                     lockWaitMs: options.lockWaitMs ?? 0,
                     signal,
