@@ -3,18 +3,24 @@
  * after its first merged flash (bootloader, partition table, an app), so `--firmware` takes the
  * usual build output, an app image, as well as a merged image.
  */
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { VirtualBus } from '@xiaozhi-mcp/device';
+import { type ResolvedVirtual, VirtualBoardStore, VirtualBus } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware, readPartitionTable } from '@xiaozhi-mcp/firmware';
+import { lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { RigPort } from './board-runner.js';
 import { main } from './cli.js';
+import type { BoardConfig } from './inventory.js';
 import type { RunReport } from './model.js';
-import { plugVirtual } from './virtual-rig.js';
+import { openVirtual, plugVirtual } from './virtual-rig.js';
 
 const buses: VirtualBus[] = [];
+const ports: RigPort[] = [];
 afterEach(() => {
+  for (const port of ports.splice(0)) port.dispose();
   for (const bus of buses.splice(0)) bus.close();
 });
 
@@ -91,5 +97,92 @@ describe('a virtual board of the rig', () => {
     // It runs the image flashed, not the app it came with.
     expect(board?.firmwareVersion).toBe('2.5.1');
     expect(board?.checks.find((c) => c.id === 'initialize.version')?.status).toBe('passed');
+  });
+});
+
+/**
+ * Makes `virtual:<name>` in the store `dir` as `xiaozhi-mcp flash --port virtual:<name> --create`
+ * does, its flash holding a build of `version`.
+ */
+async function storedBoard(dir: string, name: string, version: string): Promise<void> {
+  let made: ResolvedVirtual | undefined;
+  const store = new VirtualBoardStore({
+    dir,
+    onBoard: (virtual) => {
+      made = virtual;
+    },
+  });
+  const port = await store.resolve(`virtual:${name}`, { create: { board: 'bread-compact-wifi' } });
+  const image = buildVirtualFirmware({ chip: 'esp32s3', version, board: 'bread-compact-wifi' });
+  made?.board.flash?.program(0, image.merged);
+  port.dispose();
+}
+
+/** The app version the board behind `port` boots after a hard reset (EN through RTS). */
+async function bootedVersion(port: RigPort): Promise<string> {
+  const stream = await openSafely(port.path, { baudRate: 115200, binding: port.binding });
+  try {
+    let text = '';
+    const version = new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no app line in: ${text}`)), 10_000);
+      stream.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+        const match = /App version:\s+(\S+)\r?\n/.exec(text);
+        if (match?.[1] === undefined) return;
+        clearTimeout(timer);
+        resolve(match[1]);
+      });
+    });
+    await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.hard);
+    return await version;
+  } finally {
+    const closed = once(stream, 'close');
+    stream.close();
+    await closed;
+  }
+}
+
+describe('virtual:<name> in an inventory', () => {
+  const desk: BoardConfig = { name: 'desk', port: 'virtual:desk', variant: 'bread-compact-wifi' };
+  const open = async (bus: VirtualBus, store: string | undefined, notes: string[] = []) => {
+    const port = await openVirtual(bus, desk, {
+      signal: new AbortController().signal,
+      notify: (_stream, text) => notes.push(text),
+      ...(store === undefined ? {} : { store }),
+    });
+    ports.push(port);
+    return port;
+  };
+
+  it('is the board xiaozhi-mcp made in the store, its flash and all, held like a real port', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hil-store-'));
+    await storedBoard(dir, 'desk', '2.6.0');
+    const bus = new VirtualBus({ bootMs: 5, wifiConnectMs: 5 });
+    buses.push(bus);
+
+    const notes: string[] = [];
+    const port = await open(bus, dir, notes);
+    expect(port.path).toBe('virtual:desk');
+    expect(notes.join('')).toContain(`virtual:desk is the board in ${dir}`);
+    expect(await bootedVersion(port)).toBe('2.6.0');
+    // xiaozhi-mcp reaching the same board meanwhile finds it taken.
+    await expect(new VirtualBoardStore({ dir }).resolve('virtual:desk')).rejects.toMatchObject({
+      code: 'PORT_BUSY',
+    });
+  });
+
+  it('is a new board of the rig when the store has none of that name, or for the default rig', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hil-store-'));
+    await storedBoard(dir, 'other', '2.6.0');
+    const bus = new VirtualBus({ bootMs: 5, wifiConnectMs: 5 });
+    buses.push(bus);
+    const fresh = await open(bus, dir);
+    expect(fresh.path).toMatch(/^\/dev\/ttyVIRT\d+$/);
+    expect(await bootedVersion(fresh)).toBe('2.4.0');
+
+    // The default rig passes no store: a board named like a stored one is new all the same.
+    await storedBoard(dir, 'desk', '2.6.0');
+    const again = await open(bus, undefined);
+    expect(again.path).toMatch(/^\/dev\/ttyVIRT\d+$/);
   });
 });

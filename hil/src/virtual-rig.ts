@@ -3,7 +3,13 @@
  * server), with the firmware the rig builds for them and its shortened pauses. Real boards take
  * the same steps through the same runner; only where the port comes from differs.
  */
-import type { BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
+import {
+  type BoardTiming,
+  type ResolvedVirtual,
+  VirtualBoardStore,
+  type VirtualBus,
+  type VirtualPortListing,
+} from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { placeImage, Rfc2217Server, resolvePort } from '@xiaozhi-mcp/serial';
 import type { FirmwareUnderTest, RigPort } from './board-runner.js';
@@ -80,7 +86,15 @@ export async function serveVirtual(
   signal: AbortSignal,
   notify: (stream: 'stdout' | 'stderr', text: string) => void,
 ): Promise<RigPort> {
-  const { pressBoot: _boot, pressReset: _reset, ...local } = plugVirtual(bus, config);
+  return share(plugVirtual(bus, config), signal, notify);
+}
+
+async function share(
+  board: RigPort,
+  signal: AbortSignal,
+  notify: (stream: 'stdout' | 'stderr', text: string) => void,
+): Promise<RigPort> {
+  const { pressBoot: _boot, pressReset: _reset, ...local } = board;
   let server: Rfc2217Server | undefined;
   try {
     server = await Rfc2217Server.start({ port: local, host: '127.0.0.1', listenPort: 0 });
@@ -98,6 +112,104 @@ export async function serveVirtual(
     local.dispose();
     throw error;
   }
+}
+
+/**
+ * The board an inventory's `virtual:<name>` names in the virtual-board store `dir`
+ * (`$XIAOZHI_VIRTUAL_DIR`): the one `xiaozhi-mcp flash --port virtual:<name> --create` or `hil
+ * flash` made, with what its flash holds; undefined when the store has no board of that name.
+ */
+export function storedVirtualBoard(
+  config: BoardConfig,
+  dir: string,
+): VirtualPortListing | undefined {
+  const port = config.port;
+  if (port?.startsWith('virtual:') !== true) return undefined;
+  return new VirtualBoardStore({ dir }).boards().find((board) => board.port === port);
+}
+
+export interface OpenVirtualOptions {
+  readonly signal: AbortSignal;
+  readonly notify: (stream: 'stdout' | 'stderr', text: string) => void;
+  /**
+   * For an inventory's boards: the virtual-board store, whose board a `virtual:<name>` is when
+   * it has one of that name. The default virtual rig gives none: its boards are new every run.
+   */
+  readonly store?: string;
+}
+
+/**
+ * Opens a virtual board of the rig: the store's board of that name when there is one (the same
+ * board `xiaozhi-mcp` and `hil flash` reach, its flash a file, locked like a real port while the
+ * run holds it), else a new board on the rig's bus, gone after the run; reached directly or
+ * behind a local RFC 2217 server (`virtual.via`).
+ */
+export async function openVirtual(
+  bus: VirtualBus,
+  config: BoardConfig,
+  options: OpenVirtualOptions,
+): Promise<RigPort> {
+  const stored =
+    options.store === undefined ? undefined : storedVirtualBoard(config, options.store);
+  const board =
+    stored === undefined || options.store === undefined
+      ? plugVirtual(bus, config)
+      : await openStored(config, stored, options.store, options.notify);
+  return config.virtual?.via === 'rfc2217' ? share(board, options.signal, options.notify) : board;
+}
+
+/** What a stored board's own file says, which the inventory's `virtual` settings cannot change. */
+const STORED_SETTINGS = [
+  'preset',
+  'flashSizeMb',
+  'secureBoot',
+  'flashEncryption',
+  'chipRevision',
+  'faults',
+] as const;
+
+async function openStored(
+  config: BoardConfig,
+  stored: VirtualPortListing,
+  dir: string,
+  notify: (stream: 'stdout' | 'stderr', text: string) => void,
+): Promise<RigPort> {
+  let plugged: ResolvedVirtual | undefined;
+  const store = new VirtualBoardStore({
+    dir,
+    timing: VIRTUAL_RIG_TIMING,
+    ...(config.virtual?.usb === undefined ? {} : { usb: config.virtual.usb }),
+    ...(config.virtual?.reenumerateMs === undefined
+      ? {}
+      : { reenumerateMs: config.virtual.reenumerateMs }),
+    onBoard: (virtual) => {
+      plugged = virtual;
+    },
+  });
+  const port = await store.resolve(stored.port, { notify });
+  const virtual = plugged;
+  if (virtual === undefined) {
+    port.dispose();
+    throw new Error(`${stored.port}: the store gave no board`);
+  }
+  const holds = stored.firmware === undefined ? 'its flash erased' : `firmware ${stored.firmware}`;
+  notify(
+    'stdout',
+    `${stored.port} is the board in ${dir} (${stored.preset}, MAC ${stored.mac}, ${holds}): what this run writes stays on it
+`,
+  );
+  const ignored = STORED_SETTINGS.filter((key) => config.virtual?.[key] !== undefined);
+  if (ignored.length > 0)
+    notify(
+      'stderr',
+      `${stored.port}: ${ignored.map((key) => `virtual.${key}`).join(', ')} of the inventory do not apply to it: ${stored.sidecarPath} says what it is
+`,
+    );
+  return {
+    ...port,
+    pressBoot: () => virtual.board.click(),
+    pressReset: (options) => virtual.binding.pressReset(virtual.device, options),
+  };
 }
 
 /**
