@@ -182,6 +182,29 @@ describe('headline()', () => {
   );
 });
 
+describe('the root cause', () => {
+  it("is the run's first failure, as the report's times place it", () => {
+    // The vanished board failed its session 36.8 s in; the robot's first check failed at 40.1 s.
+    expect(fixtureReport().summary.rootCause).toMatchObject({
+      board: 'vanished',
+      step: 'session',
+      reason: 'port /dev/ttyUSB1 vanished while waiting for the hello',
+      at: '2025-11-21T20:00:36.752Z',
+    });
+    expect(failingReport().summary.rootCause).toMatchObject({
+      board: 'robot',
+      check: 'tools-list.page-budget',
+      laterFailures: 1,
+      skipped: 0,
+    });
+    expect(panicReport().summary.rootCause).toMatchObject({ board: 'panicky', step: 'boot' });
+    // Ctrl-C is no failure; a merge whose boards all passed blames the rig that sent nothing.
+    expect(interruptedReport().summary.rootCause).toBeUndefined();
+    expect(mergedWithMissingRig().summary.rootCause).toMatchObject({ rig: 'lab-3' });
+    expect(passingReport().summary.rootCause).toBeUndefined();
+  });
+});
+
 describe.each(Object.entries(REPORTERS))('the %s reporter', (_, render) => {
   it.each(CASES.map((c) => [c.name, c] as const))(
     '%s: its headline is the model headline and agrees with the exit code',

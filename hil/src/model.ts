@@ -57,6 +57,8 @@ export interface CheckResult {
   /** Attempts beyond the first; a check that passed after a retry is flaky. */
   readonly retries: number;
   deviation?: { readonly reason: string; readonly fixed: boolean };
+  /** Skipped because of an earlier check's failure: the board stopped answering at that check. */
+  readonly skippedAfter?: string;
   /** Measurements, e.g. latency percentiles. */
   readonly data?: Readonly<Record<string, unknown>>;
 }
@@ -204,8 +206,12 @@ export interface RootCause {
    * checks up to the end of this one. Absent for a missing report.
    */
   readonly at?: string;
-  /** Checks of its board skipped because of it (`the board stopped answering at <check>`). */
+  /**
+   * Checks of its board skipped after it because the board stopped answering (at it, or at a
+   * later check), and that check.
+   */
   readonly skipped: number;
+  readonly stoppedAnsweringAt?: string;
   /** Failures of its board after it (failed checks, a rig failure): often its consequences. */
   readonly laterFailures: number;
 }
@@ -528,14 +534,15 @@ export function boardRootCause(board: BoardReport): RootCause | undefined {
     .filter((c) => (c.suite === 'session') === inSession)
     .reduce((sum, c) => sum + (Number.isFinite(c.durationMs) ? c.durationMs : 0), 0);
   const later = board.checks.slice(index + 1);
+  const unanswered = later.filter((c) => c.status === 'skipped' && c.skippedAfter !== undefined);
+  const stoppedAt = unanswered[0]?.skippedAfter;
   return {
     board: board.name,
     check: check.id,
     reason: check.message,
     ...stamp(step === undefined ? undefined : Math.min(step.start + before, step.end)),
-    skipped: later.filter(
-      (c) => c.status === 'skipped' && c.message.includes(`stopped answering at ${check.id}`),
-    ).length,
+    skipped: unanswered.length,
+    ...(stoppedAt === undefined ? {} : { stoppedAnsweringAt: stoppedAt }),
     laterFailures:
       later.filter((c) => c.status === 'failed').length + (failure === undefined ? 0 : 1),
   };

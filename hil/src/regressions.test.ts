@@ -14,6 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { main } from './cli.js';
 import type { BoardConfig } from './inventory.js';
 import type { RunReport, SuiteName } from './model.js';
+import { renderGithubSummary } from './reporters/github.js';
 
 type Preset = 'bread-compact-wifi' | 'otto-robot';
 
@@ -88,8 +89,13 @@ function label(row: Planted): string {
 async function hilRun(
   preset: Preset,
   suites: readonly SuiteName[],
-  options: { regressions?: readonly RegressionName[]; flash?: Preset } = {},
-): Promise<{ code: number; report: RunReport; output: string }> {
+  options: {
+    regressions?: readonly RegressionName[];
+    flash?: Preset;
+    /** `--reporter` (default json). */
+    reporters?: readonly string[];
+  } = {},
+): Promise<{ code: number; report: RunReport; output: string; out: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'hil-regression-'));
   const board: BoardConfig = {
     name: 'dut',
@@ -110,7 +116,16 @@ async function hilRun(
   };
   const config = join(dir, 'hil.config.json');
   writeFileSync(config, JSON.stringify({ wifi: { ssid: 'lab' }, boards: [board] }));
-  const argv = ['run', '--config', config, '--out', join(dir, 'out'), '--reporter', 'json'];
+  const reporters = options.reporters ?? ['json'];
+  const argv = [
+    'run',
+    '--config',
+    config,
+    '--out',
+    join(dir, 'out'),
+    '--reporter',
+    reporters.join(','),
+  ];
   argv.push('--suite', suites.join(','));
   if (options.flash !== undefined) {
     const firmware = join(dir, 'firmware.bin');
@@ -124,7 +139,7 @@ async function hilRun(
   };
   const code = await main(argv, { stdout: write, stderr: write });
   const report = JSON.parse(readFileSync(join(dir, 'out', 'report.json'), 'utf8')) as RunReport;
-  return { code, report, output };
+  return { code, report, output, out: join(dir, 'out') };
 }
 
 describe.concurrent('every planted firmware regression fails hil run, naming its check', () => {
@@ -166,14 +181,15 @@ describe.concurrent('every planted firmware regression fails hil run, naming its
 });
 
 describe('a board that stops answering mid-suite', () => {
-  it('has its later checks skipped at once, naming where it stopped, so the run ends within 20 s of the first failure', async () => {
+  it('has its later checks skipped at once, naming where it stopped, so the run ends within 20 s of the first failure, named as the root cause at the top of every report', async () => {
     // Replies under the wrong id: robustness's barrier is a tools/call, so its first probe
     // gets no reply; before, each of the following checks waited out its own 10 s.
-    const { code, report, output } = await hilRun(
+    const { code, report, output, out } = await hilRun(
       'bread-compact-wifi',
       ['tools-call', 'robustness'],
       {
         regressions: ['wrong-id', 'error-code'],
+        reporters: ['console', 'json', 'html', 'junit'],
       },
     );
     expect(code, output).toBe(1);
@@ -194,5 +210,45 @@ describe('a board that stops answering mid-suite', () => {
     // time the run spent after it.
     const after = checks.slice(first).reduce((sum, c) => sum + c.durationMs, 0);
     expect(after).toBeLessThan(20_000);
+
+    // The first failure is the run's root cause, with what it explains after it.
+    const cause = report.summary.rootCause;
+    expect(cause).toMatchObject({
+      board: 'dut',
+      check: 'tools-call.reply-id',
+      stoppedAnsweringAt: 'robustness.string-id',
+      skipped: later.length,
+      laterFailures: 1,
+    });
+    // The run ends within 20 s of it, as the report's own times place it.
+    const end = Date.parse(report.startedAt) + report.durationMs;
+    expect(end - Date.parse(cause?.at ?? '')).toBeLessThan(20_000);
+    expect(Date.parse(cause?.at ?? '')).toBeGreaterThan(Date.parse(report.startedAt));
+
+    // Named at the top of every report.
+    const named =
+      /^Root cause:? dut tools-call\.reply-id: expected each reply under its request's id/;
+    const summary = output.split('\n').filter((l) => l !== '' && !l.startsWith('[dut]'));
+    expect(summary[0]).toMatch(named);
+    const html = readFileSync(join(out, 'report.html'), 'utf8');
+    const banner =
+      /<p class="root-cause" data-testid="root-cause"><b>Root cause:<\/b> (.*?)<\/p>/.exec(html);
+    expect(`Root cause: ${banner?.[1] ?? ''}`.replace(/&#39;/g, "'")).toMatch(named);
+    // In the banner, before the counts and the boards' cards.
+    expect(html.indexOf('data-testid="root-cause"')).toBeGreaterThan(0);
+    expect(html.indexOf('data-testid="root-cause"')).toBeLessThan(
+      html.indexOf('<ul class="tiles">'),
+    );
+    const markdown = renderGithubSummary(report)
+      .split('\n')
+      .filter((l) => l !== '');
+    expect(markdown[0]).toMatch(/^## ❌ hil: 2 checks failed/);
+    expect(markdown[1]?.replace('**Root cause:**', 'Root cause:').replace(/\\(.)/g, '$1')).toMatch(
+      named,
+    );
+    const junit = readFileSync(join(out, 'junit.xml'), 'utf8');
+    expect(junit).toMatch(
+      /<property name="run.rootCause" value="dut tools-call\.reply-id: expected each reply/,
+    );
   }, 120_000);
 });

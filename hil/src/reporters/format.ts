@@ -219,14 +219,16 @@ export function rootCauseText(cause: RootCause): string {
       : cause.check !== undefined
         ? `${cause.board ?? '?'} ${cause.check}`
         : `${cause.board ?? '?'} at ${cause.step ?? 'an unknown step'}`;
-  const reason = cause.reason.split(/\r?\n/, 1)[0]?.trim() ?? '';
-  const explains = [
-    cause.skipped > 0 ? `${plural(cause.skipped, 'later check')} skipped because of it` : '',
-    cause.laterFailures > 0
-      ? `${plural(cause.laterFailures, 'later failure')} on ${cause.board ?? 'its board'}`
+  const first = cause.reason.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  const reason = first.length <= 300 ? first : `${first.slice(0, 299)}…`;
+  // What came after it on its board, which it may explain.
+  const after = [
+    cause.laterFailures > 0 ? `${plural(cause.laterFailures, 'more failure')}` : '',
+    cause.skipped > 0
+      ? `${plural(cause.skipped, 'check')} skipped, the board having stopped answering${cause.stoppedAnsweringAt === cause.check ? ' here' : ` at ${cause.stoppedAnsweringAt}`}`
       : '',
   ].filter((p) => p !== '');
-  return `${where}: ${reason === '' ? 'failed' : reason}${explains.length === 0 ? '' : ` (${explains.join(', ')})`}`;
+  return `${where}: ${reason === '' ? 'failed' : reason}${after.length === 0 ? '' : ` (then on ${cause.board}: ${after.join(', ')})`}`;
 }
 
 /**

@@ -24,6 +24,7 @@ const CHECK: Shape = {
     'durationMs',
     'retries',
     'deviation',
+    'skippedAfter',
     'data',
   ],
   nested: { deviation: { keys: ['reason', 'fixed'] } },
@@ -114,7 +115,17 @@ const REPORT: Shape = {
       ],
       nested: {
         rootCause: {
-          keys: ['board', 'check', 'step', 'rig', 'reason', 'at', 'skipped', 'laterFailures'],
+          keys: [
+            'board',
+            'check',
+            'step',
+            'rig',
+            'reason',
+            'at',
+            'skipped',
+            'stoppedAnsweringAt',
+            'laterFailures',
+          ],
         },
       },
     },

@@ -68,6 +68,7 @@ export class SuiteChecks {
         retries: 0,
         status: 'skipped',
         message: `the board stopped answering at ${stoppedAt}`,
+        skippedAfter: stoppedAt,
         durationMs: 0,
       };
       this.checks.push(result);
