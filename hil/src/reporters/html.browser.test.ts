@@ -87,6 +87,33 @@ describe.skipIf(!hasChromium)(title, () => {
     expect(await summary.textContent()).toContain('exit 3');
   });
 
+  it("renders the root cause in the banner, and a passed check's severity in a neutral tone", async () => {
+    const cause = current().getByTestId('root-cause');
+    await expectRendered(cause, 'root cause');
+    expect(await cause.textContent()).toContain('vanished at session');
+    const cell = current()
+      .locator(
+        '[data-testid="check-row"][data-check-id="initialize.reply-shape"][data-status="passed"]',
+      )
+      .first()
+      .getByTestId('check-severity');
+    expect(await cell.textContent()).toBe('critical');
+    const [color, text, bad] = await cell.evaluate((element) => {
+      const probe = document.createElement('span');
+      probe.style.color = 'var(--bad)';
+      document.body.append(probe);
+      const out = [
+        getComputedStyle(element).color,
+        getComputedStyle(document.body).color,
+        getComputedStyle(probe).color,
+      ];
+      probe.remove();
+      return out;
+    });
+    expect(color).toBe(text);
+    expect(color).not.toBe(bad);
+  });
+
   it('renders a card per board with its name', async () => {
     const cards = current().getByTestId('board-card');
     expect(await cards.count()).toBe(report.boards.length);
