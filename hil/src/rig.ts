@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { VirtualBus } from '@xiaozhi-mcp/device';
+import { defaultVirtualDir, VirtualBus } from '@xiaozhi-mcp/device';
 import { resolvePort } from '@xiaozhi-mcp/serial';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { type Baseline, DEFAULT_BASELINE_PATH, loadBaseline } from './baseline.js';
@@ -39,8 +39,8 @@ import {
   selectBoards,
 } from './run-inputs.js';
 import {
-  plugVirtual,
-  serveVirtual,
+  openVirtual,
+  storedVirtualBoard,
   VIRTUAL_RIG_TIMING,
   virtualCandidateFor,
   virtualFirmwareFor,
@@ -231,6 +231,9 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
     );
   }
   const bus = new VirtualBus(VIRTUAL_RIG_TIMING);
+  // An inventory's virtual:NAME is the board of that name xiaozhi-mcp keeps, when it has one; the
+  // default rig's boards are new each run.
+  const store = options.rigKind === 'inventory' ? defaultVirtualDir() : undefined;
   const reports: BoardReport[] = [];
   // Every inventory board's identity, run or not: the anonymous network board takes none of them.
   const claims = new BoardClaims(rig.boards);
@@ -244,17 +247,19 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
         const selector = config.port;
         // The virtual rig flashes a virtual firmware image built for each board unless told what to flash.
         const image = images.get(config.name);
+        const stored =
+          isVirtual && store !== undefined ? storedVirtualBoard(config, store) : undefined;
+        // A stored board keeps its own firmware unless told what to flash.
         const boardFirmware: FirmwareUnderTest | undefined =
           image === undefined
-            ? isVirtual
+            ? isVirtual && stored === undefined
               ? virtualFirmwareFor(config)
               : undefined
             : underTest(image);
+        const runs = boardFirmware?.version ?? stored?.firmware;
         const candidate =
           otaImage ??
-          (isVirtual && boardFirmware !== undefined
-            ? virtualCandidateFor(config, boardFirmware.version)
-            : undefined);
+          (isVirtual && runs !== undefined ? virtualCandidateFor(config, runs) : undefined);
         // A remote port's notes (connection lost, reconnected) go to the board's lines.
         const notify = (_stream: 'stdout' | 'stderr', text: string) =>
           reporter.log(config.name, text.trim());
@@ -264,9 +269,11 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
             selector === undefined
               ? Promise.reject(new Error(`board ${config.name} has no port`))
               : isVirtual
-                ? config.virtual?.via === 'rfc2217'
-                  ? serveVirtual(bus, config, signal, notify)
-                  : plugVirtual(bus, config)
+                ? openVirtual(bus, config, {
+                    signal,
+                    notify,
+                    ...(store === undefined ? {} : { store }),
+                  })
                 : // Locked by the board's identity, not by the selector's text, until disposed.
                   resolvePort(selector, {
                     request: { notify },

@@ -186,3 +186,39 @@ describe('virtual:<name> in an inventory', () => {
     expect(again.path).toMatch(/^\/dev\/ttyVIRT\d+$/);
   });
 });
+
+describe('hil run on a board of the store', () => {
+  it('runs virtual:<name> of the inventory on the board xiaozhi-mcp made, and what it writes stays', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hil-store-run-'));
+    const store = join(dir, 'virtual');
+    await storedBoard(store, 'desk', '2.6.0');
+    const config = join(dir, 'hil.config.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        boards: [{ name: 'desk', port: 'virtual:desk', variant: 'bread-compact-wifi' }],
+      }),
+    );
+    const previous = process.env.XIAOZHI_VIRTUAL_DIR;
+    process.env.XIAOZHI_VIRTUAL_DIR = store;
+    try {
+      const out = join(dir, 'out');
+      const run = await hil('run', '--config', config, '--suite', 'initialize', '--out', out);
+      expect(run.code, run.output).toBe(0);
+      const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
+      const board = report.boards[0];
+      // Not flashed: it runs the firmware xiaozhi-mcp put on it.
+      expect(board?.image).toBeUndefined();
+      expect(board?.steps.find((s) => s.step === 'flash')?.status).not.toBe('passed');
+      expect(board?.firmwareVersion).toBe('2.6.0');
+      // Provisioned by the run: the store's board now points at the rig's OTA endpoint.
+      const listed = new VirtualBoardStore({ dir: store })
+        .boards()
+        .find((b) => b.port === 'virtual:desk');
+      expect(listed?.otaUrl).toBe(report.server.ota);
+    } finally {
+      if (previous === undefined) delete process.env.XIAOZHI_VIRTUAL_DIR;
+      else process.env.XIAOZHI_VIRTUAL_DIR = previous;
+    }
+  });
+});
