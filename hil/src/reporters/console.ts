@@ -372,9 +372,11 @@ export function renderConsoleSummary(
   const s = report.summary;
   const boardsPassed = report.boards.filter((b) => b.status === 'passed').length;
   const boardsFailed = report.boards.filter((b) => b.status === 'failed').length;
+  const boardsRigFailed = report.boards.filter((b) => b.status === 'rig-failed').length;
+  const missing = report.qualification?.missing ?? [];
   out.push(
     '',
-    `Boards: ${s.boards} (${boardsPassed} passed, ${boardsFailed} failed, ${s.rigFailures} rig ${s.rigFailures === 1 ? 'failure' : 'failures'}${(s.interrupted ?? 0) > 0 ? `, ${s.interrupted} interrupted` : ''})`,
+    `Boards: ${s.boards} (${boardsPassed} passed, ${boardsFailed} failed, ${plural(boardsRigFailed, 'rig failure')}${(s.interrupted ?? 0) > 0 ? `, ${s.interrupted} interrupted` : ''})${missing.length === 0 ? '' : `; no report from ${missing.map((rig) => `rig ${rig}`).join(', ')} (a rig failure each)`}`,
     `Checks: ${s.passed} passed, ${s.failed} failed, ${s.knownDeviations} known ${s.knownDeviations === 1 ? 'deviation' : 'deviations'}, ${s.skipped} skipped`,
   );
   if (report.interrupted) out.push(c('Interrupted: the reports hold what ran.', 'yellow'));

@@ -98,18 +98,17 @@ describe.skipIf(!hasChromium)(title, () => {
       .first()
       .getByTestId('check-severity');
     expect(await cell.textContent()).toBe('critical');
-    const [color, text, bad] = await cell.evaluate((element) => {
+    // The cell's colour, the page's text colour and --bad's, as Chromium computes them (the
+    // expression runs in the page: the test's own types have no DOM).
+    const [color, text, bad] = (await current().evaluate(`(() => {
+      const cell = document.querySelector('[data-check-id="initialize.reply-shape"][data-status="passed"] [data-testid="check-severity"]');
       const probe = document.createElement('span');
       probe.style.color = 'var(--bad)';
       document.body.append(probe);
-      const out = [
-        getComputedStyle(element).color,
-        getComputedStyle(document.body).color,
-        getComputedStyle(probe).color,
-      ];
+      const out = [getComputedStyle(cell).color, getComputedStyle(document.body).color, getComputedStyle(probe).color];
       probe.remove();
       return out;
-    });
+    })()`)) as string[];
     expect(color).toBe(text);
     expect(color).not.toBe(bad);
   });
