@@ -140,7 +140,7 @@ describe('hil run flashes each board its own image', () => {
     // One image for every board of a rig of two variants: the mismatch used to show after flashing.
     const every = await hil('run', '--config', config, '--out', out, '--firmware', bread);
     expect(every.stderr).toMatch(
-      /^hil: --firmware \S*bread\.bin is a build for board bread-compact-wifi, but the inventory's robot \(otto-robot\) is not: give each board its own image \(--firmware BOARD=FILE, or firmware in the inventory\)/,
+      /^hil: --firmware \S*bread\.bin is a build for board bread-compact-wifi, but the rig's board robot \(otto-robot\) is not: give each board its own image \(--firmware BOARD=FILE, or firmware in the inventory\)/,
     );
     untouched(every, out);
     const swapped = await hil(
@@ -155,14 +155,14 @@ describe('hil run flashes each board its own image', () => {
       `robot=${otto}`,
     );
     expect(swapped.stderr).toMatch(
-      /^hil: --firmware desk=\S*otto\.bin is a build for board otto-robot, but the inventory's desk \(bread-compact-wifi\) is not/,
+      /^hil: --firmware desk=\S*otto\.bin is a build for board otto-robot, but the rig's board desk \(bread-compact-wifi\) is not/,
     );
     untouched(swapped, out);
     // The inventory's own images are held to the same rule, named by their field.
     const { config: wrongInventory, out: out2 } = rig({}, [{ firmware: 'builds/otto.bin' }]);
     const inventory = await hil('run', '--config', wrongInventory, '--out', out2);
     expect(inventory.stderr).toMatch(
-      /^hil: boards\[0\]\.firmware \S*builds\/otto\.bin is a build for board otto-robot, but the inventory's desk \(bread-compact-wifi\) is not/,
+      /^hil: boards\[0\]\.firmware \S*builds\/otto\.bin is a build for board otto-robot, but the rig's board desk \(bread-compact-wifi\) is not/,
     );
     untouched(inventory, out2);
   });

@@ -111,12 +111,12 @@ function readFirmwareFile(path: string, boards: readonly BoardConfig[], what: st
   const wrongChip = otherChips(boards, image.chip);
   if (wrongChip.length > 0)
     throw new RunInputError(
-      `${what} is a build for ${image.chip}, but the inventory's ${wrongChip.join(', ')} ${wrongChip.length === 1 ? 'is' : 'are'} not: ${PER_BOARD}, or --board to pick boards`,
+      `${what} is a build for ${image.chip}, but the rig's ${wrongChip.length === 1 ? 'board' : 'boards'} ${wrongChip.join(', ')} ${wrongChip.length === 1 ? 'is' : 'are'} not: ${PER_BOARD}, or --board to pick boards`,
     );
   const wrongBoard = image.board === undefined ? [] : otherVariants(boards, image.board);
   if (wrongBoard.length > 0)
     throw new RunInputError(
-      `${what} is a build for board ${image.board}, but the inventory's ${wrongBoard.join(', ')} ${wrongBoard.length === 1 ? 'is' : 'are'} not: ${PER_BOARD}`,
+      `${what} is a build for board ${image.board}, but the rig's ${wrongBoard.length === 1 ? 'board' : 'boards'} ${wrongBoard.join(', ')} ${wrongBoard.length === 1 ? 'is' : 'are'} not: ${PER_BOARD}, or --board to pick boards`,
     );
   return {
     image,
@@ -221,7 +221,7 @@ export function readOtaImageFile(path: string, boards: readonly BoardConfig[]): 
   const wrong = otherChips(boards, image.chip);
   if (wrong.length > 0)
     throw new RunInputError(
-      `--ota-image ${path} is a build for ${image.chip}, but the inventory's ${wrong.join(', ')} ${wrong.length === 1 ? 'is' : 'are'} not`,
+      `--ota-image ${path} is a build for ${image.chip}, but the rig's ${wrong.length === 1 ? 'board' : 'boards'} ${wrong.join(', ')} ${wrong.length === 1 ? 'is' : 'are'} not`,
     );
   return {
     image,

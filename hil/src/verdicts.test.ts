@@ -186,7 +186,7 @@ describe('bad input exits 2 before any board is touched, naming the field or the
     );
     await refused(
       ['run', '--config', config, '--out', out, '--firmware', c3],
-      /--firmware .*c3\.bin is a build for esp32c3, but the inventory's one \(esp32s3\) is not/,
+      /--firmware .*c3\.bin is a build for esp32c3, but the rig's board one \(esp32s3\) is not/,
       out,
     );
     const merged = join(dir, 'merged.bin');
