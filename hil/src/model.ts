@@ -64,6 +64,8 @@ export interface CheckResult {
 }
 
 export type RigStepName =
+  /** The rig's own backend (OTA endpoint, gateway, broker): fails only when it cannot start. */
+  | 'backend'
   | 'open'
   | 'identify'
   | 'flash'

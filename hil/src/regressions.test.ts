@@ -101,7 +101,9 @@ async function hilRun(
     name: 'dut',
     port: 'virtual:dut',
     chip: 'esp32s3',
-    variant: preset,
+    // A planted build for another board is judged after flashing (initialize.variant): the
+    // board names no variant, or the image would be refused before any board is touched.
+    ...(options.flash === undefined ? { variant: preset } : {}),
     session: 'boot-click',
     // Fewer calls and a shorter sweep timeout, to keep the runs short; no latency budget:
     // the default one applies.

@@ -327,10 +327,9 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
 
 /**
  * The step a board fails at when the rig's backend (OTA endpoint, WebSocket gateway, MQTT
- * broker) does not start: the OTA check, the first step that needs our endpoint; nothing
- * before it ran.
+ * broker) does not start: before any of its own steps ran.
  */
-const BACKEND_STEP: RigStepName = 'ota-check';
+const BACKEND_STEP: RigStepName = 'backend';
 
 /** A board the rig could not run because its backend did not start (exit 3). */
 function backendFailure(config: BoardConfig, reason: string): BoardReport {

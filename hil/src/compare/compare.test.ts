@@ -356,7 +356,7 @@ describe('the comparison in every report format', () => {
     attachComparison(passing, { report: base, file: 'release/report.json' }, undefined);
     expect(passing.exitCode).toBe(1);
     expect(renderGithubSummary(passing)).toContain(
-      'all 3 checks passed, 1 regression against the base',
+      '## ❌ hil: 1 regression against the base; 3 checks passed',
     );
   });
 
