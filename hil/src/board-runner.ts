@@ -323,11 +323,13 @@ export class BoardRunner {
       const record = await this.#step('session', async () => {
         try {
           const opened = await this.#startSession(ota.deviceId, this.#timeouts.sessionMs);
-          const failed = this.#sessionChecks.filter((c) => c.status === 'failed').length;
+          const failed = this.#sessionChecks.filter((c) => c.status === 'failed');
           const mqtt = opened.transport === 'mqtt' ? 'on MQTT with no click, ' : '';
+          // The session opened, but the step is as good as its checks, as the suites step is.
           return {
             result: opened,
-            note: `${mqtt}initialized, tools listed${failed > 0 ? `; ${failed} session check(s) failed` : ''}`,
+            note: `${mqtt}initialized, tools listed${failed.length > 0 ? `; ${failed.length} session check(s) failed` : ''}`,
+            ...(failed[0] === undefined ? {} : { failedCheck: failed[0].id }),
           };
         } finally {
           // The session suite's checks, whatever happened (none when a crash or Ctrl-C came first).
@@ -350,11 +352,14 @@ export class BoardRunner {
         withUserTools: sizes(record.pages.withUserTools),
       };
       await this.#step('suites', async () => {
+        const before = this.report.checks.length;
         await this.#runSuites(ota.deviceId);
-        const failed = this.report.checks.filter((c) => c.status === 'failed');
+        // The suites' own checks: the session's are the session step's.
+        const checks = this.report.checks.slice(before);
+        const failed = checks.filter((c) => c.status === 'failed');
         // The step is as good as its checks: failed, naming the first failure (not the rig's).
         return {
-          note: `${this.report.checks.length} checks, ${failed.length} failed${failed[0] === undefined ? '' : `, the first ${failed[0].id}`}`,
+          note: `${checks.length} checks, ${failed.length} failed${failed[0] === undefined ? '' : `, the first ${failed[0].id}`}`,
           ...(failed[0] === undefined ? {} : { failedCheck: failed[0].id }),
         };
       });

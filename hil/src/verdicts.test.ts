@@ -105,7 +105,14 @@ describe('a firmware fault while the session opens fails a named session check (
       status: 'failed',
       message: 'expected "features":{"mcp":true}, got "features":{"glyph_push":false}',
     });
-    expect(b.steps.find((s) => s.step === 'session')?.status).toBe('passed');
+    // The session opened, so the suites ran; the step is failed all the same, naming its check,
+    // and the suites step, whose checks passed, is not blamed for it.
+    expect(b.steps.find((s) => s.step === 'session')).toMatchObject({
+      status: 'failed',
+      check: 'session.hello-mcp',
+    });
+    expect(b.steps.find((s) => s.step === 'suites')?.status).toBe('passed');
+    expect(b.failure).toBeUndefined();
     expect(check(b, 'initialize.reply-shape')?.status).toBe('passed');
   });
 
