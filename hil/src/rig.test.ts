@@ -419,7 +419,7 @@ describe('hil run', () => {
     expect(junit).toContain('<property name="status" value="interrupted"/>');
     expect(junit).toMatch(/<skipped message="interrupted by Ctrl-C at \w+/);
     const html = readFileSync(join(out, 'report.html'), 'utf8');
-    expect(html).toMatch(/<title>hil: exit 130, [^<]*interrupted<\/title>/);
+    expect(html).toMatch(/<title>hil: exit 130, interrupted \(Ctrl-C\)[^<]*<\/title>/);
     expect(html).toContain('data-exit-code="130"');
     expect(html).not.toContain('The rig failed');
   });
