@@ -37,29 +37,31 @@ const LAYERS = {
   serial: {
     dir: 'packages/serial',
     may: ['protocol', 'firmware'],
-    mayInTestsAndBench: ['fuzz-kit'],
+    mayInTestsAndBench: ['fuzz-kit', 'test-kit'],
   },
   device: {
     dir: 'packages/device',
     may: ['protocol', 'firmware', 'serial'],
-    mayInTestsAndBench: ['fuzz-kit'],
+    mayInTestsAndBench: ['fuzz-kit', 'test-kit'],
   },
   server: {
     dir: 'packages/server',
     may: ['protocol', 'firmware'],
-    mayInTestsAndBench: ['device', 'fuzz-kit'],
+    mayInTestsAndBench: ['device', 'fuzz-kit', 'test-kit'],
   },
   // Boards only through the server's HTTP API: the server and the device SDK in its tests only.
   bridge: {
     dir: 'packages/bridge',
     may: ['protocol'],
-    mayInTestsAndBench: ['server', 'device'],
+    mayInTestsAndBench: ['server', 'device', 'test-kit'],
   },
   // The fast-check harness and runner of every fuzz/ folder: fast-check only, nothing of ours.
   'fuzz-kit': { dir: 'packages/fuzz-kit', may: [], testTool: true },
+  // What tests wait with (until): nothing of ours, no dependency.
+  'test-kit': { dir: 'packages/test-kit', may: [], testTool: true },
   // The two composers stand side by side: each may use every library, never the other.
-  hil: { dir: 'hil', may: '*' },
-  cli: { dir: 'apps/cli', may: '*' },
+  hil: { dir: 'hil', may: '*', mayInTestsAndBench: ['test-kit'] },
+  cli: { dir: 'apps/cli', may: '*', mayInTestsAndBench: ['test-kit'] },
 };
 
 const root = __dirname;

@@ -1,0 +1,1 @@
+export { DEFAULT_UNTIL_TIMEOUT_MS, type UntilOptions, UntilTimeout, until } from './until.js';
