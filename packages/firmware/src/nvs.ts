@@ -453,6 +453,17 @@ function entryState(page: Uint8Array, index: number): number {
   return ((page[BITMAP_OFFSET + (bit >> 3)] ?? 0xff) >> (bit & 7)) & 0b11;
 }
 
+const ERASED_PAGE = Buffer.alloc(NVS_PAGE_SIZE, 0xff);
+
+/**
+ * Whether a page is all 0xFF. Most pages of a partition are erased, so this runs once per page
+ * on every read: one native compare, not a callback per byte (which made reading a 32-page
+ * partition cost half a millisecond).
+ */
+function isErased(page: Uint8Array): boolean {
+  return Buffer.from(page.buffer, page.byteOffset, page.byteLength).equals(ERASED_PAGE);
+}
+
 function isVarLength(type: number): boolean {
   return type === TYPE_SZ || type === TYPE_BLOB_V1 || type === TYPE_BLOB_DATA;
 }
@@ -478,7 +489,7 @@ function scanPage(
   const rawState = dv.getUint32(0, true);
   const where = `page ${index}`;
   if (rawState === STATE_ERASED_PAGE) {
-    const erased = page.every((b) => b === 0xff);
+    const erased = isErased(page);
     if (!erased) errors.push(`${where}: state is erased but the page holds data`);
     return {
       index,
