@@ -12,6 +12,7 @@ import { type Socket, connect as tcpConnect } from 'node:net';
 import { promisify } from 'node:util';
 import { type BoardTiming, McpServer, VirtualBoard } from '@xiaozhi-mcp/device';
 import { validateOtaReply } from '@xiaozhi-mcp/protocol';
+import { until } from '@xiaozhi-mcp/test-kit';
 import mqtt, { type MqttClient } from 'mqtt';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -20,14 +21,6 @@ import { type StartOptions, XiaozhiServer } from './server.js';
 const API_TOKEN = 'operator-token-1';
 /** A hang guard for what the test waits on, generous for a loaded CI machine. */
 const WAIT_MS = 20_000;
-const STEP_MS = 20;
-const STEPS = WAIT_MS / STEP_MS;
-
-/** Polls until `done()` holds, or the guard runs out (the caller's expectation then fails). */
-async function settle(done: () => boolean): Promise<void> {
-  for (let i = 0; i < STEPS && !done(); i++)
-    await new Promise((resolve) => setTimeout(resolve, STEP_MS));
-}
 
 let server: XiaozhiServer | undefined;
 const clients: MqttClient[] = [];
@@ -182,12 +175,10 @@ class FakeBoard {
   }
 
   async waitFor(match: (frame: Received) => boolean, what: string): Promise<Received> {
-    for (let i = 0; i < STEPS; i++) {
-      const found = this.received.find(match);
-      if (found !== undefined) return found;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error(`the board got no ${what}; it got ${JSON.stringify(this.received)}`);
+    return until(() => this.received.find(match), {
+      what: `the board to get ${what}`,
+      seen: () => this.received,
+    });
   }
 
   closed(): Promise<void> {
@@ -475,7 +466,7 @@ describe('a board on MQTT', { timeout: 60_000 }, () => {
     const second = await FakeBoard.connect(reply.mqtt ?? {});
     await first.closed();
     await target.registry.waitForReady(MAC, WAIT_MS);
-    await settle(() => target.registry.get(MAC)?.sessions === 2);
+    await until(() => target.registry.get(MAC)?.sessions === 2, { what: 'the second session' });
     expect(target.registry.get(MAC)).toMatchObject({ sessions: 2, ready: true });
     const call = await api(target, 'POST', `/devices/${MAC}/call`, {
       name: 'self.light.set_brightness',
@@ -538,16 +529,21 @@ describe('a board on MQTT', { timeout: 60_000 }, () => {
     );
     socket.close();
     let audio: Record<string, unknown> | null = null;
-    for (let i = 0; i < STEPS && (audio?.packets ?? 0) !== 1; i++) {
-      audio = (await api(target, 'GET', `/devices/${MAC}`)).body.device as Record<string, unknown>;
-      audio = audio.audio as Record<string, unknown> | null;
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await until(
+      async () => {
+        const device = (await api(target, 'GET', `/devices/${MAC}`)).body.device;
+        audio = (device as Record<string, unknown>).audio as Record<string, unknown> | null;
+        return audio?.packets === 1;
+      },
+      { what: 'the API to count the UDP packet', seen: () => audio },
+    );
     expect(audio).toMatchObject({ sessionId, packets: 1, bytes: payload.length, open: true });
 
     // The board's goodbye ends it; MCP goes back to "".
     fake.publish(`{"session_id":"${sessionId}","type":"goodbye"}`);
-    await settle(() => target.registry.get(MAC)?.session?.info.sessionId === '');
+    await until(() => target.registry.get(MAC)?.session?.info.sessionId === '', {
+      what: 'the goodbye to end the session',
+    });
     expect(target.registry.get(MAC)?.session?.info.sessionId).toBe('');
     expect(target.audioStatsFor(MAC)).toMatchObject({ sessionId, open: false });
   });
@@ -591,7 +587,7 @@ describe('operators', { timeout: 60_000 }, () => {
       name: 'self.light.set_brightness',
       arguments: { level: 42 },
     });
-    await settle(() => seen.length >= 2);
+    await until(() => seen.length >= 2, { what: 'the operator to see the call and its reply' });
     expect(seen.map((s) => s.topic)).toEqual([
       'devices/p2p/f4_12_fa_00_00_01',
       'device-server/f4_12_fa_00_00_01',
@@ -602,7 +598,9 @@ describe('operators', { timeout: 60_000 }, () => {
     );
     await fake.waitFor((r) => r.text.includes('9001'), 'the operator request');
     // The board's answer goes to its publish topic, where the operator sees it.
-    await settle(() => seen.some((s) => s.text.includes('"id":9001,"result"')));
+    await until(() => seen.some((s) => s.text.includes('"id":9001,"result"')), {
+      what: "the operator to see the board's answer",
+    });
     expect(seen.find((s) => s.text.includes('"id":9001,"result"'))?.topic).toBe(
       'device-server/f4_12_fa_00_00_01',
     );
@@ -669,11 +667,13 @@ describe('a virtual board (the device SDK) on the embedded broker', { timeout: 6
     const ended = once(vboard, 'uplink-end');
     vboard.click();
     await ended;
-    let audio = target.audioStatsFor(MAC);
-    for (let i = 0; i < STEPS && audio?.open !== false; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      audio = target.audioStatsFor(MAC);
-    }
+    const audio = await until(
+      () => {
+        const stats = target.audioStatsFor(MAC);
+        return stats?.open === false && stats;
+      },
+      { what: 'the audio session to close', seen: () => target.audioStatsFor(MAC) },
+    );
     expect(audio).toMatchObject({ packets: 5, gaps: 0, outOfOrder: 0, rejected: 0, open: false });
     expect(target.registry.get(MAC)?.session?.info.sessionId).toBe('');
 
@@ -682,12 +682,14 @@ describe('a virtual board (the device SDK) on the embedded broker', { timeout: 6
     const checked = once(vboard, 'ota');
     vboard.reboot();
     await checked;
-    await settle(() => vboard.transport === 'websocket');
+    await until(() => vboard.transport === 'websocket', { what: 'the board on WebSocket' });
     await vboard.waitForState('idle', WAIT_MS);
     expect(vboard.transport).toBe('websocket');
     expect(vboard.storage.open('mqtt').getString('endpoint')).toBe('');
     vboard.click();
-    await settle(() => target.registry.get(MAC)?.transport === 'websocket');
+    await until(() => target.registry.get(MAC)?.transport === 'websocket', {
+      what: 'the registry to see WebSocket',
+    });
     await target.registry.waitForReady(MAC, WAIT_MS);
     expect(target.registry.get(MAC)?.transport).toBe('websocket');
   });
@@ -815,11 +817,8 @@ describe.skipIf(mosquittoMissing !== undefined)(
         out += chunk.toString();
       });
       try {
-        const until = async (match: (text: string) => boolean, what: string) => {
-          for (let i = 0; i < STEPS && !match(out); i++)
-            await new Promise((resolve) => setTimeout(resolve, 20));
-          if (!match(out)) throw new Error(`mosquitto_sub printed no ${what}:\n${out}`);
-        };
+        const printed = (match: (text: string) => boolean, what: string) =>
+          until(() => match(out), { what: `mosquitto_sub to print ${what}`, seen: () => out });
         // mosquitto_sub flushes stdout after each message: probe until it prints one.
         const probe = await mqtt.connectAsync({
           host: '127.0.0.1',
@@ -829,17 +828,20 @@ describe.skipIf(mosquittoMissing !== undefined)(
           reconnectPeriod: 0,
         });
         clients.push(probe);
-        for (let i = 0; i < STEPS / 2 && !out.includes('probe/ready'); i++) {
-          probe.publish('probe/ready', '{}');
-          await new Promise((resolve) => setTimeout(resolve, 40));
-        }
-        await until((text) => text.includes('probe/ready {}'), 'the probe');
+        await until(
+          () => {
+            probe.publish('probe/ready', '{}');
+            return out.includes('probe/ready');
+          },
+          { what: 'mosquitto_sub to print a probe', intervalMs: 40, seen: () => out },
+        );
+        await printed((text) => text.includes('probe/ready {}'), 'the probe');
         await api(target, 'POST', `/devices/${MAC}/call`, {
           name: 'self.audio_speaker.set_volume',
           arguments: { volume: 64 },
         });
         // `-v`: "topic payload" per message.
-        await until(
+        await printed(
           (text) =>
             /^device-server\/f4_12_fa_00_00_01 \{"session_id":"","type":"mcp","payload":\{"jsonrpc":"2.0","id":\d+,"result":\{"content":\[\{"type":"text","text":"true"\}\],"isError":false\}\}\}$/m.test(
               text,
@@ -865,7 +867,7 @@ describe.skipIf(mosquittoMissing !== undefined)(
           '{"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":4242,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":12}}}}',
         ]);
         // Only the board could have answered it.
-        await until(
+        await printed(
           (text) =>
             text.includes(
               'device-server/f4_12_fa_00_00_01 {"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":4242,"result"',
