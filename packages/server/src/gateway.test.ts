@@ -9,6 +9,7 @@ import { Writable } from 'node:stream';
 import { VirtualBoard } from '@xiaozhi-mcp/device';
 import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { toolResultText } from '@xiaozhi-mcp/protocol';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -113,7 +114,7 @@ describe('hostile frames', () => {
       'Device-Id': intruder,
       'Client-Id': INTRUDER,
     });
-    while (received.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => received.length >= 2, { what: 'the hello answer and the first MCP request' });
     const sessionId = JSON.parse(received[0] ?? '{}').session_id as string;
     const failed = once(target.registry, 'session-failed');
     // As a payload (in another member order than the firmware's), as a reply id, as a transport
@@ -164,12 +165,13 @@ describe('a second client using a known board’s Device-Id', () => {
     board: VirtualBoard,
     sessionId: string,
   ) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // No pause: the refusal was already answered, and the call's round trip through the server
+    // comes after anything it still had queued, so the session is checked after the call.
+    await volumeCallReachesBoard(target, board, 55);
     const record = target.registry.get(board.mac);
     expect(record?.session?.info.sessionId).toBe(sessionId);
     expect(record?.session?.info.clientId).toBe(board.uuid);
     expect(record?.clientId).toBe(board.uuid);
-    await volumeCallReachesBoard(target, board, 55);
   }
 
   it('gets 403 at the OTA check, without the token, and it is logged', async () => {

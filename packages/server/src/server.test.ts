@@ -3,6 +3,7 @@ import { VirtualBoard, type VirtualBoardOptions } from '@xiaozhi-mcp/device';
 import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildAppImage } from '@xiaozhi-mcp/firmware';
 import { toolResultText, WireError } from '@xiaozhi-mcp/protocol';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ServerError } from './errors.js';
@@ -165,22 +166,22 @@ describe('XiaozhiServer with virtual boards', () => {
     expect(board.hardware.lamp).toBe(true);
   });
 
-  it('rejects a pending call with DEVICE_DISCONNECTED within 100 ms of a disconnect mid-call', async () => {
+  it('rejects a pending call with DEVICE_DISCONNECTED at a disconnect mid-call, not at its timeout', async () => {
     const target = await startServer();
     const board = newBoard(target, { faults: { disconnectOnCall: 'self.lamp.turn_on' } });
     await connect(target, board);
-    let droppedAt = 0;
+    let dropped = false;
     board.console.on('line', (line) => {
-      if (line.text.endsWith('WS: Websocket disconnected')) droppedAt = performance.now();
+      if (line.text.endsWith('WS: Websocket disconnected')) dropped = true;
     });
+    // The call's timeout is far beyond the test's: only the disconnect can end it, and its code
+    // says which did.
     const error = await target.registry
-      .callTool(board.mac, 'self.lamp.turn_on', {}, { timeoutMs: 30_000 })
+      .callTool(board.mac, 'self.lamp.turn_on', {}, { timeoutMs: 600_000 })
       .catch((e: unknown) => e);
-    const rejectedAt = performance.now();
     expect(error).toBeInstanceOf(ServerError);
     expect((error as ServerError).code).toBe('DEVICE_DISCONNECTED');
-    expect(droppedAt).toBeGreaterThan(0);
-    expect(rejectedAt - droppedAt).toBeLessThan(100);
+    expect(dropped).toBe(true);
     await expect(target.registry.callTool(board.mac, 'self.lamp.get_state')).rejects.toMatchObject({
       code: 'DEVICE_DISCONNECTED',
     });
@@ -267,16 +268,18 @@ describe('XiaozhiServer with virtual boards', () => {
     const ws = new WebSocket(target.urls.websocket, {
       headers: { 'Device-Id': 'f4:12:fa:88:88:88', 'Client-Id': 'c' },
     });
-    await once(ws, 'open');
     const received: string[] = [];
     ws.on('message', (data: Buffer) => received.push(data.toString()));
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    // Nothing is sent before the device's hello.
+    await once(ws, 'open');
+    // Nothing is sent before the device's hello: a ping's pong comes after anything the server
+    // had sent or queued on the connection, without guessing how long that takes.
+    ws.ping();
+    await once(ws, 'pong');
     expect(received).toEqual([]);
     ws.send(
       '{"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}',
     );
-    while (received.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => received.length >= 2, { what: 'the hello answer and the first MCP request' });
     const hello = JSON.parse(received[0] ?? '');
     expect(hello).toMatchObject({
       type: 'hello',
@@ -290,7 +293,9 @@ describe('XiaozhiServer with virtual boards', () => {
     });
     ws.send(Buffer.from([1, 2, 3, 4]));
     ws.send(Buffer.from([5, 6]));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(() => target.registry.session('f4:12:fa:88:88:88').stats.audioFrames === 2, {
+      what: 'both audio frames counted',
+    });
     expect(target.registry.session('f4:12:fa:88:88:88').stats).toMatchObject({
       audioFrames: 2,
       audioBytes: 6,
