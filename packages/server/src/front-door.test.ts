@@ -10,6 +10,7 @@ import { connect, type Socket } from 'node:net';
 import { VirtualBoard, type VirtualBoardOptions } from '@xiaozhi-mcp/device';
 import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { toolResultText } from '@xiaozhi-mcp/protocol';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type StartOptions, XiaozhiServer } from './server.js';
@@ -100,14 +101,6 @@ async function rawClient(port: number): Promise<{ socket: Socket; received: () =
   return { socket, received: () => received };
 }
 
-async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 describe('API tokens', () => {
   it('requires an API token whenever one is configured, whatever auth is; device tokens do not open the API', async () => {
     for (const auth of ['token', 'off'] as const) {
@@ -176,7 +169,7 @@ describe('Origin and Host of API requests', () => {
     socket.write(
       `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n`,
     );
-    await until(() => received().includes('\r\n\r\n'), 'the answer');
+    await until(() => received().includes('\r\n\r\n'), { what: 'the answer', seen: received });
     expect(received()).toMatch(/^HTTP\/1\.1 403 /);
   });
 
@@ -339,8 +332,15 @@ describe('HTTP edges', () => {
       '{"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}',
     );
     await once(ws, 'message');
-    // Several checks of Node's connection timer later, the session is still up.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // A plain request left unfinished after the session opened: once Node's connection timer has
+    // cut it, the timer has also passed over the older, idle session.
+    const stalled = await rawClient(target.port);
+    stalled.socket.write(`GET /api/devices HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\n`);
+    await until(() => stalled.socket.closed, {
+      what: 'the timeout to cut the unfinished request',
+      seen: stalled.received,
+    });
+    expect(stalled.received()).toMatch(/^HTTP\/1\.1 408 /);
     expect(ws.readyState).toBe(WebSocket.OPEN);
     ws.terminate();
   });
@@ -351,20 +351,17 @@ describe('HTTP edges', () => {
     // Answered, so counted; kept alive, so held.
     for (const { socket } of held)
       socket.write(`GET /api/devices HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\n\r\n`);
-    await until(
-      () => held.every(({ received }) => received().startsWith('HTTP/1.1 200')),
-      'the held connections answered',
-    );
+    await until(() => held.every(({ received }) => received().startsWith('HTTP/1.1 200')), {
+      what: 'the held connections answered',
+    });
     await expect(send(target.port, '/api/devices')).rejects.toThrow();
     for (const { socket } of held) expect(socket.destroyed).toBe(false);
     for (const { socket } of held) socket.destroy();
     // The server counts them gone once it sees them close.
-    const deadline = Date.now() + 5000;
-    let answer: Answer | Error = new Error('no attempt');
-    do {
-      answer = await send(target.port, '/api/devices').catch((error: Error) => error);
-      if (answer instanceof Error) await new Promise((resolve) => setTimeout(resolve, 20));
-    } while (answer instanceof Error && Date.now() < deadline);
+    const answer = await until(() => send(target.port, '/api/devices'), {
+      what: 'a connection accepted again',
+      intervalMs: 20,
+    });
     expect(answer).toMatchObject({ status: 200 });
   });
 });
@@ -384,7 +381,8 @@ describe('guarded handlers', () => {
         socket.resetAndDestroy();
       }
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // No pause: the resets reached the server's sockets before this request does, and it
+    // answers only after handling what came first.
     expect((await fetch(`${target.urls.api}/devices`)).status).toBe(200);
   });
 
