@@ -59,11 +59,8 @@ describe('hostile input, fixed seed', () => {
   });
 
   it('after all that, the server shuts down: no connection is left that it cannot end', async () => {
-    const outcome = await Promise.race([
-      world.close().then(() => 'closed'),
-      new Promise((resolve) => setTimeout(() => resolve('still open after 5 s'), 5000)),
-    ]);
+    // A connection it cannot end would hold this up to the test's own bound, which fails it.
+    await expect(world.close()).resolves.toBeUndefined();
     closed = true;
-    expect(outcome).toBe('closed');
   });
 });

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MqttPacketBound, MqttWire } from './mqtt-wire.js';
 
@@ -115,7 +116,7 @@ describe('MqttWire', () => {
     wire.write(Buffer.from([0x00, 0x01, 0x74]));
     wire.write(Buffer.from([0x68, 0x69]));
     process.nextTick(() => wire.uncork());
-    while (got.length < 7) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(() => got.length >= 7, { what: 'the packet at the client', seen: () => got });
     expect(got).toEqual([0x30, 0x05, 0x00, 0x01, 0x74, 0x68, 0x69]);
     expect(writes()).toBe(1);
     client.destroy();

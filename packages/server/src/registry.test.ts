@@ -5,6 +5,7 @@
  * is pinned to its first Client-Id until it is forgotten.
  */
 import { EventEmitter, once } from 'node:events';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
 import { deviceSummary } from './api.js';
@@ -74,14 +75,6 @@ const tool = (name: string) => ({
   description: `the ${name} tool`,
   inputSchema: { type: 'object', properties: { value: { type: 'integer' } } },
 });
-
-/** Waits for a condition the eviction timer brings about (bounded; not a speed assertion). */
-async function until(condition: () => boolean): Promise<void> {
-  for (let waited = 0; !condition(); waited += 10) {
-    if (waited > 5000) throw new Error('the condition did not come about within 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 const registries: DeviceRegistry[] = [];
 afterEach(() => {
@@ -193,11 +186,13 @@ describe('eviction', () => {
     otaCheck(target, mac(1));
     target.setToken(mac(1), 't');
     // The sweep that drops mac(1) comes past the connected device's time too: it stays.
-    await until(() => target.get(mac(1)) === undefined);
+    await until(() => target.get(mac(1)) === undefined, {
+      what: 'the sweep to drop the offline device',
+    });
     expect(target.list().map((r) => r.deviceId)).toEqual([mac(0)]);
     expect(target.tokenFor(mac(1))).toBeUndefined();
     live.session?.close();
-    await until(() => target.size === 0);
+    await until(() => target.size === 0, { what: 'the sweep to drop the last device' });
     expect(target.toolListCount).toBe(0);
   });
 

@@ -1,6 +1,7 @@
 import { createCipheriv } from 'node:crypto';
 import dgram from 'node:dgram';
 import { parseDeviceHello, parseServerHello } from '@xiaozhi-mcp/protocol';
+import { until } from '@xiaozhi-mcp/test-kit';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServerError } from './errors.js';
@@ -79,14 +80,6 @@ function scripted(...hex: string[]): (size: number) => Uint8Array {
   };
 }
 
-async function until(what: string, done: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 function client(): dgram.Socket {
   const socket = dgram.createSocket('udp4');
   sockets.push(socket);
@@ -105,7 +98,7 @@ async function send(
       error ? reject(error) : resolve(),
     ),
   );
-  await until('the datagram to arrive', () => endpoint.counters().datagrams > before);
+  await until(() => endpoint.counters().datagrams > before, { what: 'the datagram to arrive' });
 }
 
 /** A board's packet, built here from the nonce with node:crypto (not with the code under test). */
