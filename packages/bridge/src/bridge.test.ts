@@ -12,10 +12,11 @@ import {
   type Tool,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type BridgeOptions, XiaozhiBridge } from './bridge.js';
 import { BridgeError } from './errors.js';
-import { FAILURE_TEXT, Gate, PNG_BASE64, Rig, testPreset, until } from './rig.test.js';
+import { FAILURE_TEXT, Gate, PNG_BASE64, Rig, testPreset } from './rig.test.js';
 
 const rig = new Rig();
 const bridges: XiaozhiBridge[] = [];
@@ -110,7 +111,9 @@ describe('XiaozhiBridge through the SDK client', () => {
     // A second board changes the list: the first page's cursor is stale now.
     const second = rig.board({ preset: testPreset('paged') });
     await rig.connect(second);
-    await until(() => bridge.tools.some((t) => t.deviceId === second.mac), 'the second board');
+    await until(() => bridge.tools.some((t) => t.deviceId === second.mac), {
+      what: 'the second board',
+    });
     const stale = await client.listTools({ cursor: page1.nextCursor as string }).catch((e) => e);
     expect(stale).toBeInstanceOf(McpError);
     expect((stale as McpError).code).toBe(ErrorCode.InvalidParams);
@@ -216,12 +219,12 @@ describe('XiaozhiBridge through the SDK client', () => {
 
     const board = rig.board({ preset: testPreset('comes-and-goes') });
     await rig.connect(board);
-    await until(() => changes === 1, 'list_changed after the board connected');
+    await until(() => changes === 1, { what: 'list_changed after the board connected' });
     const listed = await listAll(client);
     expect(listed.tools.length).toBe(board.mcp.tools.filter((t) => !t.userOnly).length);
 
     board.powerOff();
-    await until(() => changes === 2, 'list_changed after the board went');
+    await until(() => changes === 2, { what: 'list_changed after the board went' });
     expect((await client.listTools()).tools).toEqual([]);
   });
 
@@ -276,9 +279,9 @@ describe('XiaozhiBridge through the SDK client', () => {
     cancel.abort('the user changed their mind');
     expect(await pending).toBeDefined();
     // notifications/cancelled reached the bridge, which aborted the API request...
-    await until(() => signals[0]?.aborted === true, 'the API request aborted');
+    await until(() => signals[0]?.aborted === true, { what: 'the API request aborted' });
     // ...and the server dropped its request to the board (the board has no cancellation).
-    await until(() => session?.pending === 0, 'the server to drop the device request');
+    await until(() => session?.pending === 0, { what: 'the server to drop the device request' });
     gate.open();
   });
 

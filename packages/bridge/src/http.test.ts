@@ -7,10 +7,11 @@ import { request } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { XiaozhiBridge } from './bridge.js';
 import { type HttpOptions, serveHttp } from './http.js';
-import { Rig, testPreset, until } from './rig.test.js';
+import { Rig, testPreset } from './rig.test.js';
 
 const rig = new Rig();
 const closers: (() => Promise<unknown>)[] = [];
@@ -91,7 +92,7 @@ describe('serveHttp', () => {
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
     const board = rig.board({ preset: testPreset('http') });
     await rig.connect(board);
-    await until(() => bridge.tools.length > 0, 'the first board served');
+    await until(() => bridge.tools.length > 0, { what: 'the first board served' });
 
     const client = await connectClient(url, 'open-sesame');
     const other = await connectClient(url, 'open-sesame');
@@ -116,7 +117,7 @@ describe('serveHttp', () => {
     // The standalone SSE stream carries list_changed to this session.
     const second = rig.board({ preset: testPreset('http') });
     await rig.connect(second);
-    await until(() => changes >= 1, 'list_changed over the SSE stream');
+    await until(() => changes >= 1, { what: 'list_changed over the SSE stream' });
     expect((await other.listTools()).tools.map((t) => t.name)).toContain(
       'f412fa200002__self-lamp-turn_on',
     );

@@ -5,24 +5,14 @@
  */
 import {
   type BoardPreset,
-  type BoardTiming,
   boardPreset,
   type McpServer,
   VirtualBoard,
   type VirtualBoardOptions,
 } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { ImageContent } from '@xiaozhi-mcp/protocol';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
-
-export const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 5000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-  upgradeRebootMs: 10,
-};
 
 /** A PNG signature and IHDR start: the bytes the image tool returns, as a literal. */
 export const PNG_BYTES = Uint8Array.from([
@@ -115,7 +105,8 @@ export class Rig {
       mac: `f4:12:fa:20:00:${this.#macs.toString(16).padStart(2, '0')}`,
       wifi: { ssid: 'lab' },
       otaUrl: this.server.urls.ota,
-      timing: FAST,
+      // The firmware's pauses shortened, with a hello wait for a busy machine.
+      timing: { ...FAST_TIMING, helloTimeoutMs: 5000 },
       ...options,
     });
     this.boards.push(board);
@@ -136,14 +127,5 @@ export class Rig {
     this.#macs = 0;
     await this.server?.stop();
     this.server = undefined;
-  }
-}
-
-/** Resolves once `check` holds, polling; rejects after `timeoutMs` (a hang guard, not a timing). */
-export async function until(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }

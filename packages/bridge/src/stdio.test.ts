@@ -9,9 +9,10 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { XiaozhiBridge } from './bridge.js';
-import { Rig, testPreset, until } from './rig.test.js';
+import { Rig, testPreset } from './rig.test.js';
 import { serveStdio } from './stdio.js';
 
 const script = join(dirname(fileURLToPath(import.meta.url)), '../dist/testing/stdio-bridge.js');
@@ -59,7 +60,7 @@ describe('serveStdio', () => {
 
     const second = rig.board({ preset: testPreset('stdio') });
     await rig.connect(second);
-    await until(() => changes >= 1, 'list_changed from the process');
+    await until(() => changes >= 1, { what: 'list_changed from the process' });
     expect((await client.listTools()).tools.length).toBe(tools.length * 2);
     // Its logs went to stderr, never into the protocol on stdout.
     expect(stderr.join('')).toContain('bridge: serving');
@@ -87,7 +88,7 @@ describe('serveStdio', () => {
         },
       })}\n`,
     );
-    await until(() => output.join('').includes('"id":1'), 'the initialize reply');
+    await until(() => output.join('').includes('"id":1'), { what: 'the initialize reply' });
     expect(JSON.parse(output.join('').trim())).toMatchObject({
       id: 1,
       result: { capabilities: { tools: { listChanged: true } } },
