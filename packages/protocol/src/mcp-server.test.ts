@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { VisionCapability } from './mcp-context.js';
 import { dispatchMcpRequest, MainLoop, type McpProfile, McpRequestLoop } from './mcp-server.js';
 import { ImageContent, type ToolReturn } from './results.js';
@@ -35,6 +35,10 @@ function board(handlers: Record<string, Handler> = {}, profile: McpProfile = 'fi
 const req = (id: number | string, method: string, params?: object) =>
   JSON.stringify({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
 
+afterEach(() => {
+  vi.useRealTimers();
+});
+
 describe('McpRequestLoop, firmware profile', () => {
   it('runs tools one at a time in arrival order, even when a tool is slow', async () => {
     const order: string[] = [];
@@ -53,7 +57,10 @@ describe('McpRequestLoop, firmware profile', () => {
     server.receive(req(1, 'tools/call', { name: 'self.slow' }));
     server.receive(req(2, 'tools/call', { name: 'self.fast' }));
     server.receive(req(3, 'initialize'));
-    await new Promise((r) => setTimeout(r, 5));
+    // Fake time: every hop the loop could take within 5 ms, on any machine.
+    vi.useFakeTimers();
+    await vi.advanceTimersByTimeAsync(5);
+    vi.useRealTimers();
     // The slow tool blocks the loop: nothing after it has run, not even the initialize reply.
     expect(order).toEqual(['slow start']);
     expect(sent).toEqual([]);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { catchProtocolError } from './ota.test-helper.js';
 import { buildOtaReply } from './ota-reply.js';
 
@@ -34,11 +34,12 @@ describe('buildOtaReply', () => {
   });
 
   it('defaults serverTime.now to the current time', () => {
-    const before = Date.now();
-    const reply = buildOtaReply({ serverTime: {} });
-    const after = Date.now();
-    expect(reply.server_time?.timestamp).toBeGreaterThanOrEqual(before);
-    expect(reply.server_time?.timestamp).toBeLessThanOrEqual(after);
+    vi.useFakeTimers({ now: 1_770_000_000_123 });
+    try {
+      expect(buildOtaReply({ serverTime: {} }).server_time?.timestamp).toBe(1_770_000_000_123);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('maps mqtt options and force', () => {
