@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import { buildVirtualFirmware, chipByName } from '@xiaozhi-mcp/firmware';
 import {
   BOOT_CLICK,
   findPort,
@@ -71,6 +71,27 @@ async function openPort(binding: VirtualBus['binding'], path: string) {
   return { stream, closed, text: () => text.join('') };
 }
 
+/**
+ * esptool-js 0.7 as esptool's `_post_connect` would have it on an ESP32-S3: right after the
+ * chip is detected, `disable_watchdogs`. esptool-js leaves them running, and a reset through
+ * the USB-Serial-JTAG leaves them armed: without this a flash longer than their 3 s (any flash
+ * on a busy machine) is cut short by a watchdog reset. Our Flasher does the same.
+ */
+class TamingLoader extends ESPLoader {
+  override async detectChip(...args: Parameters<ESPLoader['detectChip']>): Promise<void> {
+    await super.detectChip(...args);
+    const usb = chipByName('esp32s3').rom.usbJtagSerial;
+    if (usb === undefined) throw new Error('the ESP32-S3 has a USB-Serial-JTAG');
+    await this.writeReg(usb.rtcWdtWprotect, usb.rtcWdtKey);
+    await this.writeReg(usb.rtcWdtConfig0, 0);
+    await this.writeReg(usb.rtcWdtWprotect, 0);
+    await this.writeReg(usb.swdWprotect, usb.swdKey);
+    const swd = await this.readReg(usb.swdConf);
+    await this.writeReg(usb.swdConf, (swd | usb.swdAutoFeedEn) >>> 0);
+    await this.writeReg(usb.swdWprotect, 0);
+  }
+}
+
 const lister = (bus: VirtualBus) => ({
   list: async () => (await bus.binding.list()).map((p) => portInfoFromBinding(p)),
 });
@@ -99,12 +120,14 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     const bus = newBus();
     const port = nativeBoard(bus);
     const first = await openPort(bus.binding, port.path);
+    const unplugs: string[] = [];
+    bus.binding.on('unplug', (_device, path) => unplugs.push(path));
     // The whole sequence reaches the port: the chip starts only as it ends.
     await runLineSteps(lineSetterFor(first.stream), RESET_SEQUENCES.usbJtag);
     expect(port.board.state).toBe('download');
     expect(port.device.lineEvents.at(-1)).toEqual({ kind: 'reset', download: true });
-    // The ROM keeps the USB device: esptool syncs on the same port right after this reset.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The ROM keeps the USB device: esptool syncs on the same port right after this reset (and
+    // the one unplug below is the reset into the app's).
     expect(await port.present('/dev/ttyACM0')).toBe(true);
     expect(port.device.emulator?.stage).toBe('rom');
 
@@ -115,6 +138,7 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     expect(await left).toEqual([port.device, '/dev/ttyACM0']);
     const [closeError] = await first.closed;
     expect(closeError).toMatchObject({ disconnected: true });
+    expect(unplugs).toEqual(['/dev/ttyACM0']);
     expect(await port.present('/dev/ttyACM0')).toBe(false);
     expect(await bus.binding.list()).toEqual([]);
 
@@ -218,7 +242,7 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
       override trace(): void {}
     })(web, false);
     const quiet = { clean() {}, writeLine() {}, write() {} };
-    const loader = new ESPLoader({
+    const loader = new TamingLoader({
       transport,
       baudrate: 115200,
       debugLogging: false,
@@ -227,6 +251,10 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     try {
       await loader.main('no_reset');
       expect(loader.chip.CHIP_NAME).toBe('ESP32-S3');
+      expect(port.device.emulator?.watchdogs).toMatchObject({
+        rtcWdtEnabled: false,
+        swdAutoFeed: true,
+      });
       await loader.writeFlash({
         fileArray: [{ data: fw.merged, address: 0 }],
         flashMode: 'keep',
