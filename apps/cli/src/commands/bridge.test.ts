@@ -7,6 +7,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli, spawnCommand } from '../io.test-helper.js';
 import { isLoopback, parseHttpAddress } from './bridge.js';
@@ -75,14 +76,6 @@ function start(args: string[], env: NodeJS.ProcessEnv = {}) {
     await done;
   });
   return started;
-}
-
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** A port nothing listens on: taken from the OS, then given back. */
@@ -176,7 +169,9 @@ describe('xiaozhi-mcp bridge (the built binary)', { timeout: 90_000 }, () => {
       isError: false,
     });
     expect(boards[0]?.hardware.volume).toBe(23);
-    await until(() => stderr.join('').includes('speaking MCP on stdin/stdout'), 'the note');
+    await until(() => stderr.join('').includes('speaking MCP on stdin/stdout'), {
+      what: 'the note',
+    });
     expect(stderr.join('')).toContain(
       `xiaozhi-mcp bridge: speaking MCP on stdin/stdout for the boards on ${target.urls.http}`,
     );
@@ -187,11 +182,11 @@ describe('xiaozhi-mcp bridge (the built binary)', { timeout: 90_000 }, () => {
     // The server from the environment, as `devices` and `call` take it.
     const bridge = start([], { XIAOZHI_SERVER: target.urls.http });
     bridge.child.stdin?.write(INITIALIZE);
-    await until(() => bridge.run.stdout.includes('\n'), 'the initialize answer');
+    await until(() => bridge.run.stdout.includes('\n'), { what: 'the initialize answer' });
     bridge.child.stdin?.write(
       `${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' })}\n`,
     );
-    await until(() => bridge.run.stdout.split('\n').length > 2, 'the tools/list answer');
+    await until(() => bridge.run.stdout.split('\n').length > 2, { what: 'the tools/list answer' });
     bridge.child.stdin?.end();
     const run = await bridge.done;
     expect(run.code).toBe(0);
@@ -234,7 +229,7 @@ describe('xiaozhi-mcp bridge (the built binary)', { timeout: 90_000 }, () => {
       '--http-token',
       'open-sesame',
     ]);
-    await until(() => bridge.run.stdout.includes('\n'), 'the URL line');
+    await until(() => bridge.run.stdout.includes('\n'), { what: 'the URL line' });
     // stdout is free in HTTP mode: the endpoint alone, one line.
     const url = bridge.run.stdout.trim();
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
@@ -267,7 +262,7 @@ describe('xiaozhi-mcp bridge (the built binary)', { timeout: 90_000 }, () => {
   it('Ctrl-C (SIGINT) ends it with 130', async () => {
     const target = await serverWithBoard();
     const bridge = start(['--server', target.urls.http, '--http', '0']);
-    await until(() => bridge.run.stdout.includes('\n'), 'the URL line');
+    await until(() => bridge.run.stdout.includes('\n'), { what: 'the URL line' });
     bridge.child.kill('SIGINT');
     expect((await bridge.done).code).toBe(130);
   });

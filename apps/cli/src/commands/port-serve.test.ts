@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, spawnCommand } from '../io.test-helper.js';
 
@@ -23,14 +24,6 @@ function start(args: string[]) {
   const env: NodeJS.ProcessEnv = { ...process.env, XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') };
   delete env.FORCE_COLOR;
   return spawnCommand(xiaozhiMcp, args, { env });
-}
-
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** Connects, sends `bytes`, and collects what comes back until `enough` or the close. */
@@ -66,7 +59,9 @@ function exchange(
 /** Starts serving and resolves with the port it listens on. */
 async function serving(args: string[]) {
   const started = start(args);
-  await until(() => /^serving /m.test(started.run.stdout) || started.run.code !== null, 'serving');
+  await until(() => /^serving /m.test(started.run.stdout) || started.run.code !== null, {
+    what: 'serving',
+  });
   const match = /^serving (\S+) on rfc2217:\/\/127\.0\.0\.1:(\d+)$/m.exec(started.run.stdout);
   if (match === null) throw new Error(`not serving: ${started.run.stdout}${started.run.stderr}`);
   return { ...started, label: match[1], port: Number(match[2]) };
@@ -97,13 +92,13 @@ describe('xiaozhi-mcp port serve from a shell', () => {
       firstGot = Buffer.concat([firstGot, chunk]);
     });
     first.write(Buffer.from(SIGNATURE_REQUEST));
-    await until(() => firstGot.includes(signature), 'the signature');
+    await until(() => firstGot.includes(signature), { what: 'the signature' });
     const busy = await exchange(server.port, [255, 251, 44], () => false);
     expect(busy.toString()).toMatch(
       /^xiaozhi-mcp port serve: busy: virtual:shared is in use by 127\.0\.0\.1:\d+; one client at a time\r\n$/,
     );
     first.destroy();
-    await until(() => /disconnected/.test(server.run.stderr), 'the goodbye');
+    await until(() => /disconnected/.test(server.run.stderr), { what: 'the goodbye' });
     server.child.kill('SIGINT');
     const run = await server.done;
     expect(run.code).toBe(130);

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
 import { resolveConfig } from '@xiaozhi-mcp/server';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CliIo } from '../io.js';
 import { runCli } from '../io.test-helper.js';
@@ -41,14 +42,6 @@ function capture(): { io: CliIo; out: { stdout: string; stderr: string } } {
   };
 }
 
-async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 function options(overrides: Partial<ServeOptions>): ServeOptions {
   return {
     host: '127.0.0.1',
@@ -84,7 +77,7 @@ function serve(overrides: Partial<ServeOptions> = {}) {
 describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
   it('prints its endpoints, then one line per device event, and stops with 0', async () => {
     const server = serve();
-    await until(() => /^API /m.test(server.out.stdout), 'the endpoint lines');
+    await until(() => /^API /m.test(server.out.stdout), { what: 'the endpoint lines' });
     const lines = server.out.stdout.split('\n');
     expect(lines[0]).toMatch(/^OTA {8}http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\/$/);
     expect(lines[1]).toMatch(/^WebSocket {2}ws:\/\/127\.0\.0\.1:\d+\/xiaozhi\/v1\/$/);
@@ -101,9 +94,9 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
     board.powerOn();
     await board.waitForState('idle', 5000);
     board.click();
-    await until(() => /^ready /m.test(server.out.stdout), 'the ready line');
+    await until(() => /^ready /m.test(server.out.stdout), { what: 'the ready line' });
     board.powerOff();
-    await until(() => /^disconnected /m.test(server.out.stdout), 'the disconnected line');
+    await until(() => /^disconnected /m.test(server.out.stdout), { what: 'the disconnected line' });
     expect(await server.finish()).toBe(0);
 
     expect(server.out.stdout.split('\n').slice(3)).toEqual([
@@ -119,7 +112,7 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
 
   it('--transport mqtt: prints the MQTT and UDP URLs; a board is reached with no click and listed on mqtt', async () => {
     const server = serve({ transport: 'mqtt', mqttPort: 0 });
-    await until(() => /^API /m.test(server.out.stdout), 'the endpoint lines');
+    await until(() => /^API /m.test(server.out.stdout), { what: 'the endpoint lines' });
     const lines = server.out.stdout.split('\n');
     expect(lines.slice(0, 5)).toEqual([
       expect.stringMatching(/^OTA {8}http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\/$/),
@@ -139,11 +132,9 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
     boards.push(board);
     board.powerOn();
     // No click: a board on MQTT is connected from boot on.
-    await until(
-      () => /^ready f4:12:fa:00:00:09 /m.test(server.out.stdout),
-      'the ready line',
-      20_000,
-    );
+    await until(() => /^ready f4:12:fa:00:00:09 /m.test(server.out.stdout), {
+      what: 'the ready line',
+    });
     expect(server.out.stdout).toContain('connected f4:12:fa:00:00:09 mqtt\n');
 
     const devices = await runCli('devices', '--server', http);
@@ -165,7 +156,7 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
 
   it('prints JSON lines with --json', async () => {
     const server = serve({ json: true, prefix: '/box' });
-    await until(() => server.out.stdout.includes('\n'), 'the listening line');
+    await until(() => server.out.stdout.includes('\n'), { what: 'the listening line' });
     const listening = JSON.parse(server.out.stdout.split('\n')[0] ?? '') as Record<string, string>;
     expect(listening).toMatchObject({
       event: 'listening',
@@ -183,7 +174,7 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
     board.powerOn();
     await board.waitForState('idle', 5000);
     board.click();
-    await until(() => server.out.stdout.includes('"ready"'), 'the ready event');
+    await until(() => server.out.stdout.includes('"ready"'), { what: 'the ready event' });
     expect(await server.finish()).toBe(0);
     const events = server.out.stdout
       .trim()
@@ -290,7 +281,7 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
       headersTimeout: 5000,
       requestTimeout: 20_000,
     });
-    await until(() => /^API /m.test(server.out.stdout), 'the endpoint lines');
+    await until(() => /^API /m.test(server.out.stdout), { what: 'the endpoint lines' });
     const api = /^API {8}(\S+)$/m.exec(server.out.stdout)?.[1] ?? '';
     const status = async (headers: Record<string, string>) =>
       (await fetch(`${api}/devices`, { headers })).status;
