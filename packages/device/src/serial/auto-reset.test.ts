@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   type AutoResetBoard,
   AutoResetCircuit,
@@ -27,6 +27,10 @@ function clock() {
   let t = 0;
   return { now: () => t, advance: (ms: number) => (t += ms) };
 }
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 const D = (dtr: 0 | 1, rts: 0 | 1) => ({ dtr: dtr === 1, rts: rts === 1 });
 
@@ -107,7 +111,8 @@ describe('auto-reset circuit (USB-UART bridge)', () => {
     expect(calls).toEqual(['click']);
   });
 
-  it('starts the chip after the EN RC delay, sampling GPIO0 then (esptool.py classic: D1 before R0)', async () => {
+  it('starts the chip after the EN RC delay, sampling GPIO0 then (esptool.py classic: D1 before R0)', () => {
+    vi.useFakeTimers();
     const { board, calls } = fakeBoard();
     const events: string[] = [];
     const circuit = new AutoResetCircuit(board, {
@@ -116,26 +121,30 @@ describe('auto-reset circuit (USB-UART bridge)', () => {
         events.push(e.kind === 'reset' ? `reset${e.download ? ' download' : ''}` : e.kind),
     });
     circuit.setLines(D(0, 1));
-    await new Promise((r) => setTimeout(r, 20));
+    vi.advanceTimersByTime(20);
     // Both asserted releases EN; GPIO0 goes low before EN has risen, so the ROM sees BOOT low.
     expect(circuit.setLines(D(1, 1))).toEqual([]);
     expect(circuit.setLines(D(1, 0))).toEqual([]);
-    await new Promise((r) => setTimeout(r, 20));
+    vi.advanceTimersByTime(4);
+    expect(calls).toEqual(['off']);
+    vi.advanceTimersByTime(1);
+    expect(calls).toEqual(['off', 'reset POWERON download']);
     circuit.setLines(D(0, 0));
     expect(calls).toEqual(['off', 'reset POWERON download']);
     expect(events).toEqual(['hold', 'reset download', 'ignored']);
   });
 
-  it('does not start the chip when EN is pulled low again within the RC delay', async () => {
+  it('does not start the chip when EN is pulled low again within the RC delay', () => {
+    vi.useFakeTimers();
     const { board, calls } = fakeBoard();
     const circuit = new AutoResetCircuit(board, { enRiseMs: 5 });
     circuit.setLines(D(0, 1));
     circuit.setLines(D(1, 1));
     circuit.setLines(D(0, 1));
-    await new Promise((r) => setTimeout(r, 20));
+    vi.advanceTimersByTime(20);
     expect(calls).toEqual(['off']);
     circuit.setLines(D(0, 0));
-    await new Promise((r) => setTimeout(r, 20));
+    vi.advanceTimersByTime(5);
     expect(calls).toEqual(['off', 'reset POWERON']);
     circuit.dispose();
   });
