@@ -6,8 +6,8 @@
 // target's own property must hold.
 import { EventEmitter } from 'node:events';
 import http from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import {
   type AnyTarget,
   badUtf8,
@@ -57,13 +57,7 @@ const CONTROL_CALL_TIMEOUT_MS = 2000;
 const ANSWER_TIMEOUT_MS = 5000;
 
 const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-  upgradeRebootMs: 10,
+  ...FAST_TIMING,
   // The control board must not drop its channel on its own during a long run.
   channelIdleMs: 24 * 3600_000,
 };
@@ -549,8 +543,9 @@ export function takeoverTarget(world: FuzzWorld): FuzzTarget<TakeoverCase> {
           for (const frame of c.frames)
             await thief.send(frame.replaceAll(REAL_ID, String(thief.realId)), false);
           ms = performance.now() - started;
-          // Give the server its turn to hand the intruder the board's session, if it would.
-          await sleep(5);
+          // The server has handled the intruder's frames (and handed it the board's session, if it
+          // would) once it answers a ping sent after them.
+          if (thief.ws !== undefined) await barrier(thief.ws, world.watch);
         }
         await world.checkControl();
       } finally {
