@@ -1,4 +1,5 @@
 import type { SerialPortStream } from '@serialport/stream';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { SerialPortMock } from 'serialport';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SerialError } from './errors.js';
@@ -63,8 +64,11 @@ function makePort(path = '/dev/ttyMOCK0') {
   return { port, calls };
 }
 
-async function readAll(port: NodeWebSerialPort, count: number): Promise<number[]> {
-  const bytes: number[] = [];
+async function readAll(
+  port: NodeWebSerialPort,
+  count: number,
+  bytes: number[] = [],
+): Promise<number[]> {
   // esptool-js's readLoop: a reader per chunk, released after each read.
   while (bytes.length < count) {
     const readable = port.readable;
@@ -132,11 +136,13 @@ describe('NodeWebSerialPort', () => {
   it('keeps delivering through a reader taken and released per chunk', async () => {
     const { port, calls } = makePort();
     await port.open({ baudRate: 115200 });
-    const reading = readAll(port, 6);
+    const got: number[] = [];
+    const reading = readAll(port, 6, got);
+    // Each chunk read (and its reader released) before the next arrives.
     calls.port?.emitData(Buffer.from([1, 2]));
-    await new Promise((r) => setTimeout(r, 5));
+    await until(() => got.length === 2, { what: 'the first chunk read' });
     calls.port?.emitData(Buffer.from([3]));
-    await new Promise((r) => setTimeout(r, 5));
+    await until(() => got.length === 3, { what: 'the second chunk read' });
     calls.port?.emitData(Buffer.from([4, 5, 6]));
     expect(await reading).toEqual([1, 2, 3, 4, 5, 6]);
   });
