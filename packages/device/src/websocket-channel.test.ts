@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { buildDeviceHello, decodeAudioFrame } from '@xiaozhi-mcp/protocol';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { BoardConsole } from './console.js';
@@ -55,7 +56,7 @@ describe('WebsocketChannel', () => {
     await channel.open();
     expect(channel.sessionId).toBe('s');
     channel.sendAudio(new Uint8Array([1, 2, 3]), 160);
-    while (received.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => received.length > 0, { what: 'the audio frame at the backend' });
     const frame = received[0] ?? Buffer.alloc(0);
     expect(frame.length).toBe(3 + { 1: 0, 2: 16, 3: 4 }[version]);
     expect([...decodeAudioFrame(version, new Uint8Array(frame)).payload]).toEqual([1, 2, 3]);
@@ -120,14 +121,6 @@ describe('WebsocketChannel receive bound (65,535 bytes, as the board)', () => {
     return { channel, console, closeCode };
   }
 
-  const within = <T>(promise: Promise<T>, ms: number, what: string) =>
-    Promise.race([
-      promise,
-      new Promise<never>((_, reject) =>
-        setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms),
-      ),
-    ]);
-
   const historyBytes = (console: BoardConsole) =>
     console.history.reduce((sum, line) => sum + Buffer.byteLength(line.text), 0);
 
@@ -142,7 +135,7 @@ describe('WebsocketChannel receive bound (65,535 bytes, as the board)', () => {
     const frames: unknown[] = [];
     channel.on('json', (frame) => frames.push(frame));
     await channel.open();
-    while (frames.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => frames.length > 0, { what: 'the 65,535-byte frame' });
     expect(channel.isOpen).toBe(true);
     channel.close();
     expect(await closeCode).toBe(1006);
@@ -154,7 +147,7 @@ describe('WebsocketChannel receive bound (65,535 bytes, as the board)', () => {
     const frames: unknown[] = [];
     channel.on('json', (frame) => frames.push(frame));
     await channel.open();
-    expect(await within(closed, 3000, 'close')).toEqual(['frame too large']);
+    expect(await closed).toEqual(['frame too large']);
     expect(channel.isOpen).toBe(false);
     expect(frames).toEqual([]);
     // The firmware drops TCP: the backend sees no close frame (1006), not 1009.
@@ -169,7 +162,7 @@ describe('WebsocketChannel receive bound (65,535 bytes, as the board)', () => {
     const { channel, closeCode } = await backend([Buffer.alloc(65_536)]);
     const closed = once(channel, 'closed');
     await channel.open();
-    expect(await within(closed, 3000, 'close')).toEqual(['frame too large']);
+    expect(await closed).toEqual(['frame too large']);
     expect(await closeCode).toBe(1006);
   });
 
