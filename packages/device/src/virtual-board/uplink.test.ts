@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startUplink, UPLINK_FRAME_BYTES, uplinkFrame } from './uplink.js';
 
 function run(options: { frames: number; listening: () => boolean; open?: () => boolean }) {
@@ -29,6 +29,10 @@ describe('uplinkFrame', () => {
 });
 
 describe('startUplink', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('sends its frames, then reports done', async () => {
     expect(await run({ frames: 4, listening: () => true }).done).toEqual([0, 0, 0, 0]);
   });
@@ -41,13 +45,21 @@ describe('startUplink', () => {
   });
 
   it('stops without done once its channel is closed', async () => {
+    vi.useFakeTimers();
     let open = true;
-    const { sent } = run({ frames: 100, listening: () => true, open: () => open });
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    open = false;
+    let finished = false;
+    const { sent, done } = run({ frames: 100, listening: () => true, open: () => open });
+    void done.then(() => {
+      finished = true;
+    });
+    await vi.advanceTimersByTimeAsync(20);
     const count = sent.length;
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(count).toBeGreaterThan(0);
+    open = false;
+    await vi.advanceTimersByTimeAsync(200);
     expect(sent.length).toBe(count);
     expect(count).toBeLessThan(100);
+    expect(vi.getTimerCount()).toBe(0);
+    expect(finished).toBe(false);
   });
 });
