@@ -10,7 +10,8 @@ import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { type Socket, connect as tcpConnect } from 'node:net';
 import { promisify } from 'node:util';
-import { type BoardTiming, McpServer, VirtualBoard } from '@xiaozhi-mcp/device';
+import { McpServer, VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { validateOtaReply } from '@xiaozhi-mcp/protocol';
 import { until } from '@xiaozhi-mcp/test-kit';
 import mqtt, { type MqttClient } from 'mqtt';
@@ -622,19 +623,8 @@ describe('operators', { timeout: 60_000 }, () => {
   });
 });
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 5,
-  wifiConnectMs: 5,
-  otaRetryMs: 20,
-  helloTimeoutMs: 3000,
-  rebootMs: 20,
-  panicRebootMs: 20,
-  httpTimeoutMs: 3000,
-  mqttReconnectMs: 300,
-  mqttConnectTimeoutMs: 3000,
-  uplinkFrames: 5,
-  uplinkFrameMs: 5,
-};
+/** The firmware's pauses shortened, with a hello wait for a busy machine. */
+const FAST = { ...FAST_TIMING, helloTimeoutMs: 3000 };
 
 function virtualBoard(target: XiaozhiServer, mac = MAC): VirtualBoard {
   const created = new VirtualBoard({

@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,12 +17,8 @@ import { isLoopback, parseHttpAddress } from './bridge.js';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 const xiaozhiMcp = join(root, 'apps/cli/bin/xiaozhi-mcp.js');
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 5000,
-};
+/** The firmware's pauses shortened, with a hello wait for a busy machine. */
+const FAST = { ...FAST_TIMING, helloTimeoutMs: 5000 };
 const MAC = 'f4:12:fa:30:00:01';
 /** The board's tool as the bridge names it when it serves every board: MAC, `__`, `.` as `-`. */
 const VOLUME_MANY = 'f412fa300001__self-audio_speaker-set_volume';

@@ -5,7 +5,8 @@ import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,19 +21,12 @@ import {
 } from './client.js';
 import { simMac } from './sim.js';
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 5,
-  wifiConnectMs: 5,
-  otaRetryMs: 50,
-  helloTimeoutMs: 2000,
-  httpTimeoutMs: 3000,
-};
 const WIFI = { ssid: 'cli-test', password: 'secret' };
 const MAC = 'f4:12:fa:00:00:21';
 const OTHER = 'f4:12:fa:00:00:22';
 
 async function startBoard(server: XiaozhiServer, mac: string): Promise<VirtualBoard> {
-  const board = new VirtualBoard({ mac, wifi: WIFI, otaUrl: server.urls.ota, timing: FAST });
+  const board = new VirtualBoard({ mac, wifi: WIFI, otaUrl: server.urls.ota, timing: FAST_TIMING });
   board.powerOn();
   await board.waitForState('idle', 5000);
   board.click();

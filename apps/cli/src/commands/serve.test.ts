@@ -1,20 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
-import { type BoardTiming, VirtualBoard } from '@xiaozhi-mcp/device';
+import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { resolveConfig } from '@xiaozhi-mcp/server';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CliIo } from '../io.js';
 import { runCli } from '../io.test-helper.js';
 import { type ServeOptions, serveCommand, startOptions } from './serve.js';
-
-const FAST: Partial<BoardTiming> = {
-  bootMs: 5,
-  wifiConnectMs: 5,
-  otaRetryMs: 50,
-  helloTimeoutMs: 2000,
-  httpTimeoutMs: 3000,
-};
 
 const WIFI = { ssid: 'cli-test', password: 'secret' };
 const boards: VirtualBoard[] = [];
@@ -88,7 +81,7 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
       mac: 'F4:12:FA:00:00:07',
       wifi: WIFI,
       otaUrl: ota,
-      timing: FAST,
+      timing: FAST_TIMING,
     });
     boards.push(board);
     board.powerOn();
@@ -127,7 +120,7 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
       mac: 'F4:12:FA:00:00:09',
       wifi: WIFI,
       otaUrl: ota,
-      timing: { ...FAST, mqttReconnectMs: 300, mqttConnectTimeoutMs: 3000 },
+      timing: FAST_TIMING,
     });
     boards.push(board);
     board.powerOn();
@@ -168,7 +161,7 @@ describe('xiaozhi-mcp serve', { timeout: 20_000 }, () => {
       mac: 'f4:12:fa:00:00:08',
       wifi: WIFI,
       otaUrl: listening.ota ?? '',
-      timing: FAST,
+      timing: FAST_TIMING,
     });
     boards.push(board);
     board.powerOn();
