@@ -23,6 +23,7 @@ import {
   monitorCommand,
   type SerialCommandContext,
 } from '@xiaozhi-mcp/serial/commands';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BoardTiming } from '../virtual-board.js';
 import { VirtualBus } from './virtual-bus.js';
@@ -48,15 +49,6 @@ afterEach(async () => {
 
 const firmware = (version: string) =>
   buildVirtualFirmware({ chip: 'esp32s3', version, board: 'bread-compact-wifi', flashSizeMb: 4 });
-
-/** Polls `condition`: a hang guard, never a timing assertion. */
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /**
  * A board running `installed` on a USB-UART bridge, shared by our server, behind the esp-like
@@ -109,10 +101,10 @@ async function behindEspServer(installed: string) {
     });
     child.once('close', (code) => reject(new Error(`the server exited (${code}): ${stderr}`)));
   });
-  await until(
-    () => local.board.console.history.some((l) => /-> wifi_configuring/.test(l.text)),
-    'the first boot',
-  );
+  await until(() => local.board.console.history.some((l) => /-> wifi_configuring/.test(l.text)), {
+    what: 'the first boot',
+    timeoutMs: 30_000,
+  });
   const resets = () => local.device.lineEvents.filter((e) => e.kind === 'reset');
   return { url: `rfc2217://127.0.0.1:${port}`, board: local.board, resets };
 }

@@ -17,6 +17,7 @@ import {
   resolvePort,
   type SerialBinding,
 } from '@xiaozhi-mcp/serial';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BoardTiming } from '../virtual-board.js';
 import type { VirtualBindingPort } from './virtual-binding.js';
@@ -31,15 +32,6 @@ afterEach(async () => {
 });
 
 const md5 = (data: Uint8Array) => createHash('md5').update(data).digest('hex');
-
-/** Polls `condition`: a hang guard, never a timing assertion. */
-async function until(condition: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** Where `needle` starts in `haystack`, or -1. */
 function indexOf(haystack: readonly number[], needle: Uint8Array): number {
@@ -160,7 +152,10 @@ describe('esptool-js through our RFC 2217 client and server', () => {
     expect(device.lineEvents.filter((e) => e.kind === 'reset' && e.download)).toHaveLength(1);
     // ... and the hard reset after the write booted the app.
     expect(device.lineEvents.at(-1)).toEqual({ kind: 'reset', download: false });
-    await until(() => serverLog.some((l) => /hard reset/.test(l)), 'the hard reset in the log');
+    await until(() => serverLog.some((l) => /hard reset/.test(l)), {
+      what: 'the hard reset in the log',
+      timeoutMs: 30_000,
+    });
     const played = serverLog.filter((l) => /reset into download mode recognised/.test(l));
     expect(played).toHaveLength(1);
     expect(played[0]).toMatch(
@@ -219,7 +214,10 @@ describe('esptool-js through our RFC 2217 client and server', () => {
     );
     // The app starting after the hard reset re-enumerated the port under a new path; the server
     // found it again by its serial number and reopened it.
-    await until(() => serverLog.some((l) => /^virtual:remote: back on /.test(l)), 'the port back');
+    await until(() => serverLog.some((l) => /^virtual:remote: back on /.test(l)), {
+      what: 'the port back',
+      timeoutMs: 30_000,
+    });
     expect(serverLog).toContainEqual(
       expect.stringMatching(/^virtual:remote: .*disconnected; waiting up to 10 s/),
     );
@@ -265,7 +263,10 @@ describe('a console through our RFC 2217 client and server', () => {
     const { board, device, remote, opened } = await sharedBoard('uart', '2.6.3');
     // The board's first boot, over before the port is opened.
     const settled = /StateMachine: State: \S+ -> wifi_configuring$/;
-    await until(() => board.console.history.some((l) => settled.test(l.text)), 'the first boot');
+    await until(() => board.console.history.some((l) => settled.test(l.text)), {
+      what: 'the first boot',
+      timeoutMs: 30_000,
+    });
     const port = NodeWebSerialPort.fromPortInfo(remote.binding, {
       ...remote.info,
       path: remote.path,
@@ -292,11 +293,12 @@ describe('a console through our RFC 2217 client and server', () => {
     // esptool's HardReset (`reset.py`: R1, 100 ms, R0), as `monitor --reset` does it.
     const historyBefore = board.console.history.length;
     await port.setSignals({ dataTerminalReady: false, requestToSend: true });
+    // esptool's own 100 ms in reset, played as it plays it (longer on a busy machine is fine).
     await new Promise((resolve) => setTimeout(resolve, 100));
     await port.setSignals({ dataTerminalReady: false, requestToSend: false });
     await until(
       () => /App version:\s+2\.6\.3\r\n[\s\S]*-> wifi_configuring\r\n/.test(sinceReset()),
-      'the boot log through the pair',
+      { what: 'the boot log through the pair', timeoutMs: 30_000 },
     );
     // The lines the board printed since the reset arrive as it printed them: a subsequence of
     // its console (lines the throttled UART could not keep up with are dropped on the board).
@@ -321,7 +323,10 @@ describe('a console through our RFC 2217 client and server', () => {
     received.length = 0;
     local.receive(pattern, 115_200);
     // The app may still print: its lines come before or after the pattern, never inside it.
-    await until(() => indexOf(received, pattern) >= 0, 'the pattern at the host');
+    await until(() => indexOf(received, pattern) >= 0, {
+      what: 'the pattern at the host',
+      timeoutMs: 30_000,
+    });
 
     // ... and host to board, as the board's UART receives them.
     const atBoard: number[] = [];
@@ -334,7 +339,10 @@ describe('a console through our RFC 2217 client and server', () => {
     if (writer === undefined) throw new Error('the port has no writable');
     await writer.write(pattern);
     writer.releaseLock();
-    await until(() => atBoard.length >= pattern.length, 'the pattern at the board');
+    await until(() => atBoard.length >= pattern.length, {
+      what: 'the pattern at the board',
+      timeoutMs: 30_000,
+    });
     expect(Uint8Array.from(atBoard)).toEqual(pattern);
     await reader.cancel();
     reader.releaseLock();
