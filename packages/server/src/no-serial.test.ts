@@ -249,6 +249,7 @@ process.stdout.write(JSON.stringify(Object.keys(createRequire(${JSON.stringify(b
     stderr += chunk.toString();
   });
   const code = await new Promise<number | null>((done) => {
+    // A hang guard, under the test's own bound, so a stuck import reports its stderr.
     const timer = setTimeout(() => child.kill('SIGKILL'), 50_000);
     child.on('close', (exit) => {
       clearTimeout(timer);

@@ -113,7 +113,8 @@ describe('the serial commands from a shell', () => {
     const { child, done } = start(xiaozhiMcp, ['monitor', '--port', 'virtual:rig', '--create']);
     // Ctrl-C once the monitor is following the console.
     await new Promise<void>((resolveStarted, reject) => {
-      const timer = setTimeout(() => reject(new Error('monitor did not start')), 20_000);
+      // A hang guard, not a pause: the wait ends at the monitor's banner.
+      const timer = setTimeout(() => reject(new Error('monitor did not start')), 30_000);
       child.stderr?.on('data', (chunk: Buffer) => {
         if (chunk.toString().includes('--- monitor virtual:rig')) {
           clearTimeout(timer);
