@@ -2,7 +2,8 @@ import { createDecipheriv } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
 import { EventEmitter } from 'node:events';
 import { buildDeviceHello } from '@xiaozhi-mcp/protocol';
-import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '@xiaozhi-mcp/test-kit';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BoardConsole } from './console.js';
 import { BoardPanic, DeviceError } from './errors.js';
 import {
@@ -46,6 +47,7 @@ class FakeClient extends EventEmitter implements MqttClientLike {
 const channels: MqttChannel[] = [];
 let receiver: Socket | undefined;
 afterEach(() => {
+  vi.useRealTimers();
   for (const channel of channels.splice(0)) channel.stop();
   receiver?.close();
   receiver = undefined;
@@ -85,14 +87,6 @@ function rig(
   });
   channels.push(channel);
   return { storage, channel, clients, lines };
-}
-
-async function until(check: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not ${what} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 describe('parseMqttEndpoint', () => {
@@ -178,7 +172,7 @@ describe('MqttChannel', () => {
     expect(lines).toContain('E MQTT: Failed to connect to endpoint, code=-1');
     expect(lines).toContain('W MQTT: MQTT disconnected, schedule reconnect in 0.05 seconds');
     storage.open('mqtt').setString('endpoint', '127.0.0.1:1883');
-    await until(() => channel.connected, 'reconnected');
+    await until(() => channel.connected, { what: 'reconnected' });
     expect(clients).toHaveLength(1);
   });
 
@@ -189,18 +183,21 @@ describe('MqttChannel', () => {
     const disconnected = new Promise<void>((resolve) =>
       channel.once('disconnected', () => resolve()),
     );
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     clients[0]?.emit('close');
     await disconnected;
     expect(channel.connected).toBe(false);
     expect(lines.at(-1)).toBe('W MQTT: MQTT disconnected, schedule reconnect in 0.05 seconds');
     // Not idle when the timer fires: the firmware's timer does nothing.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await vi.advanceTimersByTimeAsync(200);
+    expect(vi.getTimerCount()).toBe(0);
+    vi.useRealTimers();
     expect(clients).toHaveLength(1);
     may = true;
     channel.dropConnection(); // nothing to drop: still no client
     expect(await channel.start()).toBe(true);
     clients[1]?.emit('close');
-    await until(() => clients.length === 3 && channel.connected, 'reconnected');
+    await until(() => clients.length === 3 && channel.connected, { what: 'reconnected' });
     expect(lines).toContain('I MQTT: Reconnecting to MQTT server');
   });
 
@@ -247,7 +244,7 @@ describe('MqttChannel', () => {
     const client = clients[0] as FakeClient;
     const hello = buildDeviceHello({ transport: 'udp', features: { mcp: true } });
     const opened = channel.openAudioChannel(hello);
-    await until(() => client.published.length === 1, 'the hello published');
+    await until(() => client.published.length === 1, { what: 'the hello published' });
     expect(client.published[0]?.message).toBe(
       '{"type":"hello","version":3,"transport":"udp","features":{"mcp":true},"audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}',
     );
@@ -271,7 +268,7 @@ describe('MqttChannel', () => {
     expect(channel.sessionId).toBe('S1');
     expect(lines).toContain('I MQTT: Session ID: S1');
     expect(channel.sendAudio(Buffer.from([0x58, 0xaa, 0xbb]), 0)).toBe(true);
-    await until(() => packets.length === 1, 'a UDP packet');
+    await until(() => packets.length === 1, { what: 'a UDP packet' });
     const packet = packets[0] as Buffer;
     expect(packet.readUInt32BE(12)).toBe(1);
     expect(packet.readUInt32BE(4)).toBe(7);
