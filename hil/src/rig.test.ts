@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveConfig, XiaozhiServer } from '@xiaozhi-mcp/server';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { describe, expect, it } from 'vitest';
 import { main } from './cli.js';
 import type { BoardConfig } from './inventory.js';
@@ -383,19 +384,39 @@ describe('hil run', () => {
       cwd: dir,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // Decoded as text across chunks: a read that ends inside the glyph '…' must not hide the line.
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
     let stdout = '';
-    child.stdout.on('data', (chunk) => {
+    let stderr = '';
+    child.stdout.on('data', (chunk: string) => {
       stdout += chunk;
     });
-    const started = new Promise<void>((resolveStarted) => {
-      child.stdout.on('data', () => {
-        if (/suites …/.test(stdout)) resolveStarted();
-      });
+    // Read too, so a chatty stderr never fills its pipe and stalls the child.
+    child.stderr.on('data', (chunk: string) => {
+      stderr += chunk;
     });
-    await Promise.race([started, once(child, 'exit')]);
-    child.kill('SIGINT');
-    const [code] = await once(child, 'exit');
-    expect(code).toBe(130);
+    // Listened for from the start: a child that ends before the suites cannot be missed. 'close',
+    // not 'exit': its output is then read to the end.
+    let ended = false;
+    const closed = once(child, 'close').then(([code, signal]) => {
+      ended = true;
+      return { code: code as number | null, signal: signal as NodeJS.Signals | null };
+    });
+    try {
+      await until(() => ended || /suites …/.test(stdout), {
+        what: "a board's suites step to start",
+        timeoutMs: 45_000,
+        seen: () => stdout,
+      });
+      // Ctrl-C is meant to land mid-run; a run that ended before any suite says why here.
+      expect(ended, `hil ended before any board's suites:\n${stdout}\n${stderr}`).toBe(false);
+      child.kill('SIGINT');
+      const { code, signal } = await closed;
+      expect({ code, signal }, `${stdout}\n${stderr}`).toEqual({ code: 130, signal: null });
+    } finally {
+      if (!ended) child.kill('SIGKILL');
+    }
     const out = join(dir, 'out');
     const run = report(out);
     expect(run.interrupted).toBe(true);

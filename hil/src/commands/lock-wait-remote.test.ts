@@ -8,14 +8,14 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BoardTiming, VirtualBus } from '@xiaozhi-mcp/device';
+import { VirtualBus } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { Rfc2217Server } from '@xiaozhi-mcp/serial';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 import type { RunReport } from '../model.js';
-
-const TIMING: Partial<BoardTiming> = { wifiConnectMs: 50, rebootMs: 50 };
 
 let dir: string;
 let previousLockDir: string | undefined;
@@ -38,7 +38,7 @@ afterEach(async () => {
 
 /** A virtual board shared over RFC 2217 on 127.0.0.1: its URL. */
 async function sharedBoard(): Promise<string> {
-  const bus = new VirtualBus(TIMING);
+  const bus = new VirtualBus(FAST_TIMING);
   const local = bus.plug({ preset: 'bread-compact-wifi' }, 'virtual:shared');
   const server = await Rfc2217Server.start({ port: local, host: '127.0.0.1', listenPort: 0 });
   cleanups.push(async () => {
@@ -85,15 +85,6 @@ function run(name: string, config: string, firmware: string, lockWait: string) {
   return { code, output, report };
 }
 
-/** Polls `condition`: a hang guard, never a timing assertion. */
-async function until(condition: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 describe('two hil runs on one rfc2217:// board', () => {
   it('--lock-wait: the second waits for the first, then qualifies the board', {
     timeout: 180_000,
@@ -114,7 +105,11 @@ describe('two hil runs on one rfc2217:// board', () => {
         .merged,
     );
     const first = run('first', config, firmware, '60');
-    await until(() => /^\[shared\] open ✓/m.test(first.output.stdout), 'the first run to open');
+    await until(() => /^\[shared\] open ✓/m.test(first.output.stdout), {
+      what: 'the first run to open',
+      timeoutMs: 60_000,
+      seen: () => first.output,
+    });
 
     // Without a wait: refused at once, naming the run that holds the board.
     const refused = run('refused', config, firmware, '0');
@@ -132,10 +127,11 @@ describe('two hil runs on one rfc2217:// board', () => {
         .filter((d) => d.startsWith('xiaozhi-lock-rfc2217'))
         .flatMap((d) => readdirSync(join(dir, 'locks', d)))
         .filter((f) => f.startsWith('t.')).length;
-    await until(
-      () => tickets() === 2 || /^\[shared\] open ✓/m.test(second.output.stdout),
-      'a ticket',
-    );
+    await until(() => tickets() === 2 || /^\[shared\] open ✓/m.test(second.output.stdout), {
+      what: "the second run's ticket",
+      timeoutMs: 60_000,
+      seen: () => second.output,
+    });
     expect(second.output.stdout).not.toMatch(/^\[shared\] open ✓/m);
     expect(await first.code).toBe(0);
     expect(await second.code).toBe(0);

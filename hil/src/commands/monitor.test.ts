@@ -16,6 +16,7 @@ import {
   type SerialCommandContext,
   useColor,
 } from '@xiaozhi-mcp/serial/commands';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 
@@ -238,26 +239,36 @@ describe('monitor against a virtual port', () => {
 
   it('stops when asked (Ctrl-C), exit 0', { timeout: 30_000 }, async () => {
     const abort = new AbortController();
-    const { context, out } = capture({ signal: abort.signal });
-    const stopping = setTimeout(() => abort.abort(), 300);
+    // Ctrl-C once monitor is following the port, however long opening it took.
+    const { context, out } = capture({
+      signal: abort.signal,
+      onStderr: (text) => {
+        if (text.startsWith('--- monitor ')) abort.abort();
+      },
+    });
     const code = await monitorCommand(context, { port: 'virtual:desk' });
-    clearTimeout(stopping);
     expect(code).toBe(0);
     expect(out.stderr).toMatch(/^--- stopped \(/m);
   });
 
   it('follows a board that re-enumerates under a new path', { timeout: 30_000 }, async () => {
+    let plug: (() => void) | undefined;
+    let reset: (() => void) | undefined;
     const { context, out } = capture({
       refindMs: 5000,
       onBoard: ({ binding, device, board }) => {
-        setTimeout(() => {
-          binding.unplug(device.path, { powerOff: false });
-          setTimeout(() => {
-            binding.plug(device, { powerOn: false });
-            // A reset once it is back, so there is something new to read.
-            setTimeout(() => board.reset(), 800);
-          }, 300);
-        }, 300);
+        // Once monitor has the port: the board drops off the bus.
+        binding.once('open', () => {
+          setImmediate(() => binding.unplug(device.path, { powerOff: false }));
+        });
+        plug = () => binding.plug(device, { powerOn: false });
+        reset = () => board.reset();
+      },
+      onStderr: (text) => {
+        // Back once monitor waits for it, and reset once monitor follows it again, so there
+        // is something new to read.
+        if (text.includes('waiting up to 5 s for it to come back')) plug?.();
+        if (text.startsWith('--- reconnected on')) reset?.();
       },
     });
     const code = await monitorCommand(context, {
@@ -364,7 +375,10 @@ describe('monitor against a virtual port', () => {
       refindMs: 500,
       portExitCode: 3,
       onBoard: ({ binding, device }) => {
-        setTimeout(() => binding.unplug(device.path, { powerOff: false }), 200);
+        // Once monitor has the port: the board drops off the bus, for good.
+        binding.once('open', () => {
+          setImmediate(() => binding.unplug(device.path, { powerOff: false }));
+        });
       },
     });
     expect(await monitorCommand(context, { port: 'virtual:desk', timeout: '20' })).toBe(3);
@@ -394,12 +408,19 @@ describe('monitor against a virtual port', () => {
     const previous = process.env.XIAOZHI_VIRTUAL_DIR;
     process.env.XIAOZHI_VIRTUAL_DIR = join(dir, 'virtual');
     try {
-      const held = monitorCommand(capture().context, { port: 'virtual:desk', timeout: '3' });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Held until this test lets it go, not for a time a busy machine could outlast.
+      const release = new AbortController();
+      const holder = capture({ signal: release.signal });
+      const held = monitorCommand(holder.context, { port: 'virtual:desk' });
+      await until(() => holder.out.stderr.includes('--- monitor virtual:desk'), {
+        what: 'the first monitor to follow virtual:desk',
+        seen: () => holder.out.stderr,
+      });
       expect(await main(['monitor', '--port', 'virtual:desk', '--timeout', '1'], io)).toBe(3);
       expect(out.stderr).toMatch(
         /^hil: monitor virtual:desk: virtual:desk is in use by another process/m,
       );
+      release.abort();
       expect(await held).toBe(0);
       expect(await main(['monitor', '--port', 'virtual:desk', '--timeout', '0.5'], io)).toBe(0);
     } finally {
