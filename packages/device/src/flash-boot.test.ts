@@ -2,14 +2,9 @@ import { buildVirtualFirmware, readNvsPartition, writeNvsPartition } from '@xiao
 import { afterEach, describe, expect, it } from 'vitest';
 import { FlashStorage } from './flash-storage.js';
 import { TestBackend } from './testing/backend.js';
-import { type BoardTiming, VirtualBoard } from './virtual-board.js';
+import { FAST_TIMING } from './testing/timing.js';
+import { VirtualBoard } from './virtual-board.js';
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  panicRebootMs: 10,
-  otaRetryMs: 20,
-};
 const boards: VirtualBoard[] = [];
 let backend: TestBackend | undefined;
 
@@ -44,7 +39,7 @@ describe('VirtualBoard booting from its flash', () => {
       { namespace: 'wifi', key: 'password', value: 'pw' },
       { namespace: 'wifi', key: 'ota_url', value: backend.otaUrl },
     ]);
-    const board = new VirtualBoard({ flash, timing: FAST, mac: 'f4:12:fa:20:00:01' });
+    const board = new VirtualBoard({ flash, timing: FAST_TIMING, mac: 'f4:12:fa:20:00:01' });
     boards.push(board);
     board.powerOn();
     await board.waitForState('idle', 5000);
@@ -64,7 +59,7 @@ describe('VirtualBoard booting from its flash', () => {
       ]),
     );
     // A board made later from the same flash (a power cycle) keeps its uuid.
-    const again = new VirtualBoard({ flash, timing: FAST, mac: 'f4:12:fa:20:00:01' });
+    const again = new VirtualBoard({ flash, timing: FAST_TIMING, mac: 'f4:12:fa:20:00:01' });
     boards.push(again);
     board.powerOff();
     again.powerOn();
@@ -75,7 +70,7 @@ describe('VirtualBoard booting from its flash', () => {
   it('boot-loops with invalid header on an erased flash', async () => {
     const board = new VirtualBoard({
       flash: new FlashStorage({ size: 4 * 1024 * 1024 }),
-      timing: FAST,
+      timing: FAST_TIMING,
     });
     boards.push(board);
     board.powerOn();
@@ -88,7 +83,7 @@ describe('VirtualBoard booting from its flash', () => {
   });
 
   it('waits in the ROM download mode when reset with GPIO0 low', async () => {
-    const board = new VirtualBoard({ flash: flashWith('1.0.0', []), timing: FAST });
+    const board = new VirtualBoard({ flash: flashWith('1.0.0', []), timing: FAST_TIMING });
     boards.push(board);
     board.reset('POWERON', { download: true });
     await board.waitForState('download', 1000);

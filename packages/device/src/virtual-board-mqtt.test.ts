@@ -9,8 +9,10 @@ import { createDecipheriv } from 'node:crypto';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { createServer, type Server, type Socket } from 'node:net';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestBackend } from './testing/backend.js';
+import { FAST_TIMING } from './testing/timing.js';
 import { type BoardTiming, VirtualBoard } from './virtual-board.js';
 
 const MAC = 'f4:12:fa:00:00:01';
@@ -19,19 +21,8 @@ const CLIENT_ID = 'GID_xiaozhi@@@f4_12_fa_00_00_01@@@uuid-1';
 const KEY_HEX = '2b7e151628aed2a6abf7158809cf4f3c';
 const NONCE_HEX = '01000000123456780000000000000000';
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 5,
-  wifiConnectMs: 5,
-  otaRetryMs: 20,
-  helloTimeoutMs: 3000,
-  rebootMs: 20,
-  panicRebootMs: 20,
-  httpTimeoutMs: 3000,
-  mqttReconnectMs: 300,
-  mqttConnectTimeoutMs: 3000,
-  uplinkFrames: 5,
-  uplinkFrameMs: 5,
-};
+/** The firmware's pauses shortened; generous waits for the hello and HTTP. */
+const FAST: Partial<BoardTiming> = { ...FAST_TIMING, helloTimeoutMs: 3000, httpTimeoutMs: 3000 };
 
 interface ConnectPacket {
   readonly protocol: string;
@@ -59,7 +50,6 @@ class DeliveringBroker {
   helloReply: ((hello: Record<string, unknown>) => unknown) | undefined;
   #sockets = new Set<Socket>();
   #server: Server;
-  #waiters: (() => void)[] = [];
 
   private constructor() {
     this.#server = createServer((socket) => this.#accept(socket));
@@ -98,21 +88,12 @@ class DeliveringBroker {
     for (const socket of this.#sockets) socket.destroy();
   }
 
-  async until<T>(check: () => T | undefined | false, what: string, timeoutMs = 8000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = check();
-      if (value !== undefined && value !== false) return value;
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`broker: no ${what} within ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, 50));
-        this.#waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
+  /** Waits for what the broker saw (test-kit's bounded poll), saying what it had. */
+  until<T>(check: () => T | undefined | false, what: string): Promise<NonNullable<T>> {
+    return until(check, {
+      what: `the broker's ${what}`,
+      seen: () => ({ connects: this.connects.length, published: this.published.length }),
+    }) as Promise<NonNullable<T>>;
   }
 
   /** The device's MCP replies (envelopes on its publish topic), by id. */
@@ -130,15 +111,10 @@ class DeliveringBroker {
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
-  #wake(): void {
-    for (const wake of this.#waiters.splice(0)) wake();
-  }
-
   #accept(socket: Socket): void {
     this.#sockets.add(socket);
     socket.on('close', () => {
       this.#sockets.delete(socket);
-      this.#wake();
     });
     socket.on('error', () => {});
     let buffer = Buffer.alloc(0);
@@ -165,7 +141,6 @@ class DeliveringBroker {
         const body = buffer.subarray(offset, offset + length);
         buffer = buffer.subarray(offset + length);
         this.#packet(socket, first >> 4, first & 0x0f, body);
-        this.#wake();
       }
     });
   }

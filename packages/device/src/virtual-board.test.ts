@@ -18,20 +18,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FlashStorage } from './flash-storage.js';
 import type { DeviceConnection } from './testing/backend.js';
 import { TestBackend } from './testing/backend.js';
+import { FAST_TIMING } from './testing/timing.js';
 import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from './virtual-board.js';
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 5,
-  wifiConnectMs: 5,
-  otaRetryMs: 20,
-  activationRetryMs: 20,
-  activationFailMs: 20,
-  helloTimeoutMs: 1000,
-  rebootMs: 20,
-  panicRebootMs: 20,
-  upgradeRebootMs: 20,
-  httpTimeoutMs: 3000,
-};
+/** The firmware's pauses shortened; an HTTP timeout short enough for the tests of one. */
+const FAST: Partial<BoardTiming> = { ...FAST_TIMING, httpTimeoutMs: 3000 };
 const MAC = 'f4:12:fa:00:00:01';
 
 let backend: TestBackend | undefined;
