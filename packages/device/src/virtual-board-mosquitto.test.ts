@@ -11,9 +11,11 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { connect, type MqttClient } from 'mqtt';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestBackend } from './testing/backend.js';
+import { FAST_TIMING } from './testing/timing.js';
 import { VirtualBoard } from './virtual-board.js';
 
 const MOSQUITTO = '/usr/sbin/mosquitto';
@@ -69,7 +71,7 @@ class Mosquitto {
     this.#process = child;
     await until(
       () => this.log.includes(`listen socket on port ${this.port}`) || child.exitCode !== null,
-      'mosquitto listening',
+      { what: 'mosquitto listening' },
     );
     if (child.exitCode !== null) throw new Error(`mosquitto exited: ${this.log}`);
   }
@@ -95,14 +97,6 @@ async function freePort(): Promise<number> {
   const address = server.address();
   await new Promise((resolve) => server.close(resolve));
   return typeof address === 'object' && address !== null ? address.port : 0;
-}
-
-async function until(check: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 const count = (text: string, needle: string): number => text.split(needle).length - 1;
@@ -149,9 +143,9 @@ async function bootOnMosquitto(
     wifi: { ssid: 'rig-wifi' },
     otaUrl: backend.otaUrl,
     timing: {
-      bootMs: 5,
-      wifiConnectMs: 5,
+      ...FAST_TIMING,
       httpTimeoutMs: 5000,
+      // No server answers the hello here: the board gives up quickly.
       helloTimeoutMs: 300,
       mqttReconnectMs: 500,
       mqttConnectTimeoutMs: 5000,
@@ -160,7 +154,7 @@ async function bootOnMosquitto(
   boards.push(board);
   board.powerOn();
   await board.waitForState('idle', 15_000);
-  await until(() => board.mqttConnected, 'MQTT connection');
+  await until(() => board.mqttConnected, { what: 'MQTT connection' });
   return { board, mosquitto };
 }
 
@@ -171,10 +165,9 @@ describe.skipIf(missing.length > 0)(
       const { board, mosquitto } = await bootOnMosquitto(2);
       // mosquitto's own account of the CONNECT: MQTT 3.1.1 (p2), clean session (c1), the
       // stored keepalive and user name.
-      await until(
-        () => mosquitto.log.includes(`as ${CLIENT_ID} (p2, c1, k2, u'board-2')`),
-        'the CONNECT in the log',
-      );
+      await until(() => mosquitto.log.includes(`as ${CLIENT_ID} (p2, c1, k2, u'board-2')`), {
+        what: 'the CONNECT in the log',
+      });
 
       const seen: { topic: string; text: string; qos: number }[] = [];
       const watcher = connect(`mqtt://127.0.0.1:${mosquitto.port}`, {
@@ -196,7 +189,7 @@ describe.skipIf(missing.length > 0)(
       // A click opens an audio session: the hello goes out on publish_topic (no server answers
       // it here, so the board gives up after its hello timeout).
       board.click();
-      await until(() => seen.length > 0, 'the hello on device-server');
+      await until(() => seen.length > 0, { what: 'the hello on device-server' });
       expect(seen[0]).toEqual({
         topic: 'device-server',
         qos: 0,
@@ -205,10 +198,9 @@ describe.skipIf(missing.length > 0)(
       await board.waitForLine(/MQTT: Failed to receive server hello/, 10_000);
 
       // With a 2 s keepalive mosquitto drops a silent client after 3 s: pings keep it up.
-      await until(
-        () => count(mosquitto.log, `Received PINGREQ from ${CLIENT_ID}`) >= 2,
-        'two pings',
-      );
+      await until(() => count(mosquitto.log, `Received PINGREQ from ${CLIENT_ID}`) >= 2, {
+        what: 'two pings',
+      });
       expect(board.mqttConnected).toBe(true);
       expect(mosquitto.log).not.toContain(`Client ${CLIENT_ID} has exceeded timeout`);
       expect(count(mosquitto.log, `as ${CLIENT_ID} (`)).toBe(1);
@@ -226,7 +218,7 @@ describe.skipIf(missing.length > 0)(
       await dropped;
       expect(board.mqttConnected).toBe(false);
       await mosquitto.start();
-      await until(() => board.mqttConnected, 'reconnection');
+      await until(() => board.mqttConnected, { what: 'reconnection' });
       expect(
         count(mosquitto.log, `as ${CLIENT_ID} (p2, c1, k240, u'board-2')`),
       ).toBeGreaterThanOrEqual(2);
