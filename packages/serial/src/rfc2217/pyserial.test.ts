@@ -8,6 +8,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { SerialPortStream } from '@serialport/stream';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ResolvedPort } from '../port-provider.js';
@@ -118,15 +119,6 @@ function python(mode: string, url: string): Python {
   };
 }
 
-/** Polls `condition`; a hang guard, no wall-clock assertion. */
-async function until(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 let server: Rfc2217Server | undefined;
 beforeEach(() => {
   MockBinding.reset();
@@ -163,7 +155,9 @@ describe.skipIf(skipped !== undefined)(
       expect(code).toBe(0);
       expect(result).toEqual({ baudrate: 460800, echo_length: 262, echo_equal: true, cts: true });
       // The server's goodbye (lines released, its rate back) follows pyserial's close.
-      await until(() => log.some((l) => /disconnected/.test(l)));
+      await until(() => log.some((l) => /disconnected/.test(l)), {
+        what: 'the goodbye in the log',
+      });
       // pyserial's open asks for its default 9600 baud, then our 460800; the server's own
       // rate comes back once it left.
       expect(updates).toEqual([9600, 460800, 115200]);
