@@ -181,6 +181,8 @@ if (hold === 'told') {
   process.stdout.write('held\\n');
   await next();
 } else {
+  // The holder's own time in the lock, so that the others contend: nothing waits on it, and
+  // longer on a busy machine only makes the run longer.
   await new Promise((resolve) => setTimeout(resolve, Number(hold)));
 }
 try { unlinkSync(inside); } catch { note('overlap'); }

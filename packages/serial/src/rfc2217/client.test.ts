@@ -466,7 +466,9 @@ describe('Rfc2217Binding: the port', () => {
       const writing = port.write(Buffer.from('abc')).then(() => {
         written = true;
       });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // A command after the write still makes its round trip: the data, sent first on the same
+      // connection, would be there by now had it not been held.
+      await port.set({ rts: true });
       expect(written).toBe(false);
       expect(server.last.data).toEqual([]);
       server.send(comPort(resume, []));
