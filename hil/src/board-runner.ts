@@ -122,11 +122,24 @@ export interface RunnerTimeouts {
   readonly closeMs: number;
 }
 
+/**
+ * Each wait is for something the firmware or the host does on its own schedule, with a margin
+ * (docs/hil.md, "On a busy machine"): none is a guess at how fast this machine is.
+ */
 const DEFAULT_TIMEOUTS: RunnerTimeouts = {
+  // The app prints its first lines within a second of the reset; where the console lost them
+  // (USB-Serial-JTAG, re-enumerating), its next line or its OTA check comes on the firmware's
+  // schedule: the check after Wi-Fi, a failed one retried after 10 s (CheckNewVersion). 30 s
+  // covers the console's return (refindMs) and that first retry, with 10 s to spare.
   bootMs: 30_000,
+  // CheckNewVersion retries a failed check after 10 s, then 20 s: the third attempt, ~30 s after
+  // the first, with its HTTP exchange, is inside 60 s.
   otaMs: 60_000,
+  // The firmware's own bound on its hello (10 s) and on each MCP reply the session start needs,
+  // three of them in a row at worst.
   sessionMs: 30_000,
   suiteMs: 300_000,
+  // A real board is off the bus 1-3 s when it re-enumerates: three times the slowest.
   refindMs: 10_000,
   closeMs: 5_000,
 };
@@ -137,6 +150,14 @@ const APP_LINE = /app_init: App version:\s+(\S+)/;
 const BOARD_LINE = /Board: UUID=(\S+) SKU=(\S+)/;
 /** Either: the first console sign that the app booted. */
 const BOOT_LINE = new RegExp(`${APP_LINE.source}|${BOARD_LINE.source}`);
+/**
+ * A line the xiaozhi app logs, by the tags of docs/protocol.md §9 (never the ROM's or the
+ * bootloader's): only a running app prints it. Where the console lost the app's first lines
+ * (a USB-Serial-JTAG console while the board re-enumerates), the first of these after the
+ * console came back shows the board booted.
+ */
+const APP_LOG_LINE =
+  /^[IWE] \(\d+\) (?:Application|Board|MCP|Ota|StateMachine|WifiBoard|WifiStation|WS|MQTT): /;
 
 /** What tells this boot's OTA check apart, from what showed the board booted. */
 interface BootEvidence {
@@ -243,6 +264,10 @@ export class BoardRunner {
   #outage: { lostAt: string; backAt?: string } | undefined;
   /** Called each time the console is back after an outage. */
   readonly #onConsoleBack = new Set<() => void>();
+  /** From the reset until the boot step ends: an outage meanwhile is the reset's re-enumeration. */
+  #booting = false;
+  /** The console came back after an outage that began after the reset: it lost the board's first lines. */
+  #backSinceReset = false;
   /** The OTA check the last idle wait accounted for: a later one means a new boot. */
   #idleCheckAt: string | undefined;
   #port: RigPort | undefined;
@@ -431,14 +456,19 @@ export class BoardRunner {
         opened.refinds === 0
           ? `console on ${opened.path}`
           : `console found again on ${opened.path}`;
+      this.#booting = true;
       if (none) return { note: `${console}; ${this.#pressReset('run')}` };
       // A hard reset through the console port.
       await runLineSteps(await this.#lines(), RESET_SEQUENCES.hard, { signal: this.#signal });
       return { note: `${console}; EN pulsed through RTS` };
     });
     const booted = await this.#step('boot', async () => {
-      const evidence = await this.#bootEvidence();
-      return { result: evidence, note: evidence.note };
+      try {
+        const evidence = await this.#bootEvidence();
+        return { result: evidence, note: evidence.note };
+      } finally {
+        this.#booting = false;
+      }
     });
     this.#options.claims?.claim(this.report.mac);
     this.#options.claims?.claim(booted.clientId);
@@ -456,12 +486,22 @@ export class BoardRunner {
   async #bootEvidence(): Promise<BootEvidence & { note: string }> {
     const bootMs = this.#timeouts.bootMs;
     const mac = this.#knownMac();
-    const first = await this.#bootSign(BOOT_LINE, mac, bootMs);
-    if (first.check !== undefined)
+    const first = await this.#bootSign(BOOT_LINE, mac, bootMs, { appLines: true });
+    // An app line after the console came back: its OTA check may be in already, the better
+    // sign, since it tells the check apart.
+    const check =
+      first.check ??
+      (first.appLine !== undefined && mac !== undefined ? this.#checkSince({ mac }) : undefined);
+    if (check !== undefined)
       return this.#bootByCheck(
-        first.check,
+        check,
         'its OTA check at our endpoint, the first sign (no boot line on the console before it: a USB-Serial-JTAG console loses what the board prints while the port is closed)',
       );
+    if (first.appLine !== undefined)
+      return {
+        ...(mac === undefined ? {} : { mac }),
+        note: `booted: ${JSON.stringify(first.appLine.line)} on its console, the first line of the app since the console came back (a USB-Serial-JTAG console loses what the board prints while the port is closed)`,
+      };
     const line = first.line;
     const board = line?.match[3];
     if (line !== undefined && board !== undefined) {
@@ -509,7 +549,8 @@ export class BoardRunner {
     pattern: RegExp,
     mac: string | undefined,
     ms: number,
-  ): Promise<{ line?: ExpectMatch; check?: OtaCheckRecord }> {
+    options: { readonly appLines?: boolean } = {},
+  ): Promise<{ line?: ExpectMatch; appLine?: ExpectMatch; check?: OtaCheckRecord }> {
     const stop = new AbortController();
     const console = this.#requireConsole()
       .expect(pattern, { timeoutMs: ms, forbidden: ['panic', 'boot-loop'], signal: stop.signal })
@@ -518,15 +559,22 @@ export class BoardRunner {
       mac === undefined
         ? new Promise<never>(() => {})
         : this.#otaCheck({ mac }, { signal: stop.signal }).then((check) => ({ check }));
+    // Any line of the app tells that it runs, once its first lines are known lost; its MAC
+    // (not a Board line) then tells its OTA check.
+    const app =
+      options.appLines === true && mac !== undefined
+        ? this.#appLineSinceReturn(stop.signal).then((appLine) => ({ appLine }))
+        : new Promise<never>(() => {});
     try {
-      return await Promise.race([console, ota]);
+      return await Promise.race([console, ota, app]);
     } catch (error) {
       const code = (error as { code?: string }).code;
-      if (code !== 'EXPECT_TIMEOUT' || mac === undefined) throw error;
+      if (code !== 'EXPECT_TIMEOUT') throw error;
       const endpoint = this.#options.server.urls.ota;
+      const checks = mac === undefined ? '' : ` and no OTA check from ${mac} at ${endpoint}`;
       throw Object.assign(
         new Error(
-          `no sign that ${this.report.name} booted within ${ms / 1000} s: no boot line on its console and no OTA check from ${mac} at ${endpoint}; ${error instanceof Error ? error.message : String(error)}`,
+          `no sign that ${this.report.name} booted within ${ms / 1000} s: no ${pattern === BOARD_LINE ? 'Board line' : 'boot line'} on its console${checks}; ${this.#lastSeen({ ...(mac === undefined ? {} : { mac }) })}`,
         ),
         { code },
       );
@@ -534,7 +582,67 @@ export class BoardRunner {
       stop.abort(new Error('another sign came first'));
       console.catch(() => {});
       ota.catch(() => {});
+      app.catch(() => {});
     }
+  }
+
+  /**
+   * The first line of the app the console shows once it came back from an outage that began
+   * after the reset (what the board printed before is lost); never, without such an outage.
+   * Unbounded: the boot step's own wait bounds it.
+   */
+  #appLineSinceReturn(signal: AbortSignal): Promise<ExpectMatch> {
+    return new Promise<ExpectMatch>((resolve, reject) => {
+      const expectLine = () => {
+        this.#onConsoleBack.delete(onBack);
+        this.#requireConsole()
+          .expect(APP_LOG_LINE, {
+            timeoutMs: this.#timeouts.bootMs,
+            forbidden: ['panic', 'boot-loop'],
+            signal,
+          })
+          .then(resolve, reject);
+      };
+      const onBack = () => {
+        if (this.#backSinceReset) expectLine();
+      };
+      if (this.#backSinceReset) return expectLine();
+      this.#onConsoleBack.add(onBack);
+      signal.addEventListener(
+        'abort',
+        () => {
+          this.#onConsoleBack.delete(onBack);
+          reject(signal.reason);
+        },
+        { once: true },
+      );
+    });
+  }
+
+  /**
+   * What the rig saw of the board last, for a wait that ran out: its console's last line (and
+   * whether the console is away), and its last OTA check at our endpoint.
+   */
+  #lastSeen(by: { readonly clientId?: string; readonly mac?: string }): string {
+    const line = this.#console?.lines.at(-1);
+    const outage = this.#outage;
+    const away =
+      outage !== undefined && outage.backAt === undefined
+        ? ` (the console has been away since ${outage.lostAt})`
+        : '';
+    const mine = (check: OtaCheckRecord) =>
+      (by.mac !== undefined && check.deviceId.toLowerCase() === by.mac) ||
+      (by.clientId !== undefined && check.clientId === by.clientId);
+    const last =
+      by.mac === undefined && by.clientId === undefined
+        ? undefined
+        : this.#options.server.registry.otaChecks().filter(mine).at(-1);
+    const since = this.#otaSince;
+    const check =
+      last === undefined
+        ? 'none'
+        : `${last.version} at ${last.at}${since !== undefined && last.at < since ? ', before this run reset it' : ''}`;
+    return `last console line: ${line === undefined ? 'none' : JSON.stringify(line)}${away}; the board's last OTA check: ${check}`;
   }
 
   /** The board's MAC, where it is known before its OTA check (see {@link #offerTransport}). */
@@ -855,6 +963,12 @@ export class BoardRunner {
         await closeWithin(found.stream, this.#timeouts.closeMs);
         return;
       }
+      // Back during the boot: what the board printed since the reset is lost, and what it
+      // prints from here on is the boot's sign (#appLineSinceReturn), not what came before.
+      if (this.#booting) {
+        this.#console?.discard();
+        this.#backSinceReset = true;
+      }
       this.#attachConsole(port, found.stream, found.path, feed);
       this.#log.append(`--- reconnected on ${found.path} ---\n`);
       if (this.#outage !== undefined) this.#outage.backAt = new Date().toISOString();
@@ -938,7 +1052,7 @@ export class BoardRunner {
     return this.#otaCheck(by, { timeoutMs: otaMs }).catch((error: unknown) => {
       if (!(error instanceof OtaCheckTimeout)) throw error;
       throw new Error(
-        `no OTA check from this board (${who}) at ${this.#options.server.urls.ota} within ${otaMs} ms: is the board provisioned with our OTA URL and on a network that reaches it? (--provision)`,
+        `no OTA check from this board (${who}) at ${this.#options.server.urls.ota} within ${otaMs / 1000} s: is the board provisioned with our OTA URL and on a network that reaches it? (--provision); ${this.#lastSeen(by)}`,
       );
     });
   }
@@ -952,12 +1066,8 @@ export class BoardRunner {
     options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
   ): Promise<OtaCheckRecord> {
     const { registry } = this.#options.server;
-    const since = this.#otaSince ?? this.report.startedAt;
-    const mine = (check: OtaCheckRecord) =>
-      check.at >= since &&
-      ((by.clientId !== undefined && check.clientId === by.clientId) ||
-        (by.mac !== undefined && check.deviceId.toLowerCase() === by.mac));
-    const seen = registry.otaChecks().find(mine);
+    const mine = (check: OtaCheckRecord) => this.#isMine(check, by);
+    const seen = this.#checkSince(by);
     if (seen !== undefined) return Promise.resolve(seen);
     const { signal, timeoutMs } = options;
     if (signal?.aborted === true) return Promise.reject(signal.reason);
@@ -986,6 +1096,27 @@ export class BoardRunner {
       registry.on('ota-check', onCheck);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  /** Whether `check` is this board's (by Client-Id or MAC), made since the rig offered it its transport. */
+  #isMine(
+    check: OtaCheckRecord,
+    by: { readonly clientId?: string; readonly mac?: string },
+  ): boolean {
+    const since = this.#otaSince ?? this.report.startedAt;
+    return (
+      check.at >= since &&
+      ((by.clientId !== undefined && check.clientId === by.clientId) ||
+        (by.mac !== undefined && check.deviceId.toLowerCase() === by.mac))
+    );
+  }
+
+  /** This board's first OTA check since the rig offered it its transport, if it came. */
+  #checkSince(by: {
+    readonly clientId?: string;
+    readonly mac?: string;
+  }): OtaCheckRecord | undefined {
+    return this.#options.server.registry.otaChecks().find((check) => this.#isMine(check, by));
   }
 
   /**
@@ -1114,7 +1245,7 @@ export class BoardRunner {
         () =>
           reject(
             new Error(
-              `device ${deviceId} opened no session within ${timeoutMs} ms${server.registry.get(deviceId)?.lastError ? ` (${server.registry.get(deviceId)?.lastError})` : ''}`,
+              `device ${deviceId} opened no session within ${timeoutMs / 1000} s${server.registry.get(deviceId)?.lastError ? ` (${server.registry.get(deviceId)?.lastError})` : ''}; ${this.#lastSeen({ mac: deviceId.toLowerCase() })}`,
             ),
           ),
         timeoutMs,
