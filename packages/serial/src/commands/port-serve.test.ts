@@ -1,4 +1,5 @@
 import { connect, createServer } from 'node:net';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SerialError } from '../errors.js';
@@ -94,14 +95,6 @@ function captured(options: { fail?: Error; portExitCode?: number } = {}): Captur
   return { context, stdout, stderr, abort, requests, disposed: () => disposed };
 }
 
-async function until(condition: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 beforeEach(() => MockBinding.reset());
 afterEach(() => MockBinding.reset());
 
@@ -109,7 +102,7 @@ describe('port serve', () => {
   it('prints where it serves, logs clients on stderr, and stops with 0 on its signal', async () => {
     const run = captured();
     const done = portServeCommand(run.context, 'fake:desk', { listen: '127.0.0.1:0' });
-    await until(() => run.stdout.length > 0);
+    await until(() => run.stdout.length > 0, { what: 'where it serves, on stdout' });
     const match = /^serving fake:desk on rfc2217:\/\/127\.0\.0\.1:(\d+)\n$/.exec(
       run.stdout[0] ?? '',
     );
@@ -120,9 +113,11 @@ describe('port serve', () => {
     socket.on('data', (chunk: Buffer) => received.push(...chunk));
     socket.write(Buffer.from([255, 251, 44, 255, 250, 44, 0, 255, 240]));
     const signature = Buffer.from('xiaozhi-mcp port serve port=fake:desk kind=usb-uart');
-    await until(() => Buffer.from(received).includes(signature));
+    await until(() => Buffer.from(received).includes(signature), { what: 'the SIGNATURE answer' });
     socket.destroy();
-    await until(() => run.stderr.some((line) => /disconnected/.test(line)));
+    await until(() => run.stderr.some((line) => /disconnected/.test(line)), {
+      what: 'the client logged as disconnected',
+    });
     run.abort.abort();
     expect(await done).toBe(0);
     expect(run.stderr.join('')).toMatch(/^--- client 127\.0\.0\.1:\d+ connected ---$/m);
