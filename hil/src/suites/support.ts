@@ -14,11 +14,20 @@ import { ServerError } from '@xiaozhi-mcp/server';
 import type { CheckResult, SuiteName } from '../model.js';
 import { CheckFailure, type CheckSpec, NO_REPLY, runCheck, type SuiteContext } from '../suite.js';
 
-/** Bound on one request to a ready board (a real board answers in milliseconds). */
+/**
+ * Bound on one request to a ready board: a real board answers in milliseconds; 10 s is the
+ * firmware's own bound on a peer's hello, the longest it waits for anyone.
+ */
 export const REPLY_TIMEOUT_MS = 10_000;
-/** Bound on a board going down after a reboot request. */
+/**
+ * Bound on a board going down after a reboot request: `Application::Reboot` pauses 1 s before
+ * `esp_restart` (3 s after an upgrade); 15 s leaves 12 s to spare.
+ */
 export const REBOOT_DOWN_TIMEOUT_MS = 15_000;
-/** Bound on a board booting, checking OTA and becoming ready again. */
+/**
+ * Bound on a board booting, checking OTA and becoming ready again: the rig's OTA check wait
+ * (60 s, the firmware's retry schedule) and its session wait (30 s) one after the other.
+ */
 export const RECONNECT_TIMEOUT_MS = 90_000;
 
 /** Thrown by a check body to report the check as skipped, with the reason. */
