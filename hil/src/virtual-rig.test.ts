@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ResolvedVirtual, VirtualBoardStore, VirtualBus } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware, readPartitionTable } from '@xiaozhi-mcp/firmware';
 import { lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -39,7 +40,7 @@ async function hil(...argv: string[]): Promise<{ code: number; output: string }>
 
 describe('a virtual board of the rig', () => {
   it('is plugged in with a bootloader, a partition table at 0x8000 and an app it boots', async () => {
-    const bus = new VirtualBus({ bootMs: 5, wifiConnectMs: 5 });
+    const bus = new VirtualBus(FAST_TIMING);
     buses.push(bus);
     const port = plugVirtual(bus, {
       name: 'desk',
@@ -157,7 +158,7 @@ describe('virtual:<name> in an inventory', () => {
   it('is the board xiaozhi-mcp made in the store, its flash and all, held like a real port', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hil-store-'));
     await storedBoard(dir, 'desk', '2.6.0');
-    const bus = new VirtualBus({ bootMs: 5, wifiConnectMs: 5 });
+    const bus = new VirtualBus(FAST_TIMING);
     buses.push(bus);
 
     const notes: string[] = [];
@@ -174,7 +175,7 @@ describe('virtual:<name> in an inventory', () => {
   it('is a new board of the rig when the store has none of that name, or for the default rig', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hil-store-'));
     await storedBoard(dir, 'other', '2.6.0');
-    const bus = new VirtualBus({ bootMs: 5, wifiConnectMs: 5 });
+    const bus = new VirtualBus(FAST_TIMING);
     buses.push(bus);
     const fresh = await open(bus, dir);
     expect(fresh.path).toMatch(/^\/dev\/ttyVIRT\d+$/);

@@ -6,13 +6,13 @@ import { dirname, join, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { type ResolvedVirtual, VirtualBoardStore } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { type ProviderRequest, placeImage } from '@xiaozhi-mcp/serial';
 import { flashCommand, type SerialCommandContext } from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 
-const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
 let dir: string;
 
 beforeEach(() => {
@@ -26,7 +26,7 @@ afterEach(() => {
 function store(onBoard?: (virtual: ResolvedVirtual) => void): VirtualBoardStore {
   return new VirtualBoardStore({
     dir: join(dir, 'virtual'),
-    timing: FAST,
+    timing: FAST_TIMING,
     ...(onBoard === undefined ? {} : { onBoard }),
   });
 }

@@ -6,7 +6,7 @@ import {
   VirtualBoardStore,
   type VirtualBoardStoreOptions,
 } from '@xiaozhi-mcp/device';
-import { TestBackend } from '@xiaozhi-mcp/device/testing';
+import { FAST_TIMING, TestBackend } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import {
   ConsolePrinter,
@@ -20,7 +20,6 @@ import { until } from '@xiaozhi-mcp/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 
-const FAST = { bootMs: 20, wifiConnectMs: 50, panicRebootMs: 300 };
 let dir: string;
 let backend: TestBackend;
 /** What the backend's OTA endpoint answers: our WebSocket URL, or a firmware offer that crashes. */
@@ -51,7 +50,7 @@ function capture(
     providers: [
       new VirtualBoardStore({
         dir: join(dir, 'virtual'),
-        timing: FAST,
+        timing: FAST_TIMING,
         ...store,
         ...(onBoard === undefined ? {} : { onBoard }),
       }),

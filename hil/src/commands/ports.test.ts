@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { summarizeVirtualFlash, VirtualBoardStore, virtualMac } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import type { PortInfo } from '@xiaozhi-mcp/serial';
 import {
@@ -12,7 +13,6 @@ import {
 } from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
 let dir: string;
 
 const cp2102: PortInfo = {
@@ -43,7 +43,7 @@ function capture(lister: () => Promise<PortInfo[]> = async () => []) {
     out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
     env: {},
     lister,
-    providers: [new VirtualBoardStore({ dir: join(dir, 'virtual'), timing: FAST })],
+    providers: [new VirtualBoardStore({ dir: join(dir, 'virtual'), timing: FAST_TIMING })],
   };
   return { context, out };
 }

@@ -2,6 +2,7 @@ import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ResolvedVirtual, VirtualBoardStore } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware, readNvsPartition } from '@xiaozhi-mcp/firmware';
 import {
   flashCommand,
@@ -12,7 +13,6 @@ import {
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
 
-const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
 let dir: string;
 
 beforeEach(() => {
@@ -30,7 +30,7 @@ function capture() {
     out: { stdout: (t) => (out.stdout += t), stderr: (t) => (out.stderr += t) },
     env: {},
     lister: async () => [],
-    providers: [new VirtualBoardStore({ dir: join(dir, 'virtual'), timing: FAST })],
+    providers: [new VirtualBoardStore({ dir: join(dir, 'virtual'), timing: FAST_TIMING })],
   };
   return { context, out };
 }
@@ -63,7 +63,7 @@ async function flashedBoard(name: string): Promise<string> {
   let virtual: ResolvedVirtual | undefined;
   const store = new VirtualBoardStore({
     dir: join(dir, 'virtual'),
-    timing: FAST,
+    timing: FAST_TIMING,
     onBoard: (v) => {
       virtual = v;
     },

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { VirtualBoard } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../cli.js';
@@ -54,7 +55,7 @@ async function virtualRig(preset = 'bread-compact-wifi'): Promise<Rig> {
     preset,
     wifi: { ssid: 'lab' },
     otaUrl: server.urls.ota,
-    timing: { bootMs: 2, wifiConnectMs: 2, otaRetryMs: 20, helloTimeoutMs: 2000 },
+    timing: FAST_TIMING,
   });
   boards.push(board);
   board.powerOn();

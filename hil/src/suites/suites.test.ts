@@ -1,12 +1,12 @@
 import { EventEmitter } from 'node:events';
 import {
   type BoardPreset,
-  type BoardTiming,
   boardPreset,
   registerLampTools,
   VirtualBoard,
   type VirtualBoardOptions,
 } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildAppImage } from '@xiaozhi-mcp/firmware';
 import { byteLength, defineTool, Prop, WireError } from '@xiaozhi-mcp/protocol';
 import {
@@ -26,15 +26,6 @@ import { type CheckResult, DEFAULT_SUITES, type LatencyStats, type SuiteName } f
 import type { LatencyBudget, SuiteBoard, SuiteContext } from '../suite.js';
 import { SUITE_CHECKS, SUITES } from './index.js';
 
-const FAST: Partial<BoardTiming> = {
-  bootMs: 2,
-  wifiConnectMs: 2,
-  otaRetryMs: 20,
-  helloTimeoutMs: 2000,
-  rebootMs: 10,
-  panicRebootMs: 10,
-  upgradeRebootMs: 10,
-};
 const LATENCY: LatencyBudget = { calls: 20, warmup: 3, tool: 'self.get_device_status' };
 const DEVIATIONS = ['robustness.error-code', 'robustness.escaped-messages', 'robustness.ping'];
 
@@ -75,7 +66,7 @@ async function virtualRig(options: RigOptions = {}): Promise<Rig> {
     mac: `f4:12:fa:20:00:${macCounter.toString(16).padStart(2, '0')}`,
     wifi: { ssid: 'lab' },
     otaUrl: server.urls.ota,
-    timing: { ...FAST, ...(options.mqtt ? { uplinkFrames: 6, uplinkFrameMs: 5 } : {}) },
+    timing: { ...FAST_TIMING, ...(options.mqtt ? { uplinkFrames: 6, uplinkFrameMs: 5 } : {}) },
     ...options.board,
   });
   boards.push(board);
