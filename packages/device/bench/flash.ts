@@ -27,6 +27,7 @@ import {
   type VirtualSerialDevice,
   virtualPort,
 } from '@xiaozhi-mcp/device';
+import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import {
   Flasher,
@@ -41,7 +42,7 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const BENCH_DIR = basename(HERE) === 'dist' ? dirname(HERE) : HERE;
 const MiB = 1024 * 1024;
 const FLASH_SIZE = 4 * MiB;
-const TIMING = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
+const TIMING = { ...FAST_TIMING, panicRebootMs: 200 };
 const TARGET = 1.1;
 const IMAGE_NAMES = ['merged-padded', 'merged-app', 'app-1m'];
 /** How the host reaches the board's port: as it is, or through our RFC 2217 client and server. */

@@ -10,6 +10,7 @@ import { fixtureToolReturn, parseToolSet } from '@xiaozhi-mcp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BoardPreset } from './board-api.js';
 import { type DeviceConnection, TestBackend } from './testing/backend.js';
+import { FAST_TIMING } from './testing/timing.js';
 import { VirtualBoard } from './virtual-board.js';
 
 const corpusDir = join(
@@ -103,7 +104,7 @@ describe('golden corpus over a real WebSocket, through a whole virtual board', (
         app: { version: c.board.version },
         wifi: { ssid: 'rig' },
         otaUrl: backend.otaUrl,
-        timing: { bootMs: 1, wifiConnectMs: 1, helloTimeoutMs: 2000 },
+        timing: FAST_TIMING,
       });
       try {
         board.powerOn();

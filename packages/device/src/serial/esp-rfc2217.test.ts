@@ -25,6 +25,7 @@ import {
 } from '@xiaozhi-mcp/serial/commands';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FAST_TIMING } from '../testing/timing.js';
 import type { BoardTiming } from '../virtual-board.js';
 import { VirtualBus } from './virtual-bus.js';
 
@@ -41,7 +42,7 @@ function missing(): string | undefined {
 }
 const skipped = missing();
 
-const TIMING: Partial<BoardTiming> = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
+const TIMING: Partial<BoardTiming> = { ...FAST_TIMING, panicRebootMs: 200 };
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
 import type { OpenFault } from '../testing/index.js';
+import { FAST_TIMING } from '../testing/timing.js';
 import { VirtualBoard } from '../virtual-board.js';
 import { VirtualSerialBinding } from './virtual-binding.js';
 
@@ -24,7 +25,7 @@ async function refusingBoard(count: number, code: OpenFault, usbJtag: boolean) {
   const { inPackage: _s3r8, ...preset } = boardPreset('bread-compact-wifi');
   const board = new VirtualBoard({
     flash,
-    timing: { bootMs: 20, wifiConnectMs: 20 },
+    timing: FAST_TIMING,
     mac: 'f4:12:fa:5e:00:02',
     preset: { ...preset, chip: 'esp32c3' },
   });

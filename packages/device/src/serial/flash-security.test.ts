@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
+import { FAST_TIMING } from '../testing/timing.js';
 import { VirtualBoard, type VirtualBoardOptions } from '../virtual-board.js';
 import { VirtualSerialBinding } from './virtual-binding.js';
 
@@ -29,7 +30,7 @@ async function rig(chip: ChipModel, silicon: VirtualBoardOptions['silicon'] = {}
   const { inPackage: _s3r8, ...base } = boardPreset('bread-compact-wifi');
   const board = new VirtualBoard({
     flash,
-    timing: { bootMs: 20, wifiConnectMs: 20 },
+    timing: FAST_TIMING,
     mac: 'f4:12:fa:5e:00:02',
     preset: { ...base, chip },
     silicon,

@@ -21,12 +21,13 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
+import { FAST_TIMING } from '../testing/timing.js';
 import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from '../virtual-board.js';
 import type { VirtualSerialDevice, VirtualSerialDeviceOptions } from './usb-device.js';
 import { VirtualSerialBinding } from './virtual-binding.js';
 
 const MB = 1024 * 1024;
-const TIMING: Partial<BoardTiming> = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
+const TIMING: Partial<BoardTiming> = { ...FAST_TIMING, panicRebootMs: 200 };
 const cleanups: (() => Promise<void> | void)[] = [];
 
 afterEach(async () => {

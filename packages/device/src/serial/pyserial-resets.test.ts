@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { type ResolvedPort, Rfc2217Server } from '@xiaozhi-mcp/serial';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FAST_TIMING } from '../testing/timing.js';
 import type { BoardTiming } from '../virtual-board.js';
 import { VirtualBus } from './virtual-bus.js';
 
@@ -27,7 +28,7 @@ function missing(): string | undefined {
 }
 const skipped = missing();
 
-const TIMING: Partial<BoardTiming> = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
+const TIMING: Partial<BoardTiming> = { ...FAST_TIMING, panicRebootMs: 200 };
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

@@ -19,12 +19,13 @@ import {
 } from '@xiaozhi-mcp/serial';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FAST_TIMING } from '../testing/timing.js';
 import type { BoardTiming } from '../virtual-board.js';
 import type { VirtualBindingPort } from './virtual-binding.js';
 import { VirtualBus, type VirtualBusBoard } from './virtual-bus.js';
 
 const MB = 1024 * 1024;
-const TIMING: Partial<BoardTiming> = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 200 };
+const TIMING: Partial<BoardTiming> = { ...FAST_TIMING, panicRebootMs: 200 };
 const cleanups: (() => Promise<void> | void)[] = [];
 
 afterEach(async () => {

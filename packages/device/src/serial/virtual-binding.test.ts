@@ -20,12 +20,13 @@ import {
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FlashStorage } from '../flash-storage.js';
+import { FAST_TIMING } from '../testing/timing.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
 import type { VirtualSerialDeviceOptions } from './usb-device.js';
 import { VirtualSerialBinding, type VirtualSerialBindingOptions } from './virtual-binding.js';
 import { virtualPort } from './virtual-bus.js';
 
-const TIMING: Partial<BoardTiming> = { bootMs: 5, wifiConnectMs: 5, panicRebootMs: 500 };
+const TIMING: Partial<BoardTiming> = { ...FAST_TIMING, panicRebootMs: 500 };
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

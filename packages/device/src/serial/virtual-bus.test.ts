@@ -13,13 +13,14 @@ import {
 } from '@xiaozhi-mcp/serial';
 import { ESPLoader, Transport } from 'esptool-js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { FAST_TIMING } from '../testing/timing.js';
 import type { BoardTiming } from '../virtual-board.js';
 import { DEFAULT_REENUMERATE_MS } from './usb-device.js';
 import { VirtualBus, type VirtualBusBoard } from './virtual-bus.js';
 
 // A long panic pause: an erased board fails its first boot and then waits, rather than
 // boot-looping (and re-enumerating) through a test.
-const TIMING: Partial<BoardTiming> = { bootMs: 5, wifiConnectMs: 5, panicRebootMs: 60_000 };
+const TIMING: Partial<BoardTiming> = { ...FAST_TIMING, panicRebootMs: 60_000 };
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   vi.useRealTimers();

@@ -11,6 +11,7 @@ import {
 } from '@xiaozhi-mcp/serial';
 import { failureKind, runReported, type SerialCommandContext } from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FAST_TIMING } from '../testing/timing.js';
 import {
   defaultVirtualDir,
   listVirtualBoards,
@@ -19,7 +20,7 @@ import {
   virtualMac,
 } from './virtual-store.js';
 
-const FAST = { bootMs: 20, wifiConnectMs: 20, panicRebootMs: 100 };
+const FAST = { ...FAST_TIMING, panicRebootMs: 100 };
 let dir: string;
 let store: VirtualBoardStore;
 /** Each board the store plugged in, in order (its `onBoard` hook). */
