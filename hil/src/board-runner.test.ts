@@ -27,6 +27,7 @@ function stream(closes: boolean): ClosableStream & { destroyed: boolean } {
     isOpen: true,
     destroyed: false,
     close(callback) {
+      // A close that takes a moment, on the tests' fake clock.
       if (closes) setTimeout(() => callback(null), 10);
     },
     destroy() {

@@ -27,6 +27,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunReport } from './model.js';
 
@@ -99,6 +100,8 @@ interface Run {
   /** Resolves once the process wrote its pause line (it is stopped, holding the board). */
   readonly paused: Promise<void>;
   readonly exited: Promise<number | null>;
+  /** Whether it wrote its pause line, whether it ended: what a wait for either looks at. */
+  readonly state: { paused: boolean; exited: boolean };
 }
 
 /** A `hil` process with its own FIFO to be let go by; locks in the case's own directory. */
@@ -115,20 +118,32 @@ function hil(name: string, args: string[], pauseOn: string, locks: string, fifo:
     },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
+  // Decoded as text across chunks: a read that ends inside '✓' must not hide the pause line.
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8');
+  const state = { paused: false, exited: false };
   const run: Run = {
     child,
     name,
     output: '',
+    state,
     paused: new Promise((resolvePaused) => {
       const pattern = new RegExp(pauseOn, 'm');
-      const seen = (chunk: Buffer) => {
-        run.output += chunk.toString();
-        if (pattern.test(run.output)) resolvePaused();
+      const seen = (chunk: string) => {
+        run.output += chunk;
+        if (pattern.test(run.output)) {
+          state.paused = true;
+          resolvePaused();
+        }
       };
       child.stdout.on('data', seen);
       child.stderr.on('data', seen);
     }),
-    exited: once(child, 'exit').then(([code]) => code as number | null),
+    // 'close': its output is read to the end by then.
+    exited: once(child, 'close').then(([code]) => {
+      state.exited = true;
+      return code as number | null;
+    }),
   };
   return run;
 }
@@ -145,7 +160,14 @@ function fifoIn(path: string): string {
  * by then. Lets the holder go on and returns both, holder first.
  */
 async function race(a: Run, b: Run, fifo: string): Promise<[Run, Run]> {
-  const holder = await Promise.race([a.paused.then(() => a), b.paused.then(() => b)]);
+  // One holds the board, or both ended without: that fails here, with their output.
+  await until(() => a.state.paused || b.state.paused || (a.state.exited && b.state.exited), {
+    what: 'one run to hold the board',
+    timeoutMs: 45_000,
+    seen: () => ({ [a.name]: a.output, [b.name]: b.output }),
+  });
+  expect(a.state.paused || b.state.paused, `${a.output}\n---\n${b.output}`).toBe(true);
+  const holder = a.state.paused ? a : b;
   const other = holder === a ? b : a;
   const outcome = await Promise.race([
     other.exited.then(() => 'refused'),
@@ -222,7 +244,12 @@ describe.skipIf(!usable)(
       const locks = join(dir, 'locks-commands');
       const fifo = fifoIn(locks);
       const monitor = hil('monitor', ['monitor', '--port', tty], '^--- monitor ', locks, fifo);
-      await monitor.paused;
+      await until(() => monitor.state.paused || monitor.state.exited, {
+        what: 'monitor to hold the board',
+        timeoutMs: 45_000,
+        seen: () => monitor.output,
+      });
+      expect(monitor.state.paused, monitor.output).toBe(true);
       const flash = hil('flash', ['flash', firmware, '--port', link], '^never$', locks, fifo);
       expect(await flash.exited).toBe(3);
       expect(flash.output).toMatch(

@@ -279,8 +279,16 @@ describe('the GitHub step summary', () => {
         env: { ...process.env, GITHUB_STEP_SUMMARY: summary, CI: 'true' },
       },
     );
-    const [code] = await once(child, 'exit');
-    expect(code).toBe(0);
+    // Read, so a full pipe never stalls the child; 'close' comes once all of it is read.
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk;
+    });
+    const [code] = await once(child, 'close');
+    expect(code, output).toBe(0);
     const text = readFileSync(summary, 'utf8');
     expect(text).toMatch(/^## ✅ hil: all \d+ checks passed/);
     expect(text).toContain('Exit code **0**');

@@ -360,11 +360,12 @@ function shell(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const run = { code: null as number | null, stdout: '', stderr: '' };
-  child.stdout.on('data', (chunk: Buffer) => {
-    run.stdout += chunk.toString();
+  // Decoded as text across chunks: a read may end inside a multi-byte character.
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    run.stdout += chunk;
   });
-  child.stderr.on('data', (chunk: Buffer) => {
-    run.stderr += chunk.toString();
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    run.stderr += chunk;
   });
   return new Promise((done) => {
     // Every run is bounded: a hung command fails the test instead of hanging it.
