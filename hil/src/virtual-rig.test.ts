@@ -11,6 +11,7 @@ import { type ResolvedVirtual, VirtualBoardStore, VirtualBus } from '@xiaozhi-mc
 import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware, readPartitionTable } from '@xiaozhi-mcp/firmware';
 import { lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '@xiaozhi-mcp/serial';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RigPort } from './board-runner.js';
 import { main } from './cli.js';
@@ -124,18 +125,14 @@ async function bootedVersion(port: RigPort): Promise<string> {
   const stream = await openSafely(port.path, { baudRate: 115200, binding: port.binding });
   try {
     let text = '';
-    const version = new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no app line in: ${text}`)), 10_000);
-      stream.on('data', (chunk: Buffer) => {
-        text += chunk.toString('latin1');
-        const match = /App version:\s+(\S+)\r?\n/.exec(text);
-        if (match?.[1] === undefined) return;
-        clearTimeout(timer);
-        resolve(match[1]);
-      });
+    stream.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
     });
     await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.hard);
-    return await version;
+    return await until(() => /App version:\s+(\S+)\r?\n/.exec(text)?.[1], {
+      what: "the app's version line",
+      seen: () => text,
+    });
   } finally {
     const closed = once(stream, 'close');
     stream.close();
