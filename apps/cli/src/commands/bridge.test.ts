@@ -226,7 +226,11 @@ describe('xiaozhi-mcp bridge (the built binary)', { timeout: 90_000 }, () => {
       '--http-token',
       'open-sesame',
     ]);
-    await until(() => bridge.run.stdout.includes('\n'), { what: 'the URL line' });
+    // The URL goes to stdout, then the note to stderr: two pipes, read in either order.
+    await until(
+      () => bridge.run.stdout.includes('\n') && bridge.run.stderr.includes('listening on'),
+      { what: 'the URL line and the listening note', seen: () => bridge.run },
+    );
     // stdout is free in HTTP mode: the endpoint alone, one line.
     const url = bridge.run.stdout.trim();
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
