@@ -72,7 +72,8 @@ async function idle(sim: ReturnType<typeof startSim>): Promise<void> {
 async function stop(sims: readonly ReturnType<typeof startSim>[]): Promise<(number | null)[]> {
   return Promise.all(
     sims.map(async (sim) => {
-      const exited = once(sim.process, 'exit');
+      // 'close', not 'exit': the output is read to its end first.
+      const exited = once(sim.process, 'close');
       sim.process.kill('SIGINT');
       const [code] = (await exited) as [number | null];
       return code;
@@ -107,7 +108,7 @@ describe('xiaozhi-mcp sim', () => {
     } finally {
       sim.process.kill('SIGINT');
     }
-    const [code] = await once(sim.process, 'exit');
+    const [code] = await once(sim.process, 'close');
     expect(code).toBe(130);
     expect(sim.output.stderr).toMatch(/stopped 2 boards \(2 in a session\)/);
   });
@@ -162,7 +163,7 @@ describe('xiaozhi-mcp sim', () => {
     expect(early).toBe('running');
     expect(backend.connections).toHaveLength(0);
     sim.process.kill('SIGINT');
-    const [code] = await once(sim.process, 'exit');
+    const [code] = await once(sim.process, 'close');
     expect(code).toBe(130);
     expect(sim.output.stderr).toMatch(/stopped 1 board \(0 in a session\)/);
   });
