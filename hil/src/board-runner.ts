@@ -122,6 +122,9 @@ export interface RunnerTimeouts {
   readonly closeMs: number;
 }
 
+/** The boot wait past the console's return: the firmware's first OTA retry (10 s) and 10 s more. */
+const BOOT_AFTER_CONSOLE_MS = 20_000;
+
 /**
  * Each wait is for something the firmware or the host does on its own schedule, with a margin
  * (docs/hil.md, "On a busy machine"): none is a guess at how fast this machine is.
@@ -129,9 +132,9 @@ export interface RunnerTimeouts {
 const DEFAULT_TIMEOUTS: RunnerTimeouts = {
   // The app prints its first lines within a second of the reset; where the console lost them
   // (USB-Serial-JTAG, re-enumerating), its next line or its OTA check comes on the firmware's
-  // schedule: the check after Wi-Fi, a failed one retried after 10 s (CheckNewVersion). 30 s
-  // covers the console's return (refindMs) and that first retry, with 10 s to spare.
-  bootMs: 30_000,
+  // schedule: the check after Wi-Fi, a failed one retried after 10 s (CheckNewVersion). The
+  // console's return (refindMs) and that first retry, with 10 s to spare (timeoutsFor).
+  bootMs: 10_000 + BOOT_AFTER_CONSOLE_MS,
   // CheckNewVersion retries a failed check after 10 s, then 20 s: the third attempt, ~30 s after
   // the first, with its HTTP exchange, is inside 60 s.
   otaMs: 60_000,
@@ -139,7 +142,8 @@ const DEFAULT_TIMEOUTS: RunnerTimeouts = {
   // three of them in a row at worst.
   sessionMs: 30_000,
   suiteMs: 300_000,
-  // A real board is off the bus 1-3 s when it re-enumerates: three times the slowest.
+  // A real board is off the bus 1-3 s when it re-enumerates: three times the slowest (a
+  // virtual board's own reenumerateMs, three times over, where that is longer: timeoutsFor).
   refindMs: 10_000,
   closeMs: 5_000,
 };
@@ -148,6 +152,22 @@ const DEFAULT_TIMEOUTS: RunnerTimeouts = {
 const APP_LINE = /app_init: App version:\s+(\S+)/;
 /** The firmware's Board line: the Client-Id (UUID) its OTA checks carry, and its SKU. */
 const BOARD_LINE = /Board: UUID=(\S+) SKU=(\S+)/;
+/**
+ * The waits for a board: a virtual board says how long it stays off the bus when it
+ * re-enumerates (`virtual.reenumerateMs`, up to 10 s), and the console's return and the boot
+ * wait follow it; `overrides` (a test's) win.
+ */
+function timeoutsFor(config: BoardConfig, overrides: Partial<RunnerTimeouts> = {}): RunnerTimeouts {
+  const reenumerateMs = config.virtual?.reenumerateMs ?? 0;
+  const refindMs = overrides.refindMs ?? Math.max(DEFAULT_TIMEOUTS.refindMs, 3 * reenumerateMs);
+  return {
+    ...DEFAULT_TIMEOUTS,
+    refindMs,
+    bootMs: Math.max(DEFAULT_TIMEOUTS.bootMs, refindMs + BOOT_AFTER_CONSOLE_MS),
+    ...overrides,
+  };
+}
+
 /** Either: the first console sign that the app booted. */
 const BOOT_LINE = new RegExp(`${APP_LINE.source}|${BOARD_LINE.source}`);
 /**
@@ -286,7 +306,7 @@ export class BoardRunner {
 
   constructor(options: BoardRunOptions) {
     this.#options = options;
-    this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+    this.#timeouts = timeoutsFor(options.config, options.timeouts);
     const { config } = options;
     this.report = {
       name: config.name,

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VirtualBus, type VirtualBusBoard } from '@xiaozhi-mcp/device';
@@ -24,7 +24,7 @@ afterEach(async () => {
  * did not get through; the firmware logs the failure and retries on its own schedule.
  */
 async function runBoard(
-  spec: VirtualBusBoard,
+  spec: VirtualBusBoard & { readonly preset: 'bread-compact-wifi' | 'otto-robot' },
   options: {
     readonly timing?: Record<string, number>;
     readonly timeouts?: Partial<RunnerTimeouts>;
@@ -39,11 +39,22 @@ async function runBoard(
   cleanup.push(() => bus.close());
   const port = bus.plug(spec, 'virtual:desk');
   const built = buildVirtualFirmware({ chip: 'esp32s3', version: '2.4.2', board: spec.preset });
+  const outDir = mkdtempSync(join(tmpdir(), 'hil-waits-'));
   const report = await new BoardRunner({
-    config: { name: 'desk', port: 'virtual:desk', chip: 'esp32s3', variant: spec.preset },
+    config: {
+      name: 'desk',
+      port: 'virtual:desk',
+      chip: 'esp32s3',
+      variant: spec.preset,
+      virtual: {
+        preset: spec.preset,
+        ...(spec.usb === undefined ? {} : { usb: spec.usb }),
+        ...(spec.reenumerateMs === undefined ? {} : { reenumerateMs: spec.reenumerateMs }),
+      },
+    },
     port: async () => ({ ...port, pressBoot: () => port.board.click() }),
     server,
-    outDir: mkdtempSync(join(tmpdir(), 'hil-waits-')),
+    outDir,
     firmware: {
       image: placeImage('virtual firmware', built.merged, 0),
       version: built.version,
@@ -62,6 +73,7 @@ async function runBoard(
     report,
     step: (name: string) => report.steps.find((s) => s.step === name),
     exitCode: exitCodeFor([report], false),
+    console: () => readFileSync(join(outDir, 'desk', 'console.log'), 'utf8'),
   };
 }
 
@@ -110,5 +122,22 @@ describe("the boot wait, where the console lost the app's first lines", () => {
     expect(report.failure?.reason).toMatch(
       /^no sign that desk booted within 0\.001 s: no boot line on its console and no OTA check from f4:12:fa:[0-9a-f:]+ at http:\/\/127\.0\.0\.1:\d+\/xiaozhi\/ota\/; last console line: (none|".*")( \(the console has been away since \S+\))?; the board's last OTA check: none$/,
     );
+  });
+
+  it('follows a board off the bus as long as its inventory says (virtual.reenumerateMs 10 s): the console found again, the boot seen', {
+    timeout: 120_000,
+  }, async () => {
+    // The inventory's longest re-enumeration: a console wait as long as the board is away would
+    // give up as it comes back. The waits follow the board's own figure, with their margin.
+    const { report, step, exitCode, console } = await runBoard({
+      preset: 'bread-compact-wifi',
+      usb: 'native',
+      reenumerateMs: 10_000,
+    });
+    // Looked for three times as long as the board is away, not for exactly as long.
+    expect(console()).toMatch(/closed; looking for the board again \(30 s\)/);
+    expect(report.failure).toBeUndefined();
+    expect(step('boot')?.status).toBe('passed');
+    expect(exitCode).toBe(0);
   });
 });
