@@ -6,6 +6,7 @@
 //
 // `{out}` in the command becomes a fresh directory per run; a hil run given `--out {out}` is
 // read back (report.json) for its slowest step and, when it failed, its headline and root cause.
+// `npm test -- --force`: turbo replays cached tasks otherwise, which measures nothing.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -146,7 +147,7 @@ function summary(opts, quiet, loaded, expected) {
     ? `loaded median ${seconds(median(durations))} max ${seconds(Math.max(...durations))}`
     : 'no loaded run finished';
   console.log(
-    `\nstress: ${passed} of ${loaded.length} runs gave exit ${expected} under ${opts.workers} busy workers; ${quietPart}${loadedPart}; false failures: ${loaded.length - passed}`,
+    `\nstress: ${passed} of ${loaded.length} runs gave exit ${expected} under ${opts.workers} busy worker${opts.workers === 1 ? '' : 's'}; ${quietPart}${loadedPart}; false failures: ${loaded.length - passed}`,
   );
   return passed === loaded.length ? 0 : 1;
 }
