@@ -298,7 +298,11 @@ describe("the inventory's reset reaches the flasher and the rig", () => {
         { reset, session: 'mqtt' },
       );
       expect(report.failure).toBeUndefined();
-      expect(seen(port)).toEqual([...connect, ...HARD]);
+      // Each connect attempt is this reset; esptool tries again when the ROM's answer misses
+      // its sync timeout (100 ms), as a busy machine can make it: one attempt or more.
+      const lines = seen(port);
+      const attempts = Math.max(1, Math.round((lines.length - HARD.length) / connect.length));
+      expect(lines).toEqual([...Array.from({ length: attempts }, () => connect).flat(), ...HARD]);
     });
   }
 
