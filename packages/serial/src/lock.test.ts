@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { until } from '@xiaozhi-mcp/test-kit';
 import ts from 'typescript';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BoardLockError, LOCK_DIR_ENV, lockBoard, lockPath } from './lock.js';
@@ -74,16 +75,18 @@ describe('lockBoard in one process', () => {
       return release;
     });
     // The third comes once the second has its ticket (a directory entry) and waits.
-    await vi.waitFor(() =>
-      expect(readdirSync(lockPath('k', dir)).filter((f) => f.startsWith('t.'))).toHaveLength(2),
-    );
+    await until(() => {
+      expect(readdirSync(lockPath('k', dir)).filter((f) => f.startsWith('t.'))).toHaveLength(2);
+      return true;
+    });
     const third = lockBoard('k', { dir, waitMs: 30_000 }).then((release) => {
       order.push('third');
       return release;
     });
-    await vi.waitFor(() =>
-      expect(readdirSync(lockPath('k', dir)).filter((f) => f.startsWith('t.'))).toHaveLength(3),
-    );
+    await until(() => {
+      expect(readdirSync(lockPath('k', dir)).filter((f) => f.startsWith('t.'))).toHaveLength(3);
+      return true;
+    });
     first();
     (await second)();
     (await third)();

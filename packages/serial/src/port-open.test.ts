@@ -1,4 +1,5 @@
 import type { BindingInterface, SetOptions } from '@serialport/bindings-cpp';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { SerialPortMock } from 'serialport';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from './errors.js';
@@ -125,7 +126,10 @@ describe('openSafely (binding-mock)', () => {
     await expect(openSafely('/dev/ROBOT', { baudRate: 115200, binding })).rejects.toThrow(
       'ioctl failed',
     );
-    await vi.waitFor(() => expect(closes).toEqual(['/dev/ROBOT']));
+    await until(() => {
+      expect(closes).toEqual(['/dev/ROBOT']);
+      return true;
+    });
   });
 
   it('bounds an open() that never completes', async () => {

@@ -16,8 +16,9 @@ import {
   RESET_SEQUENCES,
   type SerialBinding,
 } from '@xiaozhi-mcp/serial';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { ESPLoader, Transport } from 'esptool-js';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { ChipModel } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
@@ -346,7 +347,10 @@ describe('the reset strategy: how each connect attempt gets the board into downl
     expect(device.lineChanges).toEqual([]);
     // The stub left for the ROM (FLASH_END asking to reboot): a system reset with the straps
     // as latched, back in download mode, the ROM answering.
-    await vi.waitFor(() => expect(board.bootCount).toBe(boots + 1));
+    await until(() => {
+      expect(board.bootCount).toBe(boots + 1);
+      return true;
+    });
     expect(board.state).toBe('download');
     expect(device.emulator?.stage).toBe('rom');
     expect(flasher.log).toContain('Staying in bootloader.');

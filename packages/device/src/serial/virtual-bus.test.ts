@@ -11,6 +11,7 @@ import {
   RESET_SEQUENCES,
   runLineSteps,
 } from '@xiaozhi-mcp/serial';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { ESPLoader, Transport } from 'esptool-js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FAST_TIMING } from '../testing/timing.js';
@@ -184,7 +185,10 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     // The app's console reaches the new port.
     const again = await openPort(bus.binding, (await port.refind(5000)).path);
     port.board.console.log('I', 'Test', 'on the new port');
-    await vi.waitFor(() => expect(again.text()).toContain('Test: on the new port'));
+    await until(() => {
+      expect(again.text()).toContain('Test: on the new port');
+      return true;
+    });
   });
 
   it('re-enumerates on every reset but power-on, away for reenumerateMs after the latest', async () => {

@@ -4,6 +4,7 @@
  * expects is a literal.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SerialError } from '../errors.js';
 import { resolvePort } from '../resolve.js';
@@ -338,7 +339,10 @@ describe('Rfc2217Binding: open', () => {
     const server = await serve({ signature: 'some server 1.0' });
     const events: Rfc2217Event[] = [];
     const port = await openPort(server.url, { onEvent: (e) => events.push(e) });
-    await vi.waitFor(() => expect(port.signature).toBe('some server 1.0'));
+    await until(() => {
+      expect(port.signature).toBe('some server 1.0');
+      return true;
+    });
     expect(events).toContainEqual({
       kind: 'signature',
       url: server.url,
@@ -445,7 +449,10 @@ describe('Rfc2217Binding: the port', () => {
     const server = await serve();
     const port = await openPort(server.url);
     await port.write(Buffer.from([0, 255, 1, 255, 255]));
-    await vi.waitFor(() => expect(server.last.data).toEqual([0, 255, 1, 255, 255]));
+    await until(() => {
+      expect(server.last.data).toEqual([0, 255, 1, 255, 255]);
+      return true;
+    });
     const raw = server.last.raw;
     // The bytes after the last command's IAC SE: the data as sent.
     expect(raw.slice(raw.lastIndexOf(SE) + 1)).toEqual([0, 255, 255, 1, 255, 255, 255, 255]);
@@ -473,7 +480,10 @@ describe('Rfc2217Binding: the port', () => {
       expect(server.last.data).toEqual([]);
       server.send(comPort(resume, []));
       await writing;
-      await vi.waitFor(() => expect(Buffer.from(server.last.data).toString()).toBe('abc'));
+      await until(() => {
+        expect(Buffer.from(server.last.data).toString()).toBe('abc');
+        return true;
+      });
     }
   });
 
@@ -482,9 +492,10 @@ describe('Rfc2217Binding: the port', () => {
     const port = await openPort(server.url, { receiveBufferBytes: 1000 });
     const sent = Array.from({ length: 3000 }, (_, i) => i % 251);
     server.sendData(sent);
-    await vi.waitFor(async () => {
+    await until(async () => {
       await port.set({ rts: false });
       expect(port.overruns).toBe(2000);
+      return true;
     });
     expect(await readExactly(port, 1000)).toEqual(sent.slice(0, 1000));
   });
@@ -585,10 +596,22 @@ describe('Rfc2217Binding: reconnect', () => {
     await port.update({ baudRate: 460_800 });
     const reading = readExactly(port, 4);
     server.drop();
-    await vi.waitFor(() => expect(server.connections).toHaveLength(2), { timeout: 10_000 });
-    await vi.waitFor(() => expect(events.map((e) => e.kind)).toContain('reconnected'), {
-      timeout: 10_000,
-    });
+    await until(
+      () => {
+        expect(server.connections).toHaveLength(2);
+        return true;
+      },
+      { timeoutMs: 10_000 },
+    );
+    await until(
+      () => {
+        expect(events.map((e) => e.kind)).toContain('reconnected');
+        return true;
+      },
+      {
+        timeoutMs: 10_000,
+      },
+    );
     const again = server.last;
     expect(again.commands).toEqual([
       { code: 0, value: [] },
@@ -603,7 +626,10 @@ describe('Rfc2217Binding: reconnect', () => {
     server.sendData([...Buffer.from('back')]);
     expect(Buffer.from(await reading).toString()).toBe('back');
     await port.write(Buffer.from('ok'));
-    await vi.waitFor(() => expect(Buffer.from(again.data).toString()).toBe('ok'));
+    await until(() => {
+      expect(Buffer.from(again.data).toString()).toBe('ok');
+      return true;
+    });
     expect(events.map((e) => e.kind).filter((k) => k !== 'signature')).toEqual([
       'lost',
       'reconnected',
@@ -659,7 +685,10 @@ describe('probeRfc2217', () => {
       kind: 'usb-serial-jtag',
       label: '/dev/ttyACM0',
     });
-    await vi.waitFor(() => expect(server.last.socket.closed).toBe(true));
+    await until(() => {
+      expect(server.last.socket.closed).toBe(true);
+      return true;
+    });
     // SIGNATURE, then SET-BAUDRATE 0: a query of the rate, which changes nothing.
     expect(server.last.commands).toEqual([
       { code: 0, value: [] },
@@ -724,14 +753,20 @@ describe('Rfc2217Binding: a server that plays resets itself (esp_rfc2217_server)
     // esptool HardReset (0,1) (0,0).
     await lines(false, true);
     await lines(false, false);
-    await vi.waitFor(() => expect(controls(server.last)).toEqual([1, 9, 11, 8, 12, 9, 11, 12]));
+    await until(() => {
+      expect(controls(server.last)).toEqual([1, 9, 11, 8, 12, 9, 11, 12]);
+      return true;
+    });
   });
 
   it('a BREAK still passes', async () => {
     const server = await espLike();
     const port = await openPort(server.url);
     await port.set({ brk: true });
-    await vi.waitFor(() => expect(controls(server.last)).toEqual([1, 5]));
+    await until(() => {
+      expect(controls(server.last)).toEqual([1, 5]);
+      return true;
+    });
   });
 
   it('?ign_set_control says so of a server that signs, unless it is `xiaozhi-mcp port serve`', async () => {
@@ -746,7 +781,10 @@ describe('Rfc2217Binding: a server that plays resets itself (esp_rfc2217_server)
     expect(port.lineControl).toBe('lines');
     // Passed as they change, without waiting for answers that never come.
     await port.set({ dtr: true, rts: false });
-    await vi.waitFor(() => expect(controls(ours.last)).toEqual([1, 12, 8]));
+    await until(() => {
+      expect(controls(ours.last)).toEqual([1, 12, 8]);
+      return true;
+    });
   });
 
   it('resolvePort says a BOOT click cannot go through it', async () => {
@@ -795,7 +833,10 @@ describe('one connection per command, and no wait for a SIGNATURE that never com
     const port = await resolved.binding.open({ path: resolved.path, baudRate: 115_200 });
     await port.set({ dtr: false, rts: false });
     await port.write(Buffer.from('hi'));
-    await vi.waitFor(() => expect(Buffer.from(server.last.data).toString()).toBe('hi'));
+    await until(() => {
+      expect(Buffer.from(server.last.data).toString()).toBe('hi');
+      return true;
+    });
     await port.close();
     resolved.dispose();
     expect(server.connections).toHaveLength(1);
@@ -808,7 +849,10 @@ describe('one connection per command, and no wait for a SIGNATURE that never com
     const server = await serve({ signature: 'some server 1.0' });
     const resolved = await resolvePort(server.url);
     resolved.dispose();
-    await vi.waitFor(() => expect(server.last.socket.closed).toBe(true));
+    await until(() => {
+      expect(server.last.socket.closed).toBe(true);
+      return true;
+    });
     expect(server.connections).toHaveLength(1);
   });
 });
@@ -830,7 +874,10 @@ describe('NodeWebSerialPort over Rfc2217Binding', () => {
       const writer = port.writable?.getWriter();
       await writer?.write(Uint8Array.of(0xc0, 255, 0xc0));
       writer?.releaseLock();
-      await vi.waitFor(() => expect(connection.data).toEqual([0xc0, 255, 0xc0]));
+      await until(() => {
+        expect(connection.data).toEqual([0xc0, 255, 0xc0]);
+        return true;
+      });
       server.sendData([0xc0, 255, 0xdb, 0xc0]);
       const reader = port.readable?.getReader();
       const got: number[] = [];
