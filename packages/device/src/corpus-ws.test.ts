@@ -108,10 +108,10 @@ describe('golden corpus over a real WebSocket, through a whole virtual board', (
       });
       try {
         board.powerOn();
-        await board.waitForState('idle', 5000);
+        await board.waitForState('idle', 20_000);
         board.click();
         const connection = await backend.connection(index);
-        await board.waitForState('listening', 5000);
+        await board.waitForState('listening', 20_000);
 
         if (c.mode === 'sequential') {
           for (const exchange of c.exchanges ?? []) {

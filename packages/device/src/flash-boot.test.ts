@@ -42,7 +42,7 @@ describe('VirtualBoard booting from its flash', () => {
     const board = new VirtualBoard({ flash, timing: FAST_TIMING, mac: 'f4:12:fa:20:00:01' });
     boards.push(board);
     board.powerOn();
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(board.version).toBe('3.1.4');
     expect(backend.otaRequests[0]?.headers['user-agent']).toBe('bread-compact-wifi/3.1.4');
     const text = board.console.history.map((l) => l.text);
@@ -63,7 +63,7 @@ describe('VirtualBoard booting from its flash', () => {
     boards.push(again);
     board.powerOff();
     again.powerOn();
-    await again.waitForState('idle', 5000);
+    await again.waitForState('idle', 20_000);
     expect(again.uuid).toBe(board.uuid);
   });
 
@@ -86,12 +86,12 @@ describe('VirtualBoard booting from its flash', () => {
     const board = new VirtualBoard({ flash: flashWith('1.0.0', []), timing: FAST_TIMING });
     boards.push(board);
     board.reset('POWERON', { download: true });
-    await board.waitForState('download', 1000);
+    await board.waitForState('download', 20_000);
     expect(board.console.history.map((l) => l.text).slice(-2)).toEqual([
       'rst:0x1 (POWERON),boot:0x0 (DOWNLOAD(USB/UART0))',
       'waiting for download',
     ]);
     board.reset('EXT_SYS_RST');
-    await board.waitForState('wifi_configuring', 1000);
+    await board.waitForState('wifi_configuring', 20_000);
   });
 });

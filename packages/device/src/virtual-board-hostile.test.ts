@@ -49,10 +49,10 @@ const texts = (board: VirtualBoard) =>
 describe('VirtualBoard bounded like a board', () => {
   it('ends the session on a 4 MB frame after the hello, prints little, and opens the next one', async () => {
     const { backend, board, output } = await start();
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     board.click();
     const connection = await backend.connection(0);
-    await board.waitForState('listening', 5000);
+    await board.waitForState('listening', 20_000);
     const before = output();
     const panics: unknown[] = [];
     board.on('panic', (panic) => panics.push(panic));
@@ -61,7 +61,7 @@ describe('VirtualBoard bounded like a board', () => {
     connection.socket.send(
       `{"session_id":"${connection.sessionId}","type":"stt","text":"${'x'.repeat(4 * 1024 * 1024)}"}`,
     );
-    await board.waitForState('idle', 3000);
+    await board.waitForState('idle', 20_000);
     await connection.until(() => connection.closeCode, 3000, 'close');
     // Dropped TCP, as the firmware closes: no close frame.
     expect(connection.closeCode).toBe(1006);
@@ -73,7 +73,7 @@ describe('VirtualBoard bounded like a board', () => {
 
     board.click();
     const next = await backend.connection(1);
-    await board.waitForState('listening', 5000);
+    await board.waitForState('listening', 20_000);
     const reply = await next.request('initialize', { protocolVersion: '2024-11-05' });
     expect(reply.kind).toBe('result');
   });
@@ -86,7 +86,7 @@ describe('VirtualBoard bounded like a board', () => {
     });
     let checks = 0;
     board.on('ota', () => checks++);
-    await board.waitForLine(/retry in 0\.04 seconds \(2\/10\)/, 5000);
+    await board.waitForLine(/retry in 0\.04 seconds \(2\/10\)/, 20_000);
     expect(checks).toBe(0);
     expect(board.lastOta).toBeUndefined();
     expect(board.storage.open('websocket').getString('url')).toBe('');
@@ -132,7 +132,7 @@ describe('VirtualBoard activation with an eFuse serial number (docs/protocol.md 
       serialNumber: SERIAL,
       activationKey: KEY,
     });
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(backend.otaRequests.map((r) => r.url)).toEqual([
       '/xiaozhi/ota/',
       '/xiaozhi/ota/activate',
@@ -151,7 +151,7 @@ describe('VirtualBoard activation with an eFuse serial number (docs/protocol.md 
 
   it('sends {} and Activation-Version 1 without a serial number', async () => {
     const { backend, board } = await start(activatingBackend('c-1').options);
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(backend.otaRequests[0]?.headers['activation-version']).toBe('1');
     expect(backend.otaRequests[0]?.headers['serial-number']).toBeUndefined();
     expect(backend.otaRequests[1]?.body).toBe('{}');

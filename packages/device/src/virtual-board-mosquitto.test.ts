@@ -153,7 +153,7 @@ async function bootOnMosquitto(
   });
   boards.push(board);
   board.powerOn();
-  await board.waitForState('idle', 15_000);
+  await board.waitForState('idle', 20_000);
   await until(() => board.mqttConnected, { what: 'MQTT connection' });
   return { board, mosquitto };
 }
@@ -195,7 +195,7 @@ describe.skipIf(missing.length > 0)(
         qos: 0,
         text: '{"type":"hello","version":3,"transport":"udp","features":{"mcp":true},"audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}',
       });
-      await board.waitForLine(/MQTT: Failed to receive server hello/, 10_000);
+      await board.waitForLine(/MQTT: Failed to receive server hello/, 20_000);
 
       // With a 2 s keepalive mosquitto drops a silent client after 3 s: pings keep it up.
       await until(() => count(mosquitto.log, `Received PINGREQ from ${CLIENT_ID}`) >= 2, {

@@ -291,7 +291,7 @@ describe('VirtualBoard over MQTT + UDP', () => {
       mqtt: mqttSection(b.port),
     }));
     board.console.on('line', (line) => lines.push(line.text));
-    await board.waitForState('idle', 8000);
+    await board.waitForState('idle', 20_000);
     await broker.until(() => board.mqttConnected, 'connection');
     expect(board.transport).toBe('mqtt');
     expect(board.storage.read('mqtt', 'endpoint')).toEqual({
@@ -362,12 +362,12 @@ describe('VirtualBoard over MQTT + UDP', () => {
       audio_params: { format: 'opus', sample_rate: 24000, channels: 1, frame_duration: 60 },
       udp: { server: '127.0.0.1', port: udp.port, key: KEY_HEX, nonce: NONCE_HEX },
     });
-    await board.waitForState('idle', 8000);
+    await board.waitForState('idle', 20_000);
     await broker.until(() => board.mqttConnected, 'connection');
     const ended = new Promise((resolve) => board.once('uplink-end', resolve));
     board.click();
     expect(await ended).toEqual({ sessionId: 'S-1', packets: 5, bytes: 5 * 40 });
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     await broker.until(() => udp.packets.length === 5, 'five UDP packets');
     await broker.until(() => broker.published.length === 4, 'the goodbye');
 
@@ -411,17 +411,17 @@ describe('VirtualBoard over MQTT + UDP', () => {
       udp: { server: '127.0.0.1', port: udp.port, key: KEY_HEX, nonce: NONCE_HEX },
     });
     board.timing.uplinkFrames = 1_000_000;
-    await board.waitForState('idle', 8000);
+    await board.waitForState('idle', 20_000);
     await broker.until(() => board.mqttConnected, 'connection');
     board.click();
-    await board.waitForState('listening', 5000);
+    await board.waitForState('listening', 20_000);
     await broker.until(() => udp.packets.length > 0, 'a UDP packet');
     broker.deliver(P2P, '{"session_id":"S-other","type":"goodbye"}');
     broker.deliver(P2P, '{"type":"tts","state":"sentence_start","text":"marker"}');
-    await board.waitForLine(/<< marker/, 5000);
+    await board.waitForLine(/<< marker/, 20_000);
     expect(board.state).toBe('listening');
     broker.deliver(P2P, '{"session_id":"S-2","type":"goodbye"}');
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     // The board answers a goodbye with its own (CloseAudioChannel).
     await broker.until(
       () => broker.published.at(-1)?.text === '{"session_id":"S-2","type":"goodbye"}',
@@ -433,18 +433,18 @@ describe('VirtualBoard over MQTT + UDP', () => {
   it('logs the firmware line and goes idle when no server hello comes', async () => {
     const { board, broker } = await start((_server, b) => ({ mqtt: mqttSection(b.port) }));
     board.timing.helloTimeoutMs = 200;
-    await board.waitForState('idle', 8000);
+    await board.waitForState('idle', 20_000);
     await broker.until(() => board.mqttConnected, 'connection');
-    const failed = board.waitForLine(/MQTT: Failed to receive server hello/, 5000);
+    const failed = board.waitForLine(/MQTT: Failed to receive server hello/, 20_000);
     board.click();
     await failed;
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(board.uplink.sessions).toBe(0);
   });
 
   it('reconnects after a drop once mqttReconnectMs has passed', async () => {
     const { board, broker } = await start((_server, b) => ({ mqtt: mqttSection(b.port) }));
-    await board.waitForState('idle', 8000);
+    await board.waitForState('idle', 20_000);
     await broker.until(() => broker.connects.length === 1 && board.mqttConnected, 'connection');
     const dropped = board.waitForLine(
       /^W \(\d+\) MQTT: MQTT disconnected, schedule reconnect in 0.3 seconds$/,
@@ -465,7 +465,7 @@ describe('VirtualBoard over MQTT + UDP', () => {
       if (reply === 'websocket-only') return { websocket };
       return { websocket, mqtt: { endpoint: '' } };
     });
-    await board.waitForState('idle', 8000);
+    await board.waitForState('idle', 20_000);
     await broker.until(() => board.mqttConnected, 'connection');
     expect(board.transport).toBe('mqtt');
 
@@ -488,6 +488,6 @@ describe('VirtualBoard over MQTT + UDP', () => {
     board.click();
     const connection = await backend.connection(0);
     expect(connection.hello).toMatchObject({ transport: 'websocket' });
-    await board.waitForState('listening', 5000);
+    await board.waitForState('listening', 20_000);
   });
 });

@@ -56,10 +56,10 @@ async function session(
   server: TestBackend,
   index = 0,
 ): Promise<DeviceConnection> {
-  await board.waitForState('idle', 5000);
+  await board.waitForState('idle', 20_000);
   board.click();
   const connection = await server.connection(index);
-  await board.waitForState('listening', 5000);
+  await board.waitForState('listening', 20_000);
   return connection;
 }
 
@@ -71,7 +71,7 @@ function result(message: JsonRpcMessage): unknown {
 describe('VirtualBoard end to end', () => {
   it('posts its OTA check, connects with the real headers and hello, and answers MCP', async () => {
     const { backend, board } = await start({}, { preset: 'otto-robot' });
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
 
     const ota = backend.otaRequests[0];
     expect(ota).toBeDefined();
@@ -169,7 +169,7 @@ describe('VirtualBoard end to end', () => {
     expect((await first.request('initialize')).kind).toBe('result');
 
     // Waiting starts before the reboot is asked for, so the reset line cannot slip past.
-    const rebooted = board.waitForLine(/rst:0xc \(RTC_SW_CPU_RST\)/, 5000);
+    const rebooted = board.waitForLine(/rst:0xc \(RTC_SW_CPU_RST\)/, 20_000);
     first.sendPayload(
       '{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"self.reboot"}}',
     );
@@ -178,7 +178,7 @@ describe('VirtualBoard end to end', () => {
     expect(first.mcpPayloads.some((p) => p.includes('"id":77'))).toBe(false);
 
     await rebooted;
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(board.bootCount).toBe(2);
     expect(backend.otaRequests).toHaveLength(2);
 
@@ -209,7 +209,7 @@ describe('VirtualBoard end to end', () => {
         };
       },
     });
-    await board.waitForLine(/Ota: Firmware upgrade successful/, 5000);
+    await board.waitForLine(/Ota: Firmware upgrade successful/, 20_000);
     const connection = await session(board, backend);
     expect(board.version).toBe('2.5.0');
     expect(backend.otaRequests.map((r) => r.headers['user-agent'])).toEqual([
@@ -231,8 +231,8 @@ describe('VirtualBoard end to end', () => {
         },
       }),
     });
-    await board.waitForLine(/Firmware upgrade failed/, 5000);
-    await board.waitForState('idle', 5000);
+    await board.waitForLine(/Firmware upgrade failed/, 20_000);
+    await board.waitForState('idle', 20_000);
     expect(board.version).toBe('2.4.2');
   });
 });
@@ -242,15 +242,15 @@ describe('VirtualBoard crashes like the firmware', () => {
     const { backend, board } = await start({
       serverHello: (_hello, id) => ({ type: 'hello', session_id: id }),
     });
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     const panicked = new Promise((resolve) => board.once('panic', resolve));
     board.click();
     await panicked;
-    await board.waitForLine(/rst:0xc/, 5000);
+    await board.waitForLine(/rst:0xc/, 20_000);
     expect(board.console.history.map((l) => l.text)).toContain(
       "Guru Meditation Error: Core  1 panic'ed (LoadProhibited). Exception was unhandled.",
     );
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(board.bootCount).toBe(2);
     expect(backend.connections).toHaveLength(1);
   });
@@ -278,7 +278,7 @@ describe('VirtualBoard crashes like the firmware', () => {
         },
       }),
     });
-    await board.waitForLine(/abort\(\) was called/, 5000);
+    await board.waitForLine(/abort\(\) was called/, 20_000);
     expect(board.console.history.some((l) => l.text.includes('std::invalid_argument'))).toBe(true);
   });
 });
@@ -289,10 +289,10 @@ describe('VirtualBoard channel and boot behaviour', () => {
       { serverHello: (_hello, id) => ({ type: 'hello', transport: 'udp', session_id: id }) },
       { timing: { ...FAST, helloTimeoutMs: 100 } },
     );
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     board.click();
-    await board.waitForLine(/WS: Failed to receive server hello/, 5000);
-    await board.waitForState('idle', 5000);
+    await board.waitForLine(/WS: Failed to receive server hello/, 20_000);
+    await board.waitForState('idle', 20_000);
     expect(board.console.history.some((l) => l.text.includes('Unsupported transport: udp'))).toBe(
       true,
     );
@@ -303,9 +303,9 @@ describe('VirtualBoard channel and boot behaviour', () => {
     const connection = await session(board, backend);
     const pinger = setInterval(() => connection.socket.ping(), 50);
     try {
-      await board.waitForLine(/Protocol: Channel timeout/, 5000);
+      await board.waitForLine(/Protocol: Channel timeout/, 20_000);
       await connection.until(() => connection.closeCode, 5000, 'close');
-      await board.waitForState('idle', 5000);
+      await board.waitForState('idle', 20_000);
     } finally {
       clearInterval(pinger);
     }
@@ -317,7 +317,7 @@ describe('VirtualBoard channel and boot behaviour', () => {
     const board = new VirtualBoard({ otaUrl: backend.otaUrl, timing: FAST });
     boards.push(board);
     board.powerOn();
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     expect(
       board.console.history.some((l) => l.text.endsWith('WifiBoard: WiFi config mode entered')),
     ).toBe(true);
@@ -330,7 +330,7 @@ describe('VirtualBoard channel and boot behaviour', () => {
       otaReply: (_request, server) =>
         ++calls <= 2 ? { status: 500, body: {} } : { body: { websocket: { url: server.wsUrl } } },
     });
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     const lines = board.console.history
       .map((l) => l.text)
       .filter((t) => t.includes('Check new version failed'));
@@ -357,7 +357,7 @@ describe('VirtualBoard channel and boot behaviour', () => {
         };
       },
     });
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(backend.otaRequests.map((r) => r.url)).toEqual([
       '/xiaozhi/ota/',
       '/xiaozhi/ota/activate',
@@ -373,7 +373,7 @@ describe('VirtualBoard channel and boot behaviour', () => {
       JSON.stringify({ session_id: connection.sessionId, type: 'system', command: 'reboot' }),
     );
     await connection.until(() => connection.closeCode, 5000, 'close');
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
     expect(board.bootCount).toBe(2);
   });
 });
@@ -417,7 +417,7 @@ describe('VirtualBoard fault knobs', () => {
     await connection.until(() => connection.closeCode, 5000, 'close');
     expect(connection.closeCode).toBe(1006);
     expect(connection.mcpPayloads).toEqual([]);
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
   });
 });
 
@@ -446,7 +446,7 @@ describe('VirtualBoard system info', () => {
     const board = new VirtualBoard({ mac: MAC, flash, timing: FAST });
     boards.push(board);
     board.powerOn();
-    await board.waitForState('idle', 5000);
+    await board.waitForState('idle', 20_000);
 
     const table = readPartitionTable(writePartitionTable(XIAOZHI_PARTITIONS_4M)).partitions;
     const expected = {

@@ -219,7 +219,7 @@ describe('flashing a virtual board with esptool-js through the virtual serial bi
     const table = await flasher.readPartitionTable();
     expect(table).toEqual(readPartitionTable(fw.partitionTable));
     expect(table.partitions.map((p) => p.label)).toContain('nvs');
-    const booted = board.waitForLine(/app_init: App version:\s+2\.6\.1$/, 10_000);
+    const booted = board.waitForLine(/app_init: App version:\s+2\.6\.1$/, 20_000);
     await flasher.disconnect({ reset: true });
     await booted;
   });
@@ -589,7 +589,7 @@ describe('esptool-js reading the virtual chip as a real one', () => {
     const data = Uint8Array.from({ length: 0x3000 }, (_, i) => (i * 29 + 1) & 0xff);
     flash.program(0x20000, data);
     board.reset('EXT_SYS_RST', { download: true });
-    await board.waitForState('download', 5000);
+    await board.waitForState('download', 20_000);
     const [info] = await binding.list();
     if (info === undefined) throw new Error('the board is not listed');
     const transport = new (class extends Transport {

@@ -114,7 +114,7 @@ describe('virtual serial binding', () => {
   it('opens without touching the board, and sends its console lines', async () => {
     const { board, binding, device } = setup();
     board.powerOn();
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     const bootsBefore = board.bootCount;
     const port = await open(binding, device.path);
     const rx = collect(port);
@@ -141,7 +141,7 @@ describe('virtual serial binding', () => {
     // only ever longer on a busy machine, which the chip does not mind.
     await new Promise((r) => setTimeout(r, 20));
     await set(port, true, false);
-    await board.waitForState('download', 1000); // EN rises through its RC delay
+    await board.waitForState('download', 20_000); // EN rises through its RC delay
     await set(port, false, false);
     await rx.until(
       /rst:0x1 \(POWERON\),boot:0x0 \(DOWNLOAD\(USB\/UART0\)\)\r\nwaiting for download\r\n/,
@@ -152,7 +152,7 @@ describe('virtual serial binding', () => {
   it('clicks BOOT on a DTR pulse while the firmware runs', async () => {
     const { board, binding, device } = setup();
     board.powerOn();
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     const click = vi.spyOn(board, 'click');
     const port = await open(binding, device.path);
     await set(port, true, false);
@@ -172,7 +172,7 @@ describe('virtual serial binding', () => {
     expect(board.state).toBe('off');
     const boots = board.bootCount;
     await new Promise<void>((resolve) => port.close(() => resolve()));
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     expect(board.bootCount).toBe(boots + 1);
   });
 
@@ -191,7 +191,7 @@ describe('virtual serial binding', () => {
     expect(device.stats.toBoard).toEqual({ bytes: 2304, wireMs: 200 });
 
     // Nothing of the boot still on its way, which would arrive at the rate it was sent at.
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     await until(() => rx.bytes().length === device.stats.toHost.bytes, {
       what: 'the boot output to reach the host',
       seen: () => ({ received: rx.bytes().length, sent: device.stats.toHost.bytes }),
@@ -223,14 +223,14 @@ describe('virtual serial binding', () => {
     expect(path).toBe('/dev/ttyVIRT1');
     expect(binding.bySerialNumber('F412FA00BEEF')?.path).toBe(path);
     expect((await binding.list()).map((p) => p.path)).toEqual([path]);
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     await open(binding, path);
   });
 
   it("plays the rig's own line sequences (RESET_SEQUENCES, BOOT_CLICK) with the expected effect on the board", async () => {
     const { board, binding, device } = setup();
     board.powerOn();
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     const stream = await openSafely(device.path, { baudRate: 115200, binding });
     cleanups.push(() => new Promise<void>((resolve) => stream.close(() => resolve())));
     const lines = lineSetterFor(stream);
@@ -241,7 +241,7 @@ describe('virtual serial binding', () => {
     await runLineSteps(lines, RESET_SEQUENCES.classic);
     expect(board.state).toBe('download');
     await runLineSteps(lines, RESET_SEQUENCES.hard);
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     await runLineSteps(lines, RESET_SEQUENCES.tight);
     expect(board.state).toBe('download');
     expect(click).toHaveBeenCalledTimes(1);
@@ -251,7 +251,7 @@ describe('virtual serial binding', () => {
     const { board, binding, device } = setup({}, new FlashStorage({ size: 4 * 1024 * 1024 }));
     board.powerOn();
     board.reset('EXT_SYS_RST', { download: true });
-    await board.waitForState('download', 1000);
+    await board.waitForState('download', 20_000);
     const port = await open(binding, device.path);
     const rx = collect(port);
     const send = (op: number, data: Uint8Array, checksum = 0) =>
@@ -284,7 +284,7 @@ describe('virtual serial binding', () => {
   it('resets a USB-Serial-JTAG board into download mode with the usbJtag sequence', async () => {
     const { board, binding, device } = setup({ usbJtag: true });
     board.powerOn();
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     const stream = await openSafely(device.path, { baudRate: 115200, binding });
     cleanups.push(() => new Promise<void>((resolve) => stream.close(() => resolve())));
     const click = vi.spyOn(board, 'click');
@@ -301,7 +301,7 @@ const step = (dtr: boolean, rts: boolean): LineStep => ({ set: { dtr, rts } });
 async function running(options: VirtualSerialDeviceOptions, host: VirtualSerialBindingOptions) {
   const { board, binding, device } = setup(options, undefined, host);
   board.powerOn();
-  await board.waitForState('wifi_configuring', 5000);
+  await board.waitForState('wifi_configuring', 20_000);
   const stream = await openSafely(device.path, { baudRate: 115200, binding });
   cleanups.push(() => new Promise<void>((resolve) => stream.close(() => resolve())));
   return { board, binding, device, stream };
@@ -318,7 +318,7 @@ describe('a host that writes RTS before DTR (Windows)', () => {
       { kind: 'reset', download: false },
       { kind: 'reset', download: false },
     ]);
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     // Planned for Windows: one line per set(), through (1,0) and (1,1).
     await runLineSteps(lineSetterFor(stream, { platform: 'win32' }), RESET_SEQUENCES.tight);
     expect(board.state).toBe('download');
@@ -339,14 +339,14 @@ describe('a host that writes RTS before DTR (Windows)', () => {
     // The same step unplanned holds EN low for a moment: the app stops and restarts.
     await runLineSteps(lineSetterFor(stream, { platform: 'linux' }), [step(true, true)]);
     expect(device.lineEvents.at(-1)).toEqual({ kind: 'hold' });
-    await board.waitForState('wifi_configuring', 5000);
+    await board.waitForState('wifi_configuring', 20_000);
     expect(board.bootCount).toBe(boots + 1);
   });
 
   it('still enters download mode with the classic and usbJtag sequences, one line per step', async () => {
     const bridge = await running({}, { platform: 'win32' });
     await runLineSteps(lineSetterFor(bridge.stream), RESET_SEQUENCES.classic);
-    await bridge.board.waitForState('download', 1000);
+    await bridge.board.waitForState('download', 20_000);
     const jtag = await running({ usbJtag: true, path: '/dev/ttyACM9' }, { platform: 'win32' });
     await runLineSteps(lineSetterFor(jtag.stream), RESET_SEQUENCES.usbJtag);
     expect(jtag.board.state).toBe('download');
@@ -459,7 +459,7 @@ describe('a native-USB board across resets: what it prints with no host, its RES
     binding.pressReset(device, { boot: true });
     expect(board.state).toBe('download');
     expect(device.emulator?.stage).toBe('rom');
-    const booted = board.waitForLine(/app_init: App version/, 5000);
+    const booted = board.waitForLine(/app_init: App version/, 20_000);
     binding.pressReset(device);
     await booted;
     expect(device.lineChanges).toEqual([]);

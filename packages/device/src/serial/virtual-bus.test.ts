@@ -163,7 +163,7 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
   it('ignores a BOOT click (DTR pulse); a plain RTS pulse resets it into the app, at a new path', async () => {
     const bus = newBus();
     const port = nativeBoard(bus, { firmware: '2.8.0' });
-    await port.board.waitForState('wifi_configuring', 5000);
+    await port.board.waitForState('wifi_configuring', 20_000);
     const { stream } = await openPort(bus.binding, port.path);
     const click = vi.spyOn(port.board, 'click');
     const boots = port.board.bootCount;
@@ -174,14 +174,14 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     expect(port.device.plugged).toBe(true);
 
     const back = once(bus.binding, 'plug');
-    const booted = port.board.waitForLine(/app_init: App version:\s+2\.8\.0$/, 5000);
+    const booted = port.board.waitForLine(/app_init: App version:\s+2\.8\.0$/, 20_000);
     await runLineSteps(lineSetterFor(stream), RESET_SEQUENCES.hard);
     expect(port.device.lineEvents).toEqual([{ kind: 'hold' }, { kind: 'reset', download: false }]);
     expect(port.board.bootCount).toBe(boots + 1);
     await booted;
     const [, path] = await back;
     expect(path).toBe('/dev/ttyACM1');
-    await port.board.waitForState('wifi_configuring', 5000);
+    await port.board.waitForState('wifi_configuring', 20_000);
     // The app's console reaches the new port.
     const again = await openPort(bus.binding, (await port.refind(5000)).path);
     port.board.console.log('I', 'Test', 'on the new port');
@@ -276,7 +276,7 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
 
     // An RTS pulse boots the new app, which re-enumerates once more.
     const { stream: again } = await openPort(bus.binding, found.path);
-    const booted = port.board.waitForLine(/app_init: App version:\s+2\.9\.0$/, 10_000);
+    const booted = port.board.waitForLine(/app_init: App version:\s+2\.9\.0$/, 20_000);
     const returned = once(bus.binding, 'plug');
     await runLineSteps(lineSetterFor(again), RESET_SEQUENCES.hard);
     await booted;
@@ -302,7 +302,7 @@ describe('what a plugged board holds', () => {
       { preset: 'bread-compact-wifi', flashSizeMb: 4, flashImage: factory.merged },
       'virtual:factory',
     );
-    const booted = port.board.waitForLine(/app_init: App version:\s+2\.3\.1$/, 5000);
+    const booted = port.board.waitForLine(/app_init: App version:\s+2\.3\.1$/, 20_000);
     expect(port.board.flash?.md5(0, factory.merged.length)).toBe(md5(factory.merged));
     // The partition table's magic, 0x50AA little-endian.
     expect(port.board.flash?.read(0x8000, 2)).toEqual(new Uint8Array([0xaa, 0x50]));

@@ -135,7 +135,7 @@ describe('VirtualBoardStore: virtual boards that persist in files', () => {
     writeFileSync(flashPath, bytes);
     const port = await open('virtual:desk');
     const board = port.virtual.board;
-    await board.waitForLine(/App version:\s+2\.7\.0/, 10_000);
+    await board.waitForLine(/App version:\s+2\.7\.0/, 20_000);
     expect(board.version).toBe('2.7.0');
   });
 
