@@ -146,7 +146,7 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
 
     const [, path] = await back;
     expect(path).toBe('/dev/ttyACM1');
-    const found = await port.refind(5000);
+    const found = await port.refind(20_000);
     expect(found.path).toBe('/dev/ttyACM1');
     expect(found.info).toMatchObject({
       kind: 'usb-serial-jtag',
@@ -183,7 +183,7 @@ describe('a virtual board on native USB (USB-Serial-JTAG)', () => {
     expect(path).toBe('/dev/ttyACM1');
     await port.board.waitForState('wifi_configuring', 20_000);
     // The app's console reaches the new port.
-    const again = await openPort(bus.binding, (await port.refind(5000)).path);
+    const again = await openPort(bus.binding, (await port.refind(20_000)).path);
     port.board.console.log('I', 'Test', 'on the new port');
     await until(() => {
       expect(again.text()).toContain('Test: on the new port');

@@ -242,7 +242,7 @@ describe('VirtualBoardStore: virtual boards that persist in files', () => {
     expect(await port.present(port.path)).toBe(false);
     const path = binding.plug(device, { powerOn: false });
     expect(path).not.toBe('virtual:desk');
-    const found = await port.refind(2000);
+    const found = await port.refind(20_000);
     expect(found.path).toBe(path);
     expect(await port.present(path)).toBe(true);
   });
