@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { XiaozhiServer } from '@xiaozhi-mcp/server';
+import { until } from '@xiaozhi-mcp/test-kit';
 import { describe, expect, it } from 'vitest';
 import { BoardRunner } from './board-runner.js';
 import { main } from './cli.js';
@@ -32,6 +33,27 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * Until the run says it waits for the device; a run that ended first (its port taken, a bad
+ * inventory) fails here with what it printed, not at the test's timeout.
+ */
+async function waitingFor(
+  run: Promise<number>,
+  stdout: () => string,
+  stderr: () => string,
+): Promise<void> {
+  let ended = false;
+  const end = () => {
+    ended = true;
+  };
+  run.then(end, end);
+  await until(() => stdout().includes('waiting') || ended, {
+    what: 'hil to wait for the device',
+    seen: stdout,
+  });
+  expect(ended, `hil ended before waiting for the device:\n${stdout()}\n${stderr()}`).toBe(false);
+}
+
 function inventory(boards: BoardConfig[], extra: Record<string, unknown> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'hil-network-'));
   const config = join(dir, 'hil.config.json');
@@ -46,14 +68,9 @@ describe('a board without a serial port', () => {
     const { config, out } = inventory([{ name: 'far-board', variant: 'bread-compact-wifi' }]);
     let stdout = '';
     let stderr = '';
-    let waiting: () => void = () => {};
-    const isWaiting = new Promise<void>((done) => {
-      waiting = done;
-    });
     const run = main(['run', '--listen', `127.0.0.1:${port}`, '--config', config, '--out', out], {
       stdout: (text) => {
         stdout += text;
-        if (stdout.includes('waiting')) waiting();
       },
       stderr: (text) => {
         stderr += text;
@@ -61,7 +78,11 @@ describe('a board without a serial port', () => {
     });
     let device: ChildProcess | undefined;
     try {
-      await isWaiting;
+      await waitingFor(
+        run,
+        () => stdout,
+        () => stderr,
+      );
       expect(stdout).toContain(
         `for the OTA check of the first device no other board of the rig claims at ${ota}`,
       );
@@ -83,8 +104,8 @@ describe('a board without a serial port', () => {
         },
       );
       let deviceErrors = '';
-      device.stderr?.on('data', (chunk: Buffer) => {
-        deviceErrors += chunk.toString();
+      device.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+        deviceErrors += chunk;
       });
       const exited = once(device, 'exit').then(([status]) => {
         throw new Error(
@@ -141,10 +162,7 @@ describe('a board without a serial port', () => {
       },
     ]);
     let stdout = '';
-    let waiting: () => void = () => {};
-    const isWaiting = new Promise<void>((done) => {
-      waiting = done;
-    });
+    let stderr = '';
     const run = main(
       [
         'run',
@@ -160,14 +178,19 @@ describe('a board without a serial port', () => {
       {
         stdout: (text) => {
           stdout += text;
-          if (stdout.includes('waiting')) waiting();
         },
-        stderr: () => {},
+        stderr: (text) => {
+          stderr += text;
+        },
       },
     );
     let device: ChildProcess | undefined;
     try {
-      await isWaiting;
+      await waitingFor(
+        run,
+        () => stdout,
+        () => stderr,
+      );
       expect(stdout).toMatch(/our OTA reply gives f4:12:fa:00:00:21 our MQTT broker \(mqtt:\/\//);
       // `--session none`: nothing on the device starts a conversation; over MQTT none is needed.
       device = spawn(
