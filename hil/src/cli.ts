@@ -126,9 +126,9 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  let report: Awaited<ReturnType<typeof runRig>>;
+  // Held until the reports are written: a Ctrl-C as the run ends must not cut them short.
   try {
-    report = await runRig({
+    const report = await runRig({
       rig,
       rigKind: kind,
       ...(flags.board ? { boards: flags.board.flatMap((b) => b.split(',')) } : {}),
@@ -144,20 +144,20 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
       signal: abort.signal,
       lockWaitMs,
     });
+    if (base !== undefined) attachComparison(report, base, rig.compare);
+    const files = await writeReports(report, {
+      outDir,
+      reporters: reporters.filter((r): r is Exclude<ReporterName, 'console'> => r !== 'console'),
+    });
+    // Awaited: the process exits right after, and an unfinished append leaves the summary empty.
+    if (!reporters.includes('github')) await writeGithubSummary(report);
+    reporter.finish(report);
+    out.stdout(`reports: ${Object.values(files).join(', ')}\n`);
+    return report.interrupted ? 130 : report.exitCode;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
-  if (base !== undefined) attachComparison(report, base, rig.compare);
-  const files = await writeReports(report, {
-    outDir,
-    reporters: reporters.filter((r): r is Exclude<ReporterName, 'console'> => r !== 'console'),
-  });
-  // Awaited: the process exits right after, and an unfinished append leaves the summary empty.
-  if (!reporters.includes('github')) await writeGithubSummary(report);
-  reporter.finish(report);
-  out.stdout(`reports: ${Object.values(files).join(', ')}\n`);
-  return report.interrupted ? 130 : report.exitCode;
 }
 
 export function createProgram(out: Output, setExit: (code: number) => void): Command {
