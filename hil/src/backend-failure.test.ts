@@ -8,28 +8,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { RunReport } from './model.js';
-
-async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const saved = process.env.GITHUB_STEP_SUMMARY;
-  delete process.env.GITHUB_STEP_SUMMARY;
-  try {
-    const code = await main(argv, {
-      stdout: (text) => {
-        stdout += text;
-      },
-      stderr: (text) => {
-        stderr += text;
-      },
-    });
-    return { code, stdout, stderr };
-  } finally {
-    if (saved !== undefined) process.env.GITHUB_STEP_SUMMARY = saved;
-  }
-}
 
 /** Another program on the port the rig is told to listen on. */
 let squatter: Server;

@@ -8,23 +8,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { BoardConfig } from './inventory.js';
 import type { CheckResult, RunReport } from './model.js';
-
-async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stdout, stderr };
-}
 
 const board: BoardConfig = {
   name: 'bread',

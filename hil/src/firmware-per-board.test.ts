@@ -8,22 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { RunReport } from './model.js';
-
-async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stdout, stderr };
-}
 
 /** A rig of a bread-compact-wifi board and an otto-robot board, and a build of each. */
 function rig(inventory: Record<string, unknown> = {}, boards: Record<string, unknown>[] = []) {

@@ -6,19 +6,8 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { RunReport } from './model.js';
-
-async function hil(...argv: string[]): Promise<{ code: number; stderr: string }> {
-  let stderr = '';
-  const code = await main(argv, {
-    stdout: () => {},
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stderr };
-}
 
 describe("the inventory's baseline", () => {
   it('is the one the run applies, from the inventory folder, unless --baseline says otherwise', {

@@ -5,22 +5,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { RunReport } from './model.js';
-
-async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stdout, stderr };
-}
 
 function rig(suites: readonly string[]): { config: string; out: string } {
   const dir = mkdtempSync(join(tmpdir(), 'hil-suites-'));

@@ -9,8 +9,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { main } from './cli.js';
 import { check, syntheticBoard, syntheticReport } from './compare/synthetic.test-helper.js';
+import { hilWithSummary } from './hil-main.test-helper.js';
 import { mergeReports, parseMergeArgument, rigNameFor } from './merge.js';
 import type { RunReport } from './model.js';
 import { renderJson } from './reporters/json.js';
@@ -23,26 +23,6 @@ function saveIn(folder: string, report: RunReport): string {
   mkdirSync(at, { recursive: true });
   writeFileSync(join(at, 'report.json'), renderJson(report));
   return at;
-}
-
-async function hil(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const saved = process.env.GITHUB_STEP_SUMMARY;
-  delete process.env.GITHUB_STEP_SUMMARY;
-  try {
-    const code = await main(argv, {
-      stdout: (text) => {
-        stdout += text;
-      },
-      stderr: (text) => {
-        stderr += text;
-      },
-    });
-    return { code, stdout, stderr };
-  } finally {
-    if (saved !== undefined) process.env.GITHUB_STEP_SUMMARY = saved;
-  }
 }
 
 function readReport(folder: string): RunReport {
@@ -143,7 +123,7 @@ describe('mergeReports', () => {
       at(syntheticReport([syntheticBoard()]), '2025-01-01T00:01:00.000Z', 80_000, 'rig-host-b'),
     );
     const out = join(dir, 'span', 'merged');
-    const { code, stdout } = await hil(['merge', a, b, '--out', out]);
+    const { code, stdout } = await hilWithSummary(undefined, ['merge', a, b, '--out', out]);
     expect(code).toBe(0);
     const merged = readReport(out);
     expect(merged.startedAt).toBe('2025-01-01T00:00:00.000Z');
@@ -209,7 +189,7 @@ describe('hil merge', () => {
       ]),
     );
     const out = join(dir, 'qualification');
-    const { code, stdout } = await hil(['merge', a, b, '--out', out]);
+    const { code, stdout } = await hilWithSummary(undefined, ['merge', a, b, '--out', out]);
     expect(code).toBe(1);
     expect(stdout).toContain('Qualification (boards × builds)');
     expect(stdout).toMatch(/lab-1 +bread +passed/);
@@ -229,14 +209,33 @@ describe('hil merge', () => {
   it('exits 3 for a rig --expect names that sent no report, 2 for a path that is no report', async () => {
     const a = saveIn('only/lab-1', syntheticReport([syntheticBoard()]));
     const out = join(dir, 'q2');
-    const missing = await hil(['merge', a, '--out', out, '--expect', 'lab-1,lab-2']);
+    const missing = await hilWithSummary(undefined, [
+      'merge',
+      a,
+      '--out',
+      out,
+      '--expect',
+      'lab-1,lab-2',
+    ]);
     expect(missing.code).toBe(3);
     expect(missing.stdout).toContain('rig lab-2: no report (the rig failed)');
-    const none = await hil(['merge', '--out', join(dir, 'q3'), '--expect', 'lab-1,lab-2']);
+    const none = await hilWithSummary(undefined, [
+      'merge',
+      '--out',
+      join(dir, 'q3'),
+      '--expect',
+      'lab-1,lab-2',
+    ]);
     expect(none.code).toBe(3);
     expect(none.stdout).toMatch(/lab-2 +\(no report\) +no report/);
-    expect((await hil(['merge', '--out', join(dir, 'q3')])).code).toBe(2);
-    const bad = await hil(['merge', a, join(dir, 'nothing-here'), '--out', out]);
+    expect((await hilWithSummary(undefined, ['merge', '--out', join(dir, 'q3')])).code).toBe(2);
+    const bad = await hilWithSummary(undefined, [
+      'merge',
+      a,
+      join(dir, 'nothing-here'),
+      '--out',
+      out,
+    ]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/nothing-here: no such file or folder/);
   });
@@ -247,8 +246,15 @@ describe('two real runs of the virtual rig, as two rigs of one build', () => {
     const suites = ['--suite', 'initialize,tools-list,latency', '--reporter', 'json'];
     const first = join(dir, 'real', 'hil-reports-rig-a');
     const second = join(dir, 'real', 'hil-reports-rig-b');
-    expect((await hil(['run', '--out', first, ...suites])).code).toBe(0);
-    const run = await hil(['run', '--out', second, ...suites, '--compare-to', first]);
+    expect((await hilWithSummary(undefined, ['run', '--out', first, ...suites])).code).toBe(0);
+    const run = await hilWithSummary(undefined, [
+      'run',
+      '--out',
+      second,
+      ...suites,
+      '--compare-to',
+      first,
+    ]);
     expect(run.stdout).toContain('Comparison with the base:');
     expect(run.code).toBe(0);
     const candidate = readReport(second);
@@ -266,10 +272,18 @@ describe('two real runs of the virtual rig, as two rigs of one build', () => {
       expect(['same', 'faster']).toContain(verdict);
     expect(candidate.comparison?.boards).toHaveLength(2);
 
-    expect((await hil(['compare', first, second])).code).toBe(0);
+    expect((await hilWithSummary(undefined, ['compare', first, second])).code).toBe(0);
 
     const out = join(dir, 'real', 'merged');
-    const merge = await hil(['merge', first, second, '--out', out, '--expect', 'rig-a,rig-b']);
+    const merge = await hilWithSummary(undefined, [
+      'merge',
+      first,
+      second,
+      '--out',
+      out,
+      '--expect',
+      'rig-a,rig-b',
+    ]);
     expect(merge.code).toBe(0);
     const merged = readReport(out);
     expect(merged.boards.map((b) => b.name)).toEqual([

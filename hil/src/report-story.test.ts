@@ -11,7 +11,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { BoardConfig } from './inventory.js';
 import type { RunReport } from './model.js';
 
@@ -23,20 +23,6 @@ const packageVersion = (
     ),
   ) as { version: string }
 ).version;
-
-async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stdout, stderr };
-}
 
 const board: BoardConfig = {
   name: 'bread',

@@ -12,26 +12,12 @@ import { fileURLToPath } from 'node:url';
 import { resolveConfig, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { BoardConfig } from './inventory.js';
 import type { RunReport } from './model.js';
 import { rigServerOptions } from './rig.js';
 
 const hilBin = join(resolve(dirname(fileURLToPath(import.meta.url)), '..'), 'bin/hil.js');
-
-async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stdout, stderr };
-}
 
 function rig(boards: BoardConfig[]): { config: string; out: string } {
   const dir = mkdtempSync(join(tmpdir(), 'hil-rig-'));

@@ -12,25 +12,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { describe, expect, it } from 'vitest';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { BoardConfig } from './inventory.js';
 import type { BoardReport, RunReport } from './model.js';
 
 const hilBin = join(resolve(dirname(fileURLToPath(import.meta.url)), '..'), 'bin/hil.js');
-
-async function hil(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(argv, {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-  });
-  return { code, stdout, stderr };
-}
 
 function rig(boards: BoardConfig[] | unknown): { dir: string; config: string; out: string } {
   const dir = mkdtempSync(join(tmpdir(), 'hil-verdict-'));

@@ -14,7 +14,7 @@ import { lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '@xiaoz
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RigPort } from './board-runner.js';
-import { main } from './cli.js';
+import { hil } from './hil-main.test-helper.js';
 import type { BoardConfig } from './inventory.js';
 import type { RunReport } from './model.js';
 import { openVirtual, plugVirtual } from './virtual-rig.js';
@@ -25,19 +25,6 @@ afterEach(() => {
   for (const port of ports.splice(0)) port.dispose();
   for (const bus of buses.splice(0)) bus.close();
 });
-
-async function hil(...argv: string[]): Promise<{ code: number; output: string }> {
-  let output = '';
-  const code = await main(argv, {
-    stdout: (text) => {
-      output += text;
-    },
-    stderr: (text) => {
-      output += text;
-    },
-  });
-  return { code, output };
-}
 
 describe('a virtual board of the rig', () => {
   it('is plugged in with a bootloader, a partition table at 0x8000 and an app it boots', async () => {

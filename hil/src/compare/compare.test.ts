@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { main } from '../cli.js';
+import { hilWithSummary } from '../hil-main.test-helper.js';
 import { parseInventory, SCHEMA_PATH } from '../inventory.js';
 import type { RunReport } from '../model.js';
 import { latencyOf } from '../reporters/fixture.test-helper.js';
@@ -37,43 +37,18 @@ function save(report: RunReport): string {
   return path;
 }
 
-async function hil(
-  argv: string[],
-  env: NodeJS.ProcessEnv = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const saved = process.env.GITHUB_STEP_SUMMARY;
-  if (env.GITHUB_STEP_SUMMARY === undefined) delete process.env.GITHUB_STEP_SUMMARY;
-  else process.env.GITHUB_STEP_SUMMARY = env.GITHUB_STEP_SUMMARY;
-  try {
-    const code = await main(argv, {
-      stdout: (text) => {
-        stdout += text;
-      },
-      stderr: (text) => {
-        stderr += text;
-      },
-    });
-    return { code, stdout, stderr };
-  } finally {
-    if (saved === undefined) delete process.env.GITHUB_STEP_SUMMARY;
-    else process.env.GITHUB_STEP_SUMMARY = saved;
-  }
-}
-
 const METHOD = 'tools/call self.get_device_status';
 
 describe('hil compare: latency on the raw samples', () => {
   it('exits 1 for a candidate whose calls are 20% slower (50 samples each)', async () => {
     const base = save(syntheticReport([syntheticBoard({ seed: 11 })]));
     const candidate = save(syntheticReport([syntheticBoard({ seed: 12, medianMs: 48 })]));
-    const { code, stdout } = await hil(['compare', base, candidate]);
+    const { code, stdout } = await hilWithSummary(undefined, ['compare', base, candidate]);
     expect(code).toBe(1);
     expect(stdout).toContain(`✗ regression  ${METHOD} slower: median`);
     expect(stdout).toContain('Exit code 1: a regression against the base');
 
-    const json = await hil(['compare', base, candidate, '--format', 'json']);
+    const json = await hilWithSummary(undefined, ['compare', base, candidate, '--format', 'json']);
     const comparison = JSON.parse(json.stdout);
     const latency = comparison.boards[0].latency[0];
     expect(latency.verdict).toBe('slower');
@@ -103,7 +78,7 @@ describe('hil compare: latency on the raw samples', () => {
   it('exits 0 through the command for two draws of the same build', async () => {
     const base = save(syntheticReport([syntheticBoard({ seed: 21 })]));
     const candidate = save(syntheticReport([syntheticBoard({ seed: 22 })]));
-    const { code, stdout } = await hil(['compare', base, candidate]);
+    const { code, stdout } = await hilWithSummary(undefined, ['compare', base, candidate]);
     expect(stdout).toContain('no significant change');
     expect(code).toBe(0);
   });
@@ -149,7 +124,9 @@ describe('hil compare: latency on the raw samples', () => {
     );
     const base = save(syntheticReport([syntheticBoard({ seed: 11 })]));
     const candidate = save(syntheticReport([syntheticBoard({ seed: 12, medianMs: 48 })]));
-    expect((await hil(['compare', base, candidate, '--config', inventory])).code).toBe(0);
+    expect(
+      (await hilWithSummary(undefined, ['compare', base, candidate, '--config', inventory])).code,
+    ).toBe(0);
   });
 });
 
@@ -297,7 +274,7 @@ describe('hil compare: checks, tools, pages and figures', () => {
         syntheticBoard({ status: 'rig-failed', checks: [check('initialize.reply-shape')] }),
       ]),
     );
-    const { code, stdout } = await hil(['compare', base, candidate]);
+    const { code, stdout } = await hilWithSummary(undefined, ['compare', base, candidate]);
     expect(code).toBe(3);
     expect(stdout).toContain('note: 2 checks of the base did not run');
   });
@@ -323,7 +300,7 @@ describe('hil compare: bad input exits 2', () => {
       [['run', '--compare-to', notHil], /not a hil report/],
     ];
     for (const [argv, message] of cases) {
-      const { code, stderr } = await hil(argv);
+      const { code, stderr } = await hilWithSummary(undefined, argv);
       expect({ argv, code }).toEqual({ argv, code: 2 });
       expect(stderr).toMatch(message);
     }
@@ -400,18 +377,13 @@ describe('the comparison in every report format', () => {
     const summary = join(dir, 'step-summary.md');
     writeFileSync(summary, '# earlier step\n');
     const out = join(dir, 'compared');
-    const { code } = await hil(
-      [
-        'compare',
-        save(base),
-        save(syntheticReport([syntheticBoard({ seed: 34, medianMs: 48 })])),
-        '--out',
-        out,
-      ],
-      {
-        GITHUB_STEP_SUMMARY: summary,
-      },
-    );
+    const { code } = await hilWithSummary(summary, [
+      'compare',
+      save(base),
+      save(syntheticReport([syntheticBoard({ seed: 34, medianMs: 48 })])),
+      '--out',
+      out,
+    ]);
     expect(code).toBe(1);
     expect(readFileSync(summary, 'utf8')).toMatch(
       /^# earlier step\n### ❌ Comparison with the base: 1 regression/,
