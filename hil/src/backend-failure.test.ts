@@ -54,6 +54,11 @@ describe('a rig whose backend cannot start', () => {
     const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
     expect(report.exitCode).toBe(3);
     expect(report.summary.rigFailures).toBe(3);
+    // The root cause is the backend, before any board's own step.
+    expect(report.summary.rootCause).toMatchObject({
+      step: 'backend',
+      reason: expect.stringContaining('the backend could not start'),
+    });
     // The boards asked for, none other, each failed where the rig stopped: nothing was touched.
     expect(report.boards.map((b) => [b.name, b.kind, b.status])).toEqual([
       ['desk', 'virtual', 'rig-failed'],

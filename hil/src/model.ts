@@ -477,6 +477,7 @@ export function exitCodeFor(boards: readonly BoardReport[], interrupted = false)
 
 /** The steps no check runs before: a failure there comes before any check's. */
 const STEPS_BEFORE_CHECKS: readonly RigStepName[] = [
+  'backend',
   'open',
   'identify',
   'flash',
