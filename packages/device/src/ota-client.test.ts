@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { buildOtaRequestHeaders } from '@xiaozhi-mcp/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BoardConsole } from './console.js';
@@ -156,6 +157,101 @@ describe('OtaClient reply bound (the firmware reads the whole reply into memory)
     expect(storage.open('websocket').getString('url')).toBe('');
     expect(finished).toBe(false);
     expect(written).toBeLessThan(50 * 1024 * 1024);
+  });
+});
+
+describe('OtaClient on the wire (one request per connection, as esp_http_client)', () => {
+  /** A TCP server that hands each connection's bytes to `onRequest` once a whole request is in. */
+  async function rawServer(onRequest: (text: string, socket: Socket) => void) {
+    const sockets: Socket[] = [];
+    const tcp = createTcpServer((socket) => {
+      sockets.push(socket);
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString('latin1');
+        const head = text.indexOf('\r\n\r\n');
+        const length = Number(/content-length: (\d+)/i.exec(text)?.[1] ?? 0);
+        if (head >= 0 && text.length >= head + 4 + length) onRequest(text, socket);
+      });
+      socket.on('error', () => {});
+    });
+    tcp.listen(0, '127.0.0.1');
+    await once(tcp, 'listening');
+    const port = (tcp.address() as AddressInfo).port;
+    const close = async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => tcp.close(resolve));
+    };
+    return { url: `http://127.0.0.1:${port}/xiaozhi/ota/`, port, close };
+  }
+
+  it('sends the headers boards have always sent, in order, and closes the connection after the reply', async () => {
+    let request = '';
+    let closedByBoard: Promise<unknown> = Promise.resolve();
+    const tcp = await rawServer((text, socket) => {
+      request = text;
+      closedByBoard = once(socket, 'end');
+      // The server offers keep-alive; the board still closes.
+      socket.write(
+        'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n{}',
+      );
+    });
+    try {
+      const { ota } = client({ body: () => ({ version: 2 }) as never });
+      expect(await ota.check(tcp.url)).toMatchObject({ hasWebsocket: false });
+      await closedByBoard;
+      expect(request).toBe(
+        [
+          'POST /xiaozhi/ota/ HTTP/1.1',
+          `host: 127.0.0.1:${tcp.port}`,
+          'connection: keep-alive',
+          'Activation-Version: 1',
+          'Device-Id: f4:12:fa:00:00:01',
+          'Client-Id: 0b6e2b6c-6f0e-4f4e-8a53-5d1f0c9d2f10',
+          'User-Agent: bread-compact-wifi/2.4.2',
+          'Accept-Language: zh-CN',
+          'Content-Type: application/json',
+          'accept: */*',
+          'sec-fetch-mode: cors',
+          'accept-encoding: gzip, deflate',
+          'content-length: 13',
+          '',
+          '{"version":2}',
+        ].join('\r\n'),
+      );
+    } finally {
+      await tcp.close();
+    }
+  });
+
+  it('reads a gzip reply', async () => {
+    const body = gzipSync(reply(10));
+    const tcp = await rawServer((_, socket) => {
+      socket.write(
+        `HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+      socket.write(body);
+    });
+    try {
+      const { ota, storage } = client();
+      expect(await ota.check(tcp.url)).toMatchObject({ hasWebsocket: true });
+      expect(storage.open('websocket').getString('token')).toBe('t');
+    } finally {
+      await tcp.close();
+    }
+  });
+
+  it('fails the check when the reply does not come within its bound', async () => {
+    const tcp = await rawServer(() => {});
+    try {
+      const { ota, console } = client({ timeoutMs: 50 });
+      expect(await ota.check(tcp.url)).toBeUndefined();
+      expect(texts(console)).toContain(
+        'E Ota: Failed to open HTTP connection: no complete reply within 50 ms',
+      );
+    } finally {
+      await tcp.close();
+    }
   });
 });
 

@@ -18,6 +18,7 @@ import {
   readFirmwareVersion,
   toCInt,
 } from '@xiaozhi-mcp/protocol';
+import { type BoardHttpReply, boardHttp, readText } from './board-http.js';
 import type { BoardConsole } from './console.js';
 import { BoardPanic, DeviceError } from './errors.js';
 import type { NvsStorage } from './nvs-storage.js';
@@ -83,34 +84,6 @@ export function activationPayload(serialNumber: string, challenge: string, hmac:
   return printCJson({ algorithm: 'hmac-sha256', serial_number: serialNumber, challenge, hmac });
 }
 
-/** A reply body as text, or undefined when it is over `limit` bytes (the rest is not read). */
-export async function readReplyBody(
-  response: Response,
-  limit = MAX_OTA_REPLY_BYTES,
-): Promise<string | undefined> {
-  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
-  if (declared > limit) {
-    await response.body?.cancel().catch(() => {});
-    return undefined;
-  }
-  if (response.body === null) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  // TextDecoder, as Response.text() does: replacement characters, a BOM dropped.
-  return new TextDecoder().decode(Buffer.concat(chunks));
-}
-
 export interface OtaClientOptions {
   /** The running version, compared with the offer. */
   readonly currentVersion: string;
@@ -163,18 +136,18 @@ export class OtaClient {
     }
     let text: string | undefined;
     try {
-      const response = await fetch(url, {
+      const reply = await boardHttp(url, {
         method: 'POST',
         headers: this.#options.headers(),
         body: JSON.stringify(this.#options.body()),
-        signal: AbortSignal.timeout(this.#options.timeoutMs ?? 10_000),
+        timeoutMs: this.#options.timeoutMs ?? 10_000,
       });
-      if (response.status !== 200) {
-        await response.body?.cancel().catch(() => {});
-        console.log('E', 'Ota', `Failed to check version, status code: ${response.status}`);
+      if (reply.status !== 200) {
+        reply.close();
+        console.log('E', 'Ota', `Failed to check version, status code: ${reply.status}`);
         return undefined;
       }
-      text = await readReplyBody(response);
+      text = await readText(reply, MAX_OTA_REPLY_BYTES);
     } catch (error) {
       console.log('E', 'Ota', `Failed to open HTTP connection: ${(error as Error).message}`);
       return undefined;
@@ -280,18 +253,18 @@ export class OtaClient {
     }
     const target = url.endsWith('/') ? `${url}activate` : `${url}/activate`;
     try {
-      const response = await fetch(target, {
+      const reply = await boardHttp(target, {
         method: 'POST',
         headers: this.#options.headers(),
         body: this.#payload(activation.challenge),
-        signal: AbortSignal.timeout(activation.timeoutMs ?? this.#options.timeoutMs ?? 10_000),
+        timeoutMs: activation.timeoutMs ?? this.#options.timeoutMs ?? 10_000,
       });
-      if (response.status === 202 || response.status === 200)
-        await response.body?.cancel().catch(() => {});
-      if (response.status === 202) return 'retry';
-      if (response.status !== 200) {
-        const body = (await readReplyBody(response)) ?? `(over ${MAX_OTA_REPLY_BYTES} bytes)`;
-        console.log('E', 'Ota', `Failed to activate, code: ${response.status}, body: ${body}`);
+      if (reply.status === 202 || reply.status === 200) reply.close();
+      if (reply.status === 202) return 'retry';
+      if (reply.status !== 200) {
+        const body =
+          (await readText(reply, MAX_OTA_REPLY_BYTES)) ?? `(over ${MAX_OTA_REPLY_BYTES} bytes)`;
+        console.log('E', 'Ota', `Failed to activate, code: ${reply.status}, body: ${body}`);
         return 'failed';
       }
     } catch (error) {
@@ -324,11 +297,9 @@ export class OtaClient {
     onProgress?: (received: number, total: number) => void,
     maxBytes: number = MAX_OTA_IMAGE_BYTES,
   ): Promise<Uint8Array> {
-    let response: Response;
+    let reply: BoardHttpReply;
     try {
-      response = await fetch(url, {
-        signal: AbortSignal.timeout(this.#options.timeoutMs ?? 60_000),
-      });
+      reply = await boardHttp(url, { method: 'GET', timeoutMs: this.#options.timeoutMs ?? 60_000 });
     } catch (error) {
       throw new DeviceError(
         'OTA_DOWNLOAD_FAILED',
@@ -336,20 +307,20 @@ export class OtaClient {
         { cause: error },
       );
     }
-    if (response.status !== 200) {
-      await response.body?.cancel();
+    if (reply.status !== 200) {
+      reply.close();
       throw new DeviceError(
         'OTA_DOWNLOAD_FAILED',
-        `Failed to download firmware, status code: ${response.status}`,
+        `Failed to download firmware, status code: ${reply.status}`,
       );
     }
-    const total = Number(response.headers.get('content-length') ?? 0);
+    const total = Number(reply.header('content-length') ?? 0);
     if (!Number.isInteger(total) || total <= 0) {
-      await response.body?.cancel();
+      reply.close();
       throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Failed to get content length');
     }
     if (total > maxBytes) {
-      await response.body?.cancel();
+      reply.close();
       throw new DeviceError(
         'OTA_DOWNLOAD_FAILED',
         `Image of ${total} bytes is larger than the ${maxBytes} bytes an app partition can hold`,
@@ -357,13 +328,20 @@ export class OtaClient {
     }
     const image = new Uint8Array(total);
     let received = 0;
-    if (response.body === null) throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Empty response body');
-    for await (const chunk of response.body) {
-      if (received + chunk.length > total)
-        throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Body longer than its Content-Length');
-      image.set(chunk, received);
-      received += chunk.length;
-      onProgress?.(received, total);
+    try {
+      for await (const chunk of reply.body as AsyncIterable<Buffer>) {
+        if (received + chunk.length > total)
+          throw new DeviceError('OTA_DOWNLOAD_FAILED', 'Body longer than its Content-Length');
+        image.set(chunk, received);
+        received += chunk.length;
+        onProgress?.(received, total);
+      }
+    } catch (error) {
+      reply.close();
+      if (error instanceof DeviceError) throw error;
+      throw new DeviceError('OTA_DOWNLOAD_FAILED', `Download failed: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
     if (received !== total)
       throw new DeviceError(
