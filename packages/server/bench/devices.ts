@@ -1,24 +1,32 @@
-// The device side of the benchmark, run by bench/run.ts as a separate process
-// (child_process.fork). It is told what to do over IPC:
+// A simulator process of the benchmark: bench/run.ts forks K of them (`--sim-processes`), each
+// given its share of the boards (distinct MACs: board numbers offset … offset + n - 1). It is
+// told what to do over IPC:
 //
-//   { cmd: 'boards', transport, otaUrl, n, preset, timing, retries }  power on n VirtualBoards at
-//       once against the server's OTA URL. On WebSocket, each one that reaches `idle` after its
-//       OTA check is clicked (BOOT), which opens its WebSocket session; a session that fails to
-//       open is clicked again up to `retries` times, 1 s × attempt later. On MQTT (the server's
-//       OTA reply gives the boards MQTT), nothing is clicked: each board connects to the broker
-//       right after its OTA check and stays connected, and reconnects by itself
-//       (`timing.mqttReconnectMs`) after a failed connect or a drop, as the firmware does.
-//   { cmd: 'echo', transport, url, n, hello, retries }  the raw baseline: n plain `ws` (or mqtt.js)
-//       clients, each sends one hello-sized text once connected, waits for its echo, then echoes
-//       every later frame back. An MQTT client publishes on `device-server/<mac_>` and is sent
-//       to on `devices/p2p/<mac_>`, to which the broker subscribes it, as boards are.
-//   { cmd: 'report', id, gc }  memory (after gc unless gc is false), CPU time, counters, error kinds
-//       and this process's event-loop delay during the storm; answered with type 'report'.
+//   { cmd: 'boards', transport, otaUrl, offset, n, batch, preset, timing, retries }  power on its
+//       n VirtualBoards against the server's OTA URL, `batch` at a time, yielding to the event
+//       loop between batches so that the boards already started are served. On WebSocket, each
+//       one that reaches `idle` after its OTA check is clicked (BOOT), which opens its WebSocket
+//       session; a session that fails to open is clicked again up to `retries` times, 1 s ×
+//       attempt later. On MQTT (the server's OTA reply gives the boards MQTT), nothing is
+//       clicked: each board connects to the broker right after its OTA check and stays
+//       connected, and reconnects by itself (`timing.mqttReconnectMs`) after a failed connect
+//       or a drop, as the firmware does.
+//   { cmd: 'echo', transport, url, offset, n, batch, hello, retries }  the raw baseline: n plain
+//       `ws` (or mqtt.js) clients, opened `batch` at a time as the boards are; each sends one
+//       hello-sized text once connected, waits for its echo, then echoes every later frame back.
+//       An MQTT client publishes on `device-server/<mac_>` and is sent to on
+//       `devices/p2p/<mac_>`, to which the broker subscribes it, as boards are.
+//   { cmd: 'mark', id }  ends this process's event-loop window (monitorEventLoopDelay) and
+//       starts the next; answered with the window's delay and the CPU time so far. The first
+//       window runs from the command to the mark; run.ts marks at the end of the storm, before
+//       the timed load and after it.
+//   { cmd: 'report', id, gc }  memory (after gc unless gc is false), CPU time, counters, error
+//       kinds and what the boards' consoles say (OTA retries, HTTP 408s).
 //   { cmd: 'stop' }  closes everything and exits.
 //
 // It sends { type: 'progress' } every 250 ms (when its event loop lets it), { type: 'storm-done' }
-// once every device is connected from its side, and { type: 'storm-stuck' } when every device is
-// either connected or has given up. It exits on its own if the parent goes away.
+// once every one of its devices is connected from its side, and { type: 'storm-stuck' } when
+// every one is either connected or has given up. It exits on its own if the parent goes away.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { VirtualBoard } from '@xiaozhi-mcp/device';
@@ -31,14 +39,15 @@ import type {
   DeviceMessage,
   LoopDelay,
   Mode,
+  SimShare,
   Transport,
 } from './messages.js';
 import { ECHO_CLIENT_PREFIX } from './mqtt-echo.js';
 
 const startedAt = performance.now();
-/** This process's event-loop delay from the command to the end of its storm. */
-const loopDelay = monitorEventLoopDelay({ resolution: 10 });
-let stormLoopDelay: LoopDelay | undefined;
+/** This process's event-loop delay since the command, or since the last mark. */
+const LOOP_RESOLUTION_MS = 10;
+const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
 const counts: DeviceCounts = {
   created: 0,
   // boards
@@ -63,6 +72,8 @@ const mqttClients: MqttClient[] = [];
 let mode: Mode | undefined;
 let transport: Transport | undefined;
 let n = 0;
+let offset = 0;
+let batch = 1;
 let progressTimer: NodeJS.Timeout | undefined;
 let doneSent = false;
 let stuckSent = false;
@@ -107,10 +118,8 @@ function progress() {
       : transport === 'mqtt'
         ? counts.mqttConnected
         : counts.listening;
-  if (connected >= n && !doneSent) {
+  if (connected >= n && counts.created >= n && !doneSent) {
     doneSent = true;
-    loopDelay.disable();
-    stormLoopDelay = { p99Ms: loopDelay.percentile(99) / 1e6, maxMs: loopDelay.max / 1e6 };
     send({
       type: 'storm-done',
       mode,
@@ -133,12 +142,21 @@ function macOf(i: number): string {
     .join(':');
 }
 
-function runBoards({ otaUrl, preset, timing, retries }: Extract<DeviceCommand, { cmd: 'boards' }>) {
-  if (transport === 'mqtt') {
-    runMqttBoards(otaUrl, preset, timing);
-    return;
-  }
+/**
+ * Calls start(i) for each of this process's n devices, `batch` at a time. Between batches it
+ * yields to a timer (not setImmediate): the timers and I/O of the devices already started run
+ * first, so a busy loop slows the creation down instead of the devices falling into lockstep.
+ */
+async function inBatches(start: (i: number) => void) {
   for (let i = 0; i < n; i++) {
+    if (i > 0 && i % batch === 0) await sleep(0);
+    start(offset + i);
+  }
+}
+
+function runBoards({ otaUrl, preset, timing, retries }: Extract<DeviceCommand, { cmd: 'boards' }>) {
+  if (transport === 'mqtt') return runMqttBoards(otaUrl, preset, timing);
+  return inBatches((i) => {
     const board = new VirtualBoard({
       preset,
       mac: macOf(i),
@@ -187,7 +205,7 @@ function runBoards({ otaUrl, preset, timing, retries }: Extract<DeviceCommand, {
     boards.push(board);
     counts.created++;
     board.powerOn();
-  }
+  });
 }
 
 /**
@@ -200,7 +218,7 @@ function runMqttBoards(
   preset: string,
   timing: Extract<DeviceCommand, { cmd: 'boards' }>['timing'],
 ) {
-  for (let i = 0; i < n; i++) {
+  return inBatches((i) => {
     const board = new VirtualBoard({
       preset,
       mac: macOf(i),
@@ -249,7 +267,7 @@ function runMqttBoards(
     boards.push(board);
     counts.created++;
     board.powerOn();
-  }
+  });
 }
 
 function lastError(board: VirtualBoard): string {
@@ -262,8 +280,7 @@ function lastError(board: VirtualBoard): string {
 }
 
 function runEcho(command: Extract<DeviceCommand, { cmd: 'echo' }>) {
-  if (command.transport === 'mqtt') runMqttEcho(command);
-  else runWsEcho(command);
+  return command.transport === 'mqtt' ? runMqttEcho(command) : runWsEcho(command);
 }
 
 function runWsEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'echo' }>) {
@@ -302,10 +319,10 @@ function runWsEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'echo'
       } else retry('echo socket closed before its echo');
     });
   };
-  for (let i = 0; i < n; i++) {
+  return inBatches(() => {
     counts.created++;
     open(0);
-  }
+  });
 }
 
 /**
@@ -360,29 +377,45 @@ function runMqttEcho({ url, hello, retries }: Extract<DeviceCommand, { cmd: 'ech
       } else retry('echo MQTT connection closed before its echo');
     });
   };
-  for (let i = 0; i < n; i++) {
+  return inBatches((i) => {
     counts.created++;
     open(i, 0);
-  }
+  });
 }
 
 function boardStats(): BoardStats {
   let lines = 0;
   let errors = 0;
   let otaRetries = 0;
+  let ota408 = 0;
+  let session408 = 0;
   let mqttConnectFailures = 0;
   for (const board of boards) {
     const h = board.console.history;
     lines += h.length;
     for (const line of h) {
-      if (line.level === 'E') errors++;
+      if (line.level === 'E') {
+        errors++;
+        // `Ota: Failed to check version, status code: 408`; `… upgrade refused with HTTP 408`.
+        if (/\b408\b/.test(line.text)) {
+          if (line.tag === 'Ota') ota408++;
+          else session408++;
+        }
+      }
       if (line.tag === 'Application' && line.text.includes('Check new version failed'))
         otaRetries++;
       if (line.tag === 'MQTT' && line.text.startsWith('Failed to connect to endpoint'))
         mqttConnectFailures++;
     }
   }
-  return { consoleLines: lines, consoleErrorLines: errors, otaRetries, mqttConnectFailures };
+  return {
+    consoleLines: lines,
+    consoleErrorLines: errors,
+    otaRetries,
+    ota408,
+    session408,
+    mqttConnectFailures,
+  };
 }
 
 async function report(id: number, gc: boolean) {
@@ -402,8 +435,32 @@ async function report(id: number, gc: boolean) {
     boards: mode === 'boards' ? boardStats() : undefined,
     firstError,
     errorKinds: topErrors(),
-    stormLoopDelay,
   });
+}
+
+/** BENCH_DEBUG_LAG=MS: every stall of this process's loop over MS, when it came and how far the storm was. */
+function logLags(overMs: number) {
+  let last = performance.now();
+  setInterval(() => {
+    const t = performance.now();
+    if (t - last > overMs)
+      process.stderr.write(
+        `[simulator pid ${process.pid}] loop stalled ${(t - last).toFixed(0)} ms at ${(t - startedAt).toFixed(0)} ms: created ${counts.created} · idle ${counts.idle} · listening ${counts.listening} · mqtt ${counts.mqttConnected} · echoed ${counts.echoed}\n`,
+      );
+    last = t;
+  }, 5).unref();
+}
+
+function mark(id: number) {
+  // The histogram holds the time between the monitor's timer runs: the delay is what exceeds its period.
+  const delay = (ns: number) => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS);
+  const loop: LoopDelay = {
+    p50Ms: delay(loopDelay.percentile(50)),
+    p99Ms: delay(loopDelay.percentile(99)),
+    maxMs: delay(loopDelay.max),
+  };
+  loopDelay.reset();
+  send({ type: 'mark', id, loop, cpu: process.cpuUsage() });
 }
 
 function stop() {
@@ -422,12 +479,18 @@ process.on('message', (received) => {
     case 'echo':
       mode = message.cmd;
       transport = message.transport;
-      n = message.n;
+      ({ n, offset, batch } = message satisfies SimShare);
+      batch = Math.max(1, batch);
       send({ type: 'started', mode, uptimeMs: performance.now() - startedAt });
       progressTimer = setInterval(progress, 250);
       loopDelay.enable();
-      if (message.cmd === 'boards') runBoards(message);
-      else runEcho(message);
+      if (process.env.BENCH_DEBUG_LAG) logLags(Number(process.env.BENCH_DEBUG_LAG) || 40);
+      (message.cmd === 'boards' ? runBoards(message) : runEcho(message)).catch((error) =>
+        send({ type: 'fatal', message: `starting devices: ${error?.stack ?? error}` }),
+      );
+      return;
+    case 'mark':
+      mark(message.id);
       return;
     case 'report':
       report(message.id, message.gc !== false).catch((error) =>

@@ -1,53 +1,69 @@
 // Benchmark of @xiaozhi-mcp/server against a raw echo baseline over the same transport, both
 // measured in this run: over WebSocket a raw `ws` echo server, over MQTT a bare aedes broker.
 //
-//   npm run bench -- [--devices N] [--calls M] [--concurrency C] [--transports websocket,mqtt] ...
-//   node --expose-gc bench/dist/run.js [options]      (once `npm run bench` has compiled it)
+//   npm run bench -- [--devices N] [--calls M] [--rounds R] [--runs U] [--sim-processes K] ...
+//   node bench/dist/run.js [options]      (once `npm run bench` has compiled it)
 //
-// This process is the server side: for each transport it starts the echo server, then the
-// xiaozhi server, and for each forks bench/devices.ts, the device side, as a separate process. The bench is compiled to
-// bench/dist (git-ignored) and run as plain JavaScript, so no TypeScript loader adds to the
-// device process's start-up, which the storm times include. See bench/README.md for
-// what each figure means. Exit codes: 0 done, 1 error, 2 the connect storm did not complete,
-// 3 the global timeout, 130 interrupted.
-import { type ChildProcess, fork, spawn } from 'node:child_process';
+// This process only conducts. For each transport it runs R interleaved rounds (echo, xiaozhi,
+// echo, xiaozhi, ...). Each phase of a round forks a fresh server process (bench/server.ts: the
+// echo server, the bare broker or the XiaozhiServer, and the load) and K fresh simulator
+// processes (bench/devices.ts), each with its share of the boards or echo clients. Every figure
+// is the median of its rounds, with the spread. A simulator process whose event loop lagged
+// (p99 over --sim-loop-bound-ms) during the storm or the timed load makes the figures that
+// depend on it "simulator-bound" instead of a verdict. The bench is compiled to bench/dist
+// (git-ignored) and run as plain JavaScript, so no TypeScript loader adds to the start of the
+// processes, which the storm times include. See bench/README.md for what each figure means.
+// Exit codes: 0 done, 1 error, 2 a connect storm did not complete, 3 the global timeout,
+// 130 interrupted.
+import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import os from 'node:os';
 import { basename, dirname, resolve } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { percentile } from '@xiaozhi-mcp/protocol';
-import type { AuthMode, XiaozhiServer } from '@xiaozhi-mcp/server';
-import type { EchoServer as EchoServerClass } from './echo.js';
+import { buildDeviceHello } from '@xiaozhi-mcp/protocol';
+import { agreement, agreementTable, fmt, type Spread, spreadOf } from './figures.js';
 import type {
   BoardStats,
   DeviceCommand,
   DeviceCounts,
   DeviceMessage,
   ErrorKinds,
+  LoadSpec,
   LoopDelay,
+  MarkMessage,
   Mode,
   ReportMessage,
+  ServerCommand,
+  ServerKind,
+  ServerMessage,
+  ServerProgress,
+  Summary,
   Transport,
 } from './messages.js';
-import type { MqttEchoBroker as MqttEchoBrokerClass } from './mqtt-echo.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** bench/, where last-run.json goes: this file runs compiled, from bench/dist/. */
 const BENCH_DIR = basename(HERE) === 'dist' ? dirname(HERE) : HERE;
+/** The moment now, comparable across processes (ms since the epoch, sub-ms resolution). */
+const now = () => performance.timeOrigin + performance.now();
 
 // --- options --------------------------------------------------------------------------------------
 interface Options {
   devices: number;
-  /** Each runs its echo baseline and its xiaozhi phase, in this order: websocket, then mqtt. */
+  /** Each runs its rounds of echo baseline and xiaozhi phase, in this order: websocket, then mqtt. */
   transports: Transport[];
   calls: number;
   concurrency: number;
+  rounds: number;
+  runs: number;
+  simProcesses: number;
+  simLoopBoundMs: number;
+  simBatch: number;
   preset: string;
   tool: string;
-  auth: AuthMode;
+  auth: 'token' | 'off';
   timeout: number;
   stormTimeout: number;
   warmup: number;
@@ -58,8 +74,39 @@ interface Options {
   childHeapMb: number;
   json: string;
 }
-type OptionParser = (name: string, value: string) => number | string;
 const TRANSPORTS: readonly Transport[] = ['websocket', 'mqtt'];
+/** Default bound on the whole run, per round of one transport (an echo and a xiaozhi phase). */
+const TIMEOUT_PER_ROUND_S = 300;
+
+const USAGE = `usage: node bench/dist/run.js [options]
+  --devices N            virtual boards, and echo clients (default 1000, env BENCH_DEVICES)
+  --transports LIST      websocket, mqtt or websocket,mqtt: the boards' transports, each with
+                         its own echo baseline (default websocket, env BENCH_TRANSPORTS)
+  --calls M              timed tools/call per phase (default 20000, env BENCH_CALLS)
+  --concurrency C        calls in flight (default 64, env BENCH_CONCURRENCY)
+  --rounds R             interleaved rounds echo, xiaozhi, echo, ... per transport; every figure
+                         is the median of its rounds (default 3, env BENCH_ROUNDS)
+  --runs U               repeat the whole bench U times and say whether the runs' ratios agree
+                         within 15% (default 1)
+  --sim-processes K      simulator processes, each with its share of the boards or echo clients
+                         (default: one per core, ${os.availableParallelism()} here)
+  --sim-loop-bound-ms B  a simulator process whose event-loop delay p99 exceeds B ms in a storm
+                         or a timed load makes the figures that depend on it simulator-bound
+                         (default 50)
+  --sim-batch S          boards (or echo clients) a simulator creates before it yields to its
+                         event loop (default 10)
+  --preset NAME          board preset (default bread-compact-wifi, env BENCH_PRESET)
+  --tool NAME            self.audio_speaker.set_volume (default) or self.get_device_status
+  --auth token|off       server auth mode (default token: the OTA reply's per-device token)
+  --timeout S            global bound, seconds (default ${TIMEOUT_PER_ROUND_S} per round of each transport and run)
+  --storm-timeout S      bound on each connect storm, seconds (default 300)
+  --warmup W             untimed calls before each timed load (default 2000)
+  --serial-calls K       calls at concurrency 1, for unloaded latency (default 1000)
+  --pings K              WebSocket pings, one at a time (default 200)
+  --retries R            times a device retries a failed session/connection (default 3)
+  --settle-ms MS         wait before the "after" memory sample (default 5500)
+  --child-heap-mb MB     --max-old-space-size of each simulator process (default 12288)
+  --json PATH            where to write every figure (default bench/last-run.json)`;
 
 function parseOptions(argv: string[]): Options {
   const env = process.env;
@@ -81,10 +128,15 @@ function parseOptions(argv: string[]): Options {
     transports: transports(env.BENCH_TRANSPORTS ?? 'websocket'),
     calls: int('calls', env.BENCH_CALLS ?? 20_000),
     concurrency: int('concurrency', env.BENCH_CONCURRENCY ?? 64),
+    rounds: int('rounds', env.BENCH_ROUNDS ?? 3),
+    runs: 1,
+    simProcesses: os.availableParallelism(),
+    simLoopBoundMs: 50,
+    simBatch: 10,
     preset: env.BENCH_PRESET ?? 'bread-compact-wifi',
     tool: 'self.audio_speaker.set_volume',
-    auth: 'token' as AuthMode,
-    timeout: int('timeout', env.BENCH_TIMEOUT ?? 600),
+    auth: 'token',
+    timeout: 0,
     stormTimeout: int('storm-timeout', env.BENCH_STORM_TIMEOUT ?? 300),
     warmup: 2000,
     serialCalls: 1000,
@@ -94,12 +146,17 @@ function parseOptions(argv: string[]): Options {
     childHeapMb: 12_288,
     json: resolve(BENCH_DIR, 'last-run.json'),
   };
-  const text: OptionParser = (_n, v) => v;
+  const text = (_n: string, v: string) => v;
   const names: Record<string, [keyof Options, (name: string, value: string) => unknown]> = {
     '--devices': ['devices', int],
     '--transports': ['transports', (_n, v) => transports(v)],
     '--calls': ['calls', int],
     '--concurrency': ['concurrency', int],
+    '--rounds': ['rounds', int],
+    '--runs': ['runs', int],
+    '--sim-processes': ['simProcesses', int],
+    '--sim-loop-bound-ms': ['simLoopBoundMs', int],
+    '--sim-batch': ['simBatch', int],
     '--preset': ['preset', text],
     '--tool': ['tool', text],
     '--auth': ['auth', text],
@@ -113,27 +170,11 @@ function parseOptions(argv: string[]): Options {
     '--child-heap-mb': ['childHeapMb', int],
     '--json': ['json', (_n, v) => resolve(v)],
   };
+  if (env.BENCH_TIMEOUT !== undefined) options.timeout = int('timeout', env.BENCH_TIMEOUT);
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i] as string;
     if (arg === '--help' || arg === '-h') {
-      console.log(`usage: node --expose-gc bench/dist/run.js [options]
-  --devices N         virtual boards (default 1000, env BENCH_DEVICES)
-  --transports LIST   websocket, mqtt or websocket,mqtt: the boards' transports, each with
-                      its own echo baseline (default websocket, env BENCH_TRANSPORTS)
-  --calls M           tools/call in the load (default 20000, env BENCH_CALLS)
-  --concurrency C     calls in flight (default 64, env BENCH_CONCURRENCY)
-  --preset NAME       board preset (default bread-compact-wifi, env BENCH_PRESET)
-  --tool NAME         self.audio_speaker.set_volume (default) or self.get_device_status
-  --auth token|off    server auth mode (default token: the OTA reply's per-device token)
-  --timeout S         global bound, seconds (default 600, env BENCH_TIMEOUT)
-  --storm-timeout S   bound on each connect storm, seconds (default 300)
-  --warmup W          untimed calls before each timed load (default 2000)
-  --serial-calls K    calls at concurrency 1, for unloaded latency (default 1000)
-  --pings K           WebSocket pings, one at a time (default 200)
-  --retries R         times a device retries a failed session/connection (default 3)
-  --settle-ms MS      wait before the "after" memory sample (default 5500)
-  --child-heap-mb MB  --max-old-space-size of the device process (default 12288)
-  --json PATH         where to write the figures (default bench/last-run.json)`);
+      console.log(USAGE);
       process.exit(0);
     }
     let value: string | undefined;
@@ -145,8 +186,20 @@ function parseOptions(argv: string[]): Options {
     if (value === undefined) throw new Error(`${arg} needs a value`);
     Object.assign(options, { [spec[0]]: spec[1](spec[0], value) });
   }
-  if (options.devices < 1) throw new Error('--devices must be at least 1');
-  if (options.concurrency < 1) throw new Error('--concurrency must be at least 1');
+  for (const [name, key] of [
+    ['devices', 'devices'],
+    ['concurrency', 'concurrency'],
+    ['rounds', 'rounds'],
+    ['runs', 'runs'],
+    ['sim-processes', 'simProcesses'],
+    ['sim-batch', 'simBatch'],
+  ] as const) {
+    if (options[key] < 1) throw new Error(`--${name} must be at least 1`);
+  }
+  options.simProcesses = Math.min(options.simProcesses, options.devices);
+  if (options.timeout === 0)
+    options.timeout =
+      TIMEOUT_PER_ROUND_S * options.rounds * options.runs * options.transports.length;
   if (!['token', 'off'].includes(options.auth)) throw new Error('--auth must be token or off');
   if (!['self.audio_speaker.set_volume', 'self.get_device_status'].includes(options.tool)) {
     throw new Error('--tool must be self.audio_speaker.set_volume or self.get_device_status');
@@ -161,19 +214,6 @@ const log = (text: string) => process.stderr.write(`${text}\n`);
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 const stackOf = (error: unknown) =>
   error instanceof Error ? (error.stack ?? error.message) : String(error);
-
-async function measureMemory(): Promise<NodeJS.MemoryUsage> {
-  for (let i = 0; i < 3; i++) {
-    globalThis.gc?.();
-    await sleep(20);
-  }
-  return process.memoryUsage();
-}
-
-function perDevice(before: NodeJS.MemoryUsage, after: NodeJS.MemoryUsage, n: number) {
-  const kib = (key: 'heapUsed' | 'rss' | 'external') => (after[key] - before[key]) / n / 1024;
-  return { heapUsedKiB: kib('heapUsed'), rssKiB: kib('rss'), externalKiB: kib('external') };
-}
 
 /** TcpExt ListenOverflows and ListenDrops (Linux): SYNs dropped because an accept queue was full. */
 function listenCounters(): { overflows: number; drops: number } {
@@ -201,18 +241,20 @@ function fdLimit(): string {
 }
 
 /**
- * Open file descriptors of this process and the device process, sampled every 500 ms off the
- * event loop (readdir of /proc/PID/fd in libuv's thread pool), with the peak of each.
+ * Open file descriptors of the server process and of each simulator process, sampled every
+ * 500 ms off the event loop (readdir of /proc/PID/fd in libuv's thread pool), with the peak of each.
  */
 class FdSampler {
-  peak = { server: 0, devices: 0 };
-  last = { server: Number.NaN, devices: Number.NaN };
+  peak: number[];
+  last: number[];
   #timer: NodeJS.Timeout;
   #busy = false;
-  #pid: number | undefined;
+  #pids: (number | undefined)[];
 
-  constructor(pid: number | undefined) {
-    this.#pid = pid;
+  constructor(pids: (number | undefined)[]) {
+    this.#pids = pids;
+    this.peak = pids.map(() => 0);
+    this.last = pids.map(() => Number.NaN);
     this.#timer = setInterval(() => this.#sample(), 500);
     this.#sample();
   }
@@ -225,12 +267,8 @@ class FdSampler {
         (names) => names.length,
         () => Number.NaN,
       );
-    const [server, devices] = await Promise.all([count(process.pid), count(this.#pid)]);
-    this.last = { server, devices };
-    this.peak = {
-      server: Math.max(this.peak.server, server || 0),
-      devices: Math.max(this.peak.devices, devices || 0),
-    };
+    this.last = await Promise.all(this.#pids.map(count));
+    this.peak = this.peak.map((p, i) => Math.max(p, this.last[i] || 0));
     this.#busy = false;
   }
 
@@ -241,237 +279,88 @@ class FdSampler {
   }
 }
 
-interface Summary {
-  count: number;
-  errors: number;
-  firstError: string | undefined;
-  elapsedMs: number;
-  perSecond: number;
-  meanMs: number;
-  p50Ms: number;
-  p90Ms: number;
-  p99Ms: number;
-  maxMs: number;
-}
+/** A command as sent: the id is the request's own. */
+type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
 
-function summarize(
-  latencies: ArrayLike<number>,
-  elapsedMs: number,
-  errors: number,
-  firstError: string | undefined,
-): Summary {
-  const sorted = Array.from(latencies).sort((a, b) => a - b);
-  const count = sorted.length;
-  const at = (p: number) => percentile(sorted, p / 100);
-  let sum = 0;
-  for (const v of sorted) sum += v;
-  return {
-    count,
-    errors,
-    firstError,
-    elapsedMs,
-    perSecond: count / (elapsedMs / 1000),
-    meanMs: sum / count,
-    p50Ms: at(50),
-    p90Ms: at(90),
-    p99Ms: at(99),
-    maxMs: count === 0 ? Number.NaN : (sorted[count - 1] as number),
-  };
-}
-
-/** Runs `total` calls of `call(i)` with `concurrency` in flight; latency of each from this side. */
-async function load(
-  total: number,
-  concurrency: number,
-  call: (i: number) => Promise<unknown>,
-): Promise<Summary & { serverCpuUs: number }> {
-  const latencies = new Float64Array(total);
-  let next = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  const worker = async () => {
-    for (let i = next++; i < total; i = next++) {
-      const started = performance.now();
-      try {
-        await call(i);
-      } catch (error) {
-        errors++;
-        firstError ??= messageOf(error);
-      }
-      latencies[i] = performance.now() - started;
-    }
-  };
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  await Promise.all(Array.from({ length: Math.min(concurrency, Math.max(total, 1)) }, worker));
-  const elapsedMs = performance.now() - started;
-  const summary = summarize(latencies, elapsedMs, errors, firstError);
-  const used = process.cpuUsage(cpu);
-  return Object.assign(summary, { serverCpuUs: used.user + used.system });
-}
-
-async function pings(count: number, ping: (i: number) => Promise<number>): Promise<Summary> {
-  const latencies: number[] = [];
-  let errors = 0;
-  let firstError: string | undefined;
-  for (let i = 0; i < count; i++) {
-    try {
-      latencies.push(await ping(i));
-    } catch (error) {
-      errors++;
-      firstError ??= messageOf(error);
-    }
-  }
-  return summarize(latencies, 0, errors, firstError);
-}
-
-// --- the device process -----------------------------------------------------------------------
-/** What the device process last said about its storm. */
-interface DeviceStatus {
-  mode?: Mode | undefined;
-  transport?: Transport | undefined;
-  counts: DeviceCounts;
-  firstError?: string | undefined;
-  errorKinds?: ErrorKinds;
-}
-
-interface Waiter {
-  resolve: (message: ReportMessage) => void;
-  reject: (error: Error) => void;
-}
-
-class DeviceProcess {
-  last: DeviceStatus | undefined = undefined;
-  startedMs: number | undefined = undefined;
-  doneMs: number | undefined = undefined;
-  #child: ChildProcess;
-  #forkedAt: number;
+/** A child process answering commands that carry an id with a message that carries it back. */
+abstract class Child<Command extends { cmd: string }, Message extends { type: string }> {
+  readonly forkedAt: number;
+  readonly name: string;
+  protected child: ChildProcess;
   #expectedExit = false;
-  #waiters = new Map<number, Waiter>();
+  #waiters = new Map<number, { resolve: (m: Message) => void; reject: (e: Error) => void }>();
   #nextId = 1;
-  #onDone: ((ms: number) => void)[] = [];
-  #onStuck: ((message: DeviceMessage) => void)[] = [];
-  #onFatal: (message: string) => void;
 
-  constructor(options: Options, onFatal: (message: string) => void) {
-    this.#onFatal = onFatal;
-    this.#forkedAt = performance.now();
-    this.#child = fork(resolve(HERE, 'devices.js'), [], {
-      // BENCH_CHILD_EXEC_ARGV: extra node flags for the device process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
-      execArgv: [
-        '--expose-gc',
-        `--max-old-space-size=${options.childHeapMb}`,
-        ...(process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),
-      ],
+  constructor(name: string, file: string, execArgv: string[], onFatal: (message: string) => void) {
+    this.name = name;
+    this.forkedAt = now();
+    this.child = fork(resolve(HERE, file), [], {
+      execArgv,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    this.#child.on('message', (message) => this.#onMessage(message as DeviceMessage));
-    this.#child.on('error', (error) => onFatal(`device process: ${error.message}`));
-    this.#child.on('exit', (code, signal) => {
+    this.child.on('message', (message) => {
+      const m = message as Message & { id?: number };
+      if (m.type === 'fatal') onFatal((m as unknown as { message: string }).message);
+      const waiter = m.id !== undefined ? this.#waiters.get(m.id) : undefined;
+      if (waiter !== undefined && m.id !== undefined) {
+        this.#waiters.delete(m.id);
+        if (m.type === 'error')
+          waiter.reject(new Error(`${name}: ${(m as unknown as { message: string }).message}`));
+        else waiter.resolve(m);
+        return;
+      }
+      this.onMessage(m);
+    });
+    this.child.on('error', (error) => onFatal(`${name}: ${error.message}`));
+    this.child.on('exit', (code, signal) => {
       for (const { reject } of this.#waiters.values())
-        reject(new Error(`device process exited (${code ?? signal})`));
+        reject(new Error(`${name} exited (${code ?? signal})`));
       this.#waiters.clear();
       if (!this.#expectedExit)
-        onFatal(`the device process exited unexpectedly (code ${code}, signal ${signal})`);
+        onFatal(`${name} exited unexpectedly (code ${code}, signal ${signal})`);
     });
-  }
-
-  get forkedAt() {
-    return this.#forkedAt;
   }
 
   get pid() {
-    return this.#child.pid;
+    return this.child.pid;
   }
 
-  send(message: DeviceCommand) {
-    this.#child.send(message);
+  protected abstract onMessage(message: Message): void;
+
+  send(message: Command) {
+    this.child.send(message);
   }
 
-  /** Memory, CPU and counters of the device process (`gc` first, for memory). */
-  report(gc = true, timeoutMs = 60_000): Promise<ReportMessage> {
+  /** Sends `command` with a fresh id; resolves with the answer that carries it. */
+  request<T extends Message>(command: WithoutId<Command>, timeoutMs = 120_000): Promise<T> {
     const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiters.delete(id);
-        reject(new Error(`the device process did not report within ${timeoutMs} ms`));
+        reject(new Error(`${this.name} did not answer ${command.cmd} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#waiters.set(id, {
         resolve: (m) => {
           clearTimeout(timer);
-          resolve(m);
+          resolve(m as T);
         },
         reject: (e) => {
           clearTimeout(timer);
           reject(e);
         },
       });
-      this.#child.send({ cmd: 'report', id, gc });
+      this.child.send({ ...command, id });
     });
   }
 
-  /** Calls `fn` if the device process says every device is connected or has given up, some having given up. */
-  onStuck(fn: (message: DeviceMessage) => void) {
-    this.#onStuck.push(fn);
-  }
-
-  /** Resolves when the device process says every device is connected from its side. */
-  done(timeoutMs: number): Promise<number> {
-    if (this.doneMs !== undefined) return Promise.resolve(this.doneMs);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new StormError('the device process never said all devices were connected')),
-        timeoutMs,
-      );
-      this.#onDone.push((ms) => {
-        clearTimeout(timer);
-        resolve(ms);
-      });
-    });
-  }
-
-  #onMessage(message: DeviceMessage) {
-    switch (message.type) {
-      case 'started':
-        this.startedMs = performance.now() - this.#forkedAt;
-        return;
-      case 'progress':
-        this.last = message;
-        return;
-      case 'storm-stuck':
-        this.last = {
-          ...this.last,
-          counts: message.counts,
-          firstError: message.firstError,
-          errorKinds: message.errorKinds,
-        };
-        for (const fn of this.#onStuck.splice(0)) fn(message);
-        return;
-      case 'storm-done':
-        this.last = { ...this.last, counts: message.counts };
-        this.doneMs = performance.now() - this.#forkedAt;
-        for (const fn of this.#onDone.splice(0)) fn(this.doneMs);
-        return;
-      case 'report': {
-        const waiter = this.#waiters.get(message.id);
-        this.#waiters.delete(message.id);
-        waiter?.resolve(message);
-        return;
-      }
-      case 'fatal':
-        this.#onFatal(message.message);
-        return;
-      default:
-    }
-  }
-
-  /** Asks the process to close its devices and exit; kills it if it does not within 10 s. */
-  async stop() {
+  /** Lets the process exit (it leaves when its IPC channel closes); kills it after 10 s. */
+  async exit(stopCommand?: Command) {
     this.#expectedExit = true;
-    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;
-    const exited = new Promise((resolve) => this.#child.once('exit', resolve));
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
     try {
-      this.#child.send({ cmd: 'stop' });
+      if (stopCommand) this.child.send(stopCommand);
+      else this.child.disconnect();
     } catch {
       // The IPC channel is already gone.
     }
@@ -482,32 +371,280 @@ class DeviceProcess {
 
   kill() {
     this.#expectedExit = true;
-    if (this.#child.exitCode === null && this.#child.signalCode === null)
-      this.#child.kill('SIGKILL');
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
   }
 }
 
+/** What a simulator process last said about its storm. */
+interface SimStatus {
+  mode?: Mode | undefined;
+  transport?: Transport | undefined;
+  counts: DeviceCounts;
+  firstError?: string | undefined;
+  errorKinds?: ErrorKinds;
+}
+
+class SimProcess extends Child<DeviceCommand, DeviceMessage> {
+  last: SimStatus | undefined = undefined;
+  startedMs: number | undefined = undefined;
+  doneMs: number | undefined = undefined;
+  #onDone: (() => void)[] = [];
+  #onStuck: (() => void)[] = [];
+
+  constructor(index: number, options: Options, onFatal: (message: string) => void) {
+    super(
+      `simulator ${index + 1}/${options.simProcesses}`,
+      'devices.js',
+      [
+        '--expose-gc',
+        `--max-old-space-size=${options.childHeapMb}`,
+        // BENCH_CHILD_EXEC_ARGV: extra node flags for the simulators, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+        ...(process.env.BENCH_CHILD_EXEC_ARGV ?? '').split(' ').filter(Boolean),
+      ],
+      onFatal,
+    );
+  }
+
+  onStuck(fn: () => void) {
+    this.#onStuck.push(fn);
+  }
+
+  /** Resolves once every one of its devices is connected from its side. */
+  done(): Promise<void> {
+    if (this.doneMs !== undefined) return Promise.resolve();
+    return new Promise((resolve) => this.#onDone.push(resolve));
+  }
+
+  protected onMessage(message: DeviceMessage) {
+    switch (message.type) {
+      case 'started':
+        this.startedMs = now() - this.forkedAt;
+        return;
+      case 'progress':
+        this.last = message;
+        return;
+      case 'storm-stuck':
+        this.last = { ...this.last, ...message };
+        for (const fn of this.#onStuck.splice(0)) fn();
+        return;
+      case 'storm-done':
+        this.last = { ...this.last, counts: message.counts };
+        this.doneMs = now() - this.forkedAt;
+        for (const fn of this.#onDone.splice(0)) fn();
+        return;
+      default:
+    }
+  }
+
+  mark() {
+    return this.request<MarkMessage>({ cmd: 'mark' });
+  }
+
+  report(gc: boolean) {
+    return this.request<ReportMessage>({ cmd: 'report', gc }, 60_000);
+  }
+
+  stop() {
+    return this.exit({ cmd: 'stop' });
+  }
+}
+
+type StormDone = Extract<ServerMessage, { type: 'storm-done' }>;
+
+class ServerProcess extends Child<ServerCommand, ServerMessage> {
+  progress: ServerProgress | undefined = undefined;
+  stormDone: StormDone | undefined = undefined;
+  #onDone: ((m: StormDone) => void)[] = [];
+
+  constructor(label: string, onFatal: (message: string) => void) {
+    super(
+      `${label} server process`,
+      'server.js',
+      [
+        '--expose-gc',
+        '--max-old-space-size=8192',
+        // BENCH_SERVER_EXEC_ARGV: extra node flags for the server process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+        ...(process.env.BENCH_SERVER_EXEC_ARGV ?? '').split(' ').filter(Boolean),
+      ],
+      onFatal,
+    );
+  }
+
+  onDone(fn: (m: StormDone) => void) {
+    if (this.stormDone) fn(this.stormDone);
+    else this.#onDone.push(fn);
+  }
+
+  protected onMessage(message: ServerMessage) {
+    if (message.type === 'progress') this.progress = message.progress;
+    else if (message.type === 'storm-done') {
+      this.stormDone = message;
+      for (const fn of this.#onDone.splice(0)) fn(message);
+    }
+  }
+
+  async memory(settleMs: number): Promise<NodeJS.MemoryUsage> {
+    const m = await this.request<Extract<ServerMessage, { type: 'memory' }>>({
+      cmd: 'memory',
+      settleMs,
+    });
+    return m.memory;
+  }
+
+  load(spec: LoadSpec): Promise<Extract<ServerMessage, { type: 'loaded' }>> {
+    return this.request({ cmd: 'load', ...spec }, 600_000);
+  }
+}
+
+const cpuOf = (cpu: NodeJS.CpuUsage) => cpu.user + cpu.system;
+
+function sumCounts(all: (DeviceCounts | undefined)[]): DeviceCounts {
+  const total = {} as DeviceCounts;
+  for (const c of all) {
+    if (c === undefined) continue;
+    for (const [k, v] of Object.entries(c) as [keyof DeviceCounts, number][])
+      total[k] = (total[k] ?? 0) + v;
+  }
+  return total;
+}
+
+function sumBoards(all: (BoardStats | undefined)[]): BoardStats | undefined {
+  const present = all.filter((b): b is BoardStats => b !== undefined);
+  if (present.length === 0) return undefined;
+  const total = {} as BoardStats;
+  for (const b of present)
+    for (const [k, v] of Object.entries(b) as [keyof BoardStats, number][])
+      total[k] = (total[k] ?? 0) + v;
+  return total;
+}
+
+function simCounts(sims: SimProcess[]): string {
+  const lasts = sims.map((s) => s.last);
+  if (lasts.every((l) => l === undefined)) return 'simulators: not started yet';
+  const c = sumCounts(lasts.map((l) => l?.counts));
+  const first = lasts.find((l) => l?.firstError)?.firstError;
+  const kinds = new Map<string, number>();
+  for (const l of lasts)
+    for (const [k, v] of Object.entries(l?.errorKinds ?? {})) kinds.set(k, (kinds.get(k) ?? 0) + v);
+  const error = first
+    ? ` · first error: ${first} · errors by kind: ${[...kinds].map(([k, v]) => `${v}× ${k}`).join('; ')}`
+    : '';
+  const mode = lasts.find((l) => l?.mode)?.mode;
+  const transport = lasts.find((l) => l?.transport)?.transport;
+  if (mode === 'boards' && transport === 'mqtt')
+    return `simulators: created ${c.created} · idle ${c.idle} · mqtt connected ${c.mqttConnected} · ota failed ${c.otaFailed} · first connects failed ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
+  return mode === 'boards'
+    ? `simulators: created ${c.created} · idle ${c.idle} · connecting ${c.connecting} · listening ${c.listening} · ota failed ${c.otaFailed} · session retries ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`
+    : `simulators: created ${c.created} · opened ${c.opened} · echoed ${c.echoed} · retries ${c.echoRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
+}
+
+// --- a phase ------------------------------------------------------------------------------------
+/** What is running, so that a failure anywhere can stop it. */
+interface State {
+  server: ServerProcess | undefined;
+  sims: SimProcess[];
+  fatal: (message: string) => void;
+}
+
+/** A simulator process's event-loop delay in the storm and over the timed load. */
+interface SimLoop {
+  process: string;
+  pid: number | undefined;
+  storm: LoopDelay;
+  load: LoopDelay;
+}
+
+interface PhaseResult {
+  kind: ServerKind;
+  transport: Transport;
+  round: number;
+  /** Fork of the first simulator → the server saw every device ready (xiaozhi) or every hello echoed (echo). */
+  stormMs: number;
+  simStartupMs: number;
+  otaChecksDoneMs?: number | undefined;
+  /** Fork → every device's session attached to the registry (its WebSocket, or its MQTT connection). */
+  connectedDoneMs?: number | undefined;
+  devicesPerSecond: number;
+  serverLoop: { storm: LoopDelay; load: LoopDelay };
+  simLoops: SimLoop[];
+  listenOverflows: number;
+  listenDrops: number;
+  peakFds: { server: number; simulators: number[] };
+  serverMemory: {
+    before: NodeJS.MemoryUsage;
+    after: NodeJS.MemoryUsage;
+    perDevice: { heapUsedKiB: number; rssKiB: number; externalKiB: number };
+  };
+  simMemory: { heapUsed: number; rss: number; perDevice: { heapUsedKiB: number; rssKiB: number } };
+  load: Summary & { serverCpuUs: number; serverCpuPerCallUs: number; simCpuPerCallUs: number };
+  serial: Summary;
+  /** WebSocket pings; none over MQTT, where only the client pings (the broker answers). */
+  ping: Summary;
+  counts: DeviceCounts;
+  boardConsole?: BoardStats | undefined;
+  /** Every retry and 408 of the storm, counted explicitly. */
+  retries: {
+    ota: number;
+    session: number;
+    echo: number;
+    mqttConnect: number;
+    ota408: number;
+    session408: number;
+  };
+}
+
+const LABEL: Record<Transport, Record<ServerKind, string>> = {
+  websocket: { echo: 'ws echo', xiaozhi: 'xiaozhi' },
+  mqtt: { echo: 'mqtt echo', xiaozhi: 'xiaozhi mqtt' },
+};
+
+/** A hello-sized first message for the echo clients: the WebSocket build's, or the MQTT build's (transport udp). */
+function echoHello(transport: Transport): string {
+  return JSON.stringify(
+    transport === 'mqtt'
+      ? buildDeviceHello({ transport: 'udp', version: 3 })
+      : buildDeviceHello({ transport: 'websocket', version: 1 }),
+  );
+}
+
+/** Fast boot, no artificial stagger; long idle/hello/HTTP/connect bounds so a slow storm is
+ * measured, not failed; over MQTT a failed connect is retried after 1 s (firmware: 60 s). */
+const BOARD_TIMING = {
+  bootMs: 10,
+  wifiConnectMs: 10,
+  otaRetryMs: 1000,
+  otaMaxRetries: 10,
+  helloTimeoutMs: 120_000,
+  httpTimeoutMs: 120_000,
+  channelIdleMs: 3_600_000,
+  mqttReconnectMs: 1000,
+  mqttConnectTimeoutMs: 120_000,
+};
+
 /**
- * Resolves with the milliseconds from the fork to the moment `arm`'s callback is called (by the
- * event that completes the storm, so the time is the event's own), printing progress to stderr
- * every 2 s; rejects with a StormError carrying `describe()` after timeoutMs, or as soon as the
- * device process says the storm cannot complete.
+ * Resolves once the server process says the storm is done and every simulator says all its
+ * devices are connected, printing progress every 2 s; rejects with a StormError after
+ * timeoutMs, or as soon as a simulator says its share cannot complete.
  */
 function storm(
   label: string,
-  devices: DeviceProcess,
+  server: ServerProcess,
+  sims: SimProcess[],
+  startedAt: number,
   timeoutMs: number,
-  arm: (done: () => void) => void,
   describe: () => string,
-): Promise<number> {
+): Promise<StormDone> {
   return new Promise((resolve, reject) => {
-    const started = devices.forkedAt;
     let finished = false;
-    let ticks = 0;
-    const ticker = setInterval(() => {
-      if (++ticks % 8 === 0)
-        log(`[${label} ${((performance.now() - started) / 1000).toFixed(1)}s] ${describe()}`);
-    }, 250);
+    const ticker = setInterval(
+      () => log(`[${label} ${((now() - startedAt) / 1000).toFixed(1)}s] ${describe()}`),
+      2000,
+    );
+    const finish = () => {
+      finished = true;
+      clearInterval(ticker);
+      clearTimeout(timer);
+    };
     const timer = setTimeout(() => {
       finish();
       reject(
@@ -516,377 +653,187 @@ function storm(
         ),
       );
     }, timeoutMs);
-    const finish = () => {
-      finished = true;
-      clearInterval(ticker);
-      clearTimeout(timer);
-    };
-    devices.onStuck(() => {
+    for (const sim of sims)
+      sim.onStuck(() => {
+        if (finished) return;
+        finish();
+        reject(
+          new StormError(
+            `${label}: the connect storm cannot complete, every device of ${sim.name} is connected or has given up: ${describe()}`,
+          ),
+        );
+      });
+    const serverDone = new Promise<StormDone>((r) => server.onDone(r));
+    Promise.all([serverDone, ...sims.map((s) => s.done())]).then(([done]) => {
       if (finished) return;
       finish();
-      reject(
-        new StormError(
-          `${label}: the connect storm cannot complete, every device is connected or has given up: ${describe()}`,
-        ),
-      );
-    });
-    arm(() => {
-      if (finished) return;
-      const ms = performance.now() - started;
-      finish();
-      resolve(ms);
+      resolve(done);
     });
   });
 }
 
-function childCounts(devices: DeviceProcess): string {
-  const last = devices.last;
-  const c = last?.counts;
-  if (last === undefined || c === undefined) return 'device process: not started yet';
-  const kinds = Object.entries(last.errorKinds ?? {});
-  const error = last.firstError
-    ? ` · first error: ${last.firstError} · errors by kind: ${kinds.map(([k, v]) => `${v}× ${k}`).join('; ')}`
-    : '';
-  if (last.mode === 'boards' && last.transport === 'mqtt')
-    return `device process: created ${c.created} · idle ${c.idle} · mqtt connected ${c.mqttConnected} · ota failed ${c.otaFailed} · first connects failed ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
-  return last.mode === 'boards'
-    ? `device process: created ${c.created} · idle ${c.idle} · connecting ${c.connecting} · listening ${c.listening} · ota failed ${c.otaFailed} · session retries ${c.sessionRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`
-    : `device process: created ${c.created} · opened ${c.opened} · echoed ${c.echoed} · retries ${c.echoRetries} · failed ${c.failed} · dropped ${c.disconnected}${error}`;
-}
-
-function cpuOf(report: ReportMessage): number {
-  return report.cpu.user + report.cpu.system;
-}
-
-// --- the phases -------------------------------------------------------------------------------
-/** What is running, so that a failure anywhere can stop it. */
-interface State {
-  server: XiaozhiServer | undefined;
-  echo: { stop(): Promise<void> } | undefined;
-  devices: DeviceProcess | undefined;
-  fatal: (message: string) => void;
-}
-
-interface PhaseResult {
-  transport: Transport;
-  stormMs: number;
-  childStartupMs: number | undefined;
-  otaChecksDoneMs?: number | undefined;
-  /** Fork → every device's session attached to the registry (its WebSocket, or its MQTT connection). */
-  connectedDoneMs?: number | undefined;
-  devicesPerSecond: number;
-  stormEventLoopDelayP99Ms: number;
-  deviceStormEventLoopDelay: LoopDelay | undefined;
-  deviceCpuAtReadyUs: NodeJS.CpuUsage;
-  listenOverflows: number;
-  listenDrops: number;
-  peakFds: { server: number; devices: number };
-  serverMemory: {
-    before: NodeJS.MemoryUsage;
-    after: NodeJS.MemoryUsage;
-    perDevice: ReturnType<typeof perDevice>;
-  };
-  deviceMemory: { after: NodeJS.MemoryUsage; perDevice: { heapUsedKiB: number; rssKiB: number } };
-  load: Summary & { serverCpuUs: number; serverCpuPerCallUs: number; deviceCpuPerCallUs: number };
-  serial: Summary;
-  /** WebSocket pings; none over MQTT, where only the client pings (the broker answers). */
-  ping: Summary;
-  deviceCounts: DeviceCounts;
-  boardConsole?: BoardStats | undefined;
-}
-
-/** What an echo baseline's server offers the load: connections, a round trip, maybe a ping. */
-interface EchoBaseline {
-  readonly url: string;
-  readonly hellos: number;
-  readonly connections: number;
-  roundTrip(i: number, tool: string, args: Record<string, unknown>): Promise<void>;
-  ping?(i: number): Promise<number>;
-  stop(): Promise<void>;
-}
-
-const PHASE_LABEL: Record<Transport, { echo: string; xiaozhi: string }> = {
-  websocket: { echo: 'ws echo', xiaozhi: 'xiaozhi' },
-  mqtt: { echo: 'mqtt echo', xiaozhi: 'xiaozhi mqtt' },
-};
-
-async function echoPhase(
+async function phase(
   options: Options,
   state: State,
+  kind: ServerKind,
   transport: Transport,
+  round: number,
 ): Promise<PhaseResult> {
-  const { devices: n } = options;
-  const label = PHASE_LABEL[transport].echo;
-  const { buildDeviceHello } = await import('@xiaozhi-mcp/protocol');
-  // A hello-sized first message: the WebSocket build's hello, or the MQTT build's (transport udp).
-  const hello = JSON.stringify(
-    transport === 'mqtt'
-      ? buildDeviceHello({ transport: 'udp', version: 3 })
-      : buildDeviceHello({ transport: 'websocket', version: 1 }),
-  );
-  let onAll: (() => void) | undefined;
-  const onHello = (count: number) => count === n && onAll?.();
-  const echo: EchoBaseline =
-    transport === 'mqtt' ? await MqttEchoBroker.start(onHello) : await EchoServer.start(onHello);
-  state.echo = echo;
-  // Taken after the same settle as the "after" sample, so that what the previous phase freed
-  // has been given back to the system and does not come off this phase's RSS.
-  await sleep(options.settleMs);
-  const before = await measureMemory();
-  const listen0 = listenCounters();
-  const loop = monitorEventLoopDelay({ resolution: 10 });
-  loop.enable();
-  const devices = new DeviceProcess(options, state.fatal);
-  const fds = new FdSampler(devices.pid);
-  state.devices = devices;
-  devices.send({ cmd: 'echo', transport, url: echo.url, n, hello, retries: options.retries });
-  const stormMs = await storm(
-    label,
-    devices,
-    options.stormTimeout * 1000,
-    (done) => {
-      onAll = done;
-    },
-    () =>
-      `server: hellos echoed ${echo.hellos}/${n} · connections ${echo.connections} · fds ${fds.last.server} | ${childCounts(devices)} · fds ${fds.last.devices}`,
-  );
-  loop.disable();
-  await fds.stop();
-  await devices.done(options.stormTimeout * 1000);
-  const listen1 = listenCounters();
-  await sleep(options.settleMs);
-  const after = await measureMemory();
-  const deviceReport = await devices.report(true);
-  log(`[${label}] ${n} connections in ${(stormMs / 1000).toFixed(2)} s; call load...`);
-
-  const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
-  const call = (i: number) => echo.roundTrip(i, options.tool, args);
-  await load(Math.min(options.warmup, options.calls), options.concurrency, call);
-  const cpu0 = await devices.report(false);
-  const loaded = await load(options.calls, options.concurrency, call);
-  const cpu1 = await devices.report(false);
-  const serial = await load(options.serialCalls, 1, call);
-  const ping = await pings(echo.ping === undefined ? 0 : Math.min(options.pings, n), (i) =>
-    (echo.ping as (i: number) => Promise<number>)(i),
-  );
-  // The server side closes first: the TIME_WAIT sockets then stay on its side, not on ephemeral
-  // ports of the device host, which the next phase's storm needs.
-  await echo.stop();
-  state.echo = undefined;
-  await devices.stop();
-  state.devices = undefined;
-  return {
-    transport,
-    stormMs,
-    childStartupMs: devices.startedMs,
-    devicesPerSecond: n / (stormMs / 1000),
-    stormEventLoopDelayP99Ms: loop.percentile(99) / 1e6,
-    deviceStormEventLoopDelay: deviceReport.stormLoopDelay,
-    deviceCpuAtReadyUs: deviceReport.cpu,
-    listenOverflows: listen1.overflows - listen0.overflows,
-    listenDrops: listen1.drops - listen0.drops,
-    peakFds: fds.peak,
-    serverMemory: { before, after, perDevice: perDevice(before, after, n) },
-    deviceMemory: {
-      after: deviceReport.memory,
-      perDevice: {
-        heapUsedKiB: deviceReport.memory.heapUsed / n / 1024,
-        rssKiB: deviceReport.memory.rss / n / 1024,
-      },
-    },
-    load: {
-      ...loaded,
-      serverCpuPerCallUs: loaded.serverCpuUs / loaded.count,
-      deviceCpuPerCallUs: (cpuOf(cpu1) - cpuOf(cpu0)) / loaded.count,
-    },
-    serial,
-    ping,
-    deviceCounts: deviceReport.counts,
-  };
-}
-
-async function xiaozhiPhase(
-  options: Options,
-  state: State,
-  transport: Transport,
-): Promise<PhaseResult> {
-  const { devices: n } = options;
-  const label = PHASE_LABEL[transport].xiaozhi;
-  const { XiaozhiServer } = await import('@xiaozhi-mcp/server');
-  const server = await XiaozhiServer.start({
-    port: 0,
-    logLevel: 'silent',
-    auth: options.auth,
-    pingIntervalMs: 0,
-    // Generous bounds: the benchmark measures how long the storm takes, not who gives up first.
-    helloTimeoutMs: 120_000,
-    callTimeoutMs: 60_000,
-    // Over MQTT: the OTA reply offers every board the embedded broker, on a port the OS chooses.
-    ...(transport === 'mqtt' ? { transport: 'mqtt' as const, mqttPort: 0, udpPort: 0 } : {}),
-  });
+  const { devices: n, simProcesses: k } = options;
+  const label = `${LABEL[transport][kind]} r${round}`;
+  const server = new ServerProcess(label, state.fatal);
   state.server = server;
-  const otaChecked = new Set<string>();
-  const connected = new Set<string>();
-  const ready = new Set<string>();
-  const readyOrder: string[] = [];
-  let otaDoneMs: number | undefined;
-  let connectedDoneMs: number | undefined;
-  let onAll: (() => void) | undefined;
-  let forkedAt = 0;
-  server.registry.on('ota-check', (check) => {
-    otaChecked.add(check.deviceId);
-    if (otaChecked.size === n && otaDoneMs === undefined) otaDoneMs = performance.now() - forkedAt;
-  });
-  server.registry.on('connected', (record) => {
-    connected.add(record.deviceId);
-    if (connected.size === n && connectedDoneMs === undefined)
-      connectedDoneMs = performance.now() - forkedAt;
-  });
-  server.registry.on('ready', (record) => {
-    if (ready.has(record.deviceId)) return;
-    ready.add(record.deviceId);
-    readyOrder.push(record.deviceId);
-    if (ready.size === n) onAll?.();
-  });
-  // Taken after the same settle as the "after" sample, so that what the previous phase freed
-  // has been given back to the system and does not come off this phase's RSS.
-  await sleep(options.settleMs);
-  const before = await measureMemory();
-  const listen0 = listenCounters();
-  const loop = monitorEventLoopDelay({ resolution: 10 });
-  loop.enable();
-  const devices = new DeviceProcess(options, state.fatal);
-  const fds = new FdSampler(devices.pid);
-  forkedAt = devices.forkedAt;
-  state.devices = devices;
-  devices.send({
-    cmd: 'boards',
+  const { url } = await server.request<Extract<ServerMessage, { type: 'started' }>>({
+    cmd: 'start',
+    kind,
     transport,
-    otaUrl: server.urls.ota,
     n,
-    preset: options.preset,
-    retries: options.retries,
-    // Fast boot, no artificial stagger; long idle/hello/HTTP/connect bounds so a slow storm is
-    // measured, not failed; over MQTT a failed connect is retried after 1 s (firmware: 60 s).
-    timing: {
-      bootMs: 10,
-      wifiConnectMs: 10,
-      otaRetryMs: 1000,
-      otaMaxRetries: 10,
-      helloTimeoutMs: 120_000,
-      httpTimeoutMs: 120_000,
-      channelIdleMs: 3_600_000,
-      mqttReconnectMs: 1000,
-      mqttConnectTimeoutMs: 120_000,
-    },
+    auth: options.auth,
+  });
+  // A fresh process: no earlier phase's garbage to settle, only gc.
+  const before = await server.memory(0);
+  const listen0 = listenCounters();
+  const sims = Array.from({ length: k }, (_, i) => new SimProcess(i, options, state.fatal));
+  state.sims = sims;
+  const startedAt = sims[0]?.forkedAt ?? now();
+  const fds = new FdSampler([server.pid, ...sims.map((s) => s.pid)]);
+  let offset = 0;
+  sims.forEach((sim, index) => {
+    const share = Math.floor(n / k) + (index < n % k ? 1 : 0);
+    const common = { index, of: k, offset, n: share, batch: options.simBatch };
+    offset += share;
+    sim.send(
+      kind === 'echo'
+        ? {
+            cmd: 'echo',
+            transport,
+            url,
+            hello: echoHello(transport),
+            retries: options.retries,
+            ...common,
+          }
+        : {
+            cmd: 'boards',
+            transport,
+            otaUrl: url,
+            preset: options.preset,
+            retries: options.retries,
+            timing: BOARD_TIMING,
+            ...common,
+          },
+    );
   });
   const describe = () => {
-    const errors = server.registry.list().filter((r) => r.lastError !== undefined);
-    const error =
-      errors.length > 0 ? ` · ${errors.length} with lastError, e.g. ${errors[0]?.lastError}` : '';
-    const open =
-      transport === 'mqtt'
-        ? `mqtt sessions ${connected.size} · broker clients ${server.mqttClients}`
-        : `ws connected ${connected.size} · open ${server.connections}`;
-    return `server: ota checks ${otaChecked.size}/${n} · ${open} · ready ${ready.size}${error} · fds ${fds.last.server} | ${childCounts(devices)} · fds ${fds.last.devices}`;
+    const p = server.progress;
+    const s = p
+      ? kind === 'echo'
+        ? `server: hellos echoed ${p.ready}/${n} · connections ${p.open}`
+        : `server: ota checks ${p.otaChecks}/${n} · ${transport === 'mqtt' ? 'mqtt sessions' : 'ws connected'} ${p.connected} · open ${p.open} · ready ${p.ready}${p.withLastError ? ` · ${p.withLastError} with lastError, e.g. ${p.lastError}` : ''}`
+      : 'server: no progress yet';
+    return `${s} · fds ${fds.last[0]} | ${simCounts(sims)} · fds ${fds.last.slice(1).join('+')}`;
   };
-  const stormMs = await storm(
-    label,
-    devices,
-    options.stormTimeout * 1000,
-    (done) => {
-      onAll = done;
-    },
-    describe,
-  );
-  loop.disable();
+  const done = await storm(label, server, sims, startedAt, options.stormTimeout * 1000, describe);
+  const stormMarks = await Promise.all(sims.map((s) => s.mark()));
   await fds.stop();
-  await devices.done(options.stormTimeout * 1000);
   const listen1 = listenCounters();
-  await sleep(options.settleMs);
-  const after = await measureMemory();
-  const deviceReport = await devices.report(true);
-  log(`[${label}] ${n} devices ready in ${(stormMs / 1000).toFixed(2)} s; call load...`);
-
-  const args = options.tool === 'self.audio_speaker.set_volume' ? { volume: 50 } : {};
-  const deviceAt = (i: number) => readyOrder[i % readyOrder.length] as string;
-  const call = async (i: number) => {
-    const result = await server.registry.callTool(deviceAt(i), options.tool, args);
-    if (result.isError)
-      throw new Error(`${options.tool} answered isError: ${JSON.stringify(result.content)}`);
-  };
-  await load(Math.min(options.warmup, options.calls), options.concurrency, call);
-  const cpu0 = await devices.report(false);
-  const loaded = await load(options.calls, options.concurrency, call);
-  const cpu1 = await devices.report(false);
-  const serial = await load(options.serialCalls, 1, call);
-  // A session on MQTT has no ping: MQTT pings go from the client to the broker.
-  const ping = await pings(transport === 'mqtt' ? 0 : Math.min(options.pings, n), (i) =>
-    server.registry.session(deviceAt(i)).ping(),
+  const stormMs = done.atMs - startedAt;
+  const after = await server.memory(options.settleMs);
+  const reports = await Promise.all(sims.map((s) => s.report(true)));
+  log(
+    `[${label}] ${n} ${kind === 'echo' ? 'connections' : 'devices ready'} in ${(stormMs / 1000).toFixed(2)} s; call load...`,
   );
-  await server.stop();
+
+  const spec = { tool: options.tool, concurrency: options.concurrency };
+  await server.load({ what: 'calls', total: Math.min(options.warmup, options.calls), ...spec });
+  const marks0 = await Promise.all(sims.map((s) => s.mark()));
+  const loaded = await server.load({ what: 'calls', total: options.calls, ...spec });
+  const marks1 = await Promise.all(sims.map((s) => s.mark()));
+  const serial = await server.load({
+    what: 'calls',
+    total: options.serialCalls,
+    ...spec,
+    concurrency: 1,
+  });
+  const ping = await server.load({ what: 'pings', total: Math.min(options.pings, n), ...spec });
+  // The server side closes first: the TIME_WAIT sockets then stay on its side, not on ephemeral
+  // ports of the simulators, which the next phase's storm needs.
+  await server.request({ cmd: 'stop' });
+  await Promise.all(sims.map((s) => s.stop()));
+  await server.exit();
   state.server = undefined;
-  await devices.stop();
-  state.devices = undefined;
+  state.sims = [];
+
+  const simCpu = marks1.reduce(
+    (sum, m, i) => sum + cpuOf(m.cpu) - cpuOf((marks0[i] as MarkMessage).cpu),
+    0,
+  );
+  const boards = sumBoards(reports.map((r) => r.boards));
+  const counts = sumCounts(reports.map((r) => r.counts));
+  const simHeap = reports.reduce((sum, r) => sum + r.memory.heapUsed, 0);
+  const simRss = reports.reduce((sum, r) => sum + r.memory.rss, 0);
+  const perDevice = (key: 'heapUsed' | 'rss' | 'external') => (after[key] - before[key]) / n / 1024;
   return {
+    kind,
     transport,
+    round,
     stormMs,
-    childStartupMs: devices.startedMs,
-    otaChecksDoneMs: otaDoneMs,
-    connectedDoneMs,
+    simStartupMs: Math.max(...sims.map((s) => s.startedMs ?? Number.NaN)),
+    otaChecksDoneMs: done.otaDoneAtMs === undefined ? undefined : done.otaDoneAtMs - startedAt,
+    connectedDoneMs: done.connectedAtMs === undefined ? undefined : done.connectedAtMs - startedAt,
     devicesPerSecond: n / (stormMs / 1000),
-    stormEventLoopDelayP99Ms: loop.percentile(99) / 1e6,
-    deviceStormEventLoopDelay: deviceReport.stormLoopDelay,
-    deviceCpuAtReadyUs: deviceReport.cpu,
+    serverLoop: { storm: done.loop, load: loaded.loop },
+    simLoops: sims.map((s, i) => ({
+      process: s.name,
+      pid: s.pid,
+      storm: (stormMarks[i] as MarkMessage).loop,
+      load: (marks1[i] as MarkMessage).loop,
+    })),
     listenOverflows: listen1.overflows - listen0.overflows,
     listenDrops: listen1.drops - listen0.drops,
-    peakFds: fds.peak,
-    serverMemory: { before, after, perDevice: perDevice(before, after, n) },
-    deviceMemory: {
-      after: deviceReport.memory,
+    peakFds: { server: fds.peak[0] ?? 0, simulators: fds.peak.slice(1) },
+    serverMemory: {
+      before,
+      after,
       perDevice: {
-        heapUsedKiB: deviceReport.memory.heapUsed / n / 1024,
-        rssKiB: deviceReport.memory.rss / n / 1024,
+        heapUsedKiB: perDevice('heapUsed'),
+        rssKiB: perDevice('rss'),
+        externalKiB: perDevice('external'),
       },
     },
-    load: {
-      ...loaded,
-      serverCpuPerCallUs: loaded.serverCpuUs / loaded.count,
-      deviceCpuPerCallUs: (cpuOf(cpu1) - cpuOf(cpu0)) / loaded.count,
+    simMemory: {
+      heapUsed: simHeap,
+      rss: simRss,
+      perDevice: { heapUsedKiB: simHeap / n / 1024, rssKiB: simRss / n / 1024 },
     },
-    serial,
-    ping,
-    deviceCounts: deviceReport.counts,
-    boardConsole: deviceReport.boards,
+    load: {
+      ...loaded.summary,
+      serverCpuUs: loaded.cpuUs,
+      serverCpuPerCallUs: loaded.cpuUs / loaded.summary.count,
+      simCpuPerCallUs: simCpu / loaded.summary.count,
+    },
+    serial: serial.summary,
+    ping: ping.summary,
+    counts,
+    boardConsole: boards,
+    retries: {
+      ota: boards?.otaRetries ?? 0,
+      session: kind === 'xiaozhi' ? counts.sessionRetries : 0,
+      echo: counts.echoRetries,
+      mqttConnect: boards?.mqttConnectFailures ?? 0,
+      ota408: boards?.ota408 ?? 0,
+      session408: boards?.session408 ?? 0,
+    },
   };
 }
 
-// --- output -----------------------------------------------------------------------------------
-function fmt(value: number | undefined): string {
-  if (value === undefined || Number.isNaN(value)) return '—';
-  const a = Math.abs(value);
-  if (a >= 100) return String(Math.round(value));
-  if (a >= 10) return value.toFixed(1);
-  return value.toFixed(2);
+// --- rounds, figures, verdict -------------------------------------------------------------------
+interface Rounds {
+  transport: Transport;
+  xiaozhi: PhaseResult[];
+  echo: PhaseResult[];
 }
 
-/** Milliseconds as seconds; NaN (printed as —) when the moment never came. */
-function seconds(ms: number | undefined): number {
-  return (ms ?? Number.NaN) / 1000;
-}
-
-function ratioOf(a: number | undefined, b: number | undefined): number {
-  if (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0)
-    return Number.NaN;
-  return a / b;
-}
-
-function ratio(a: number | undefined, b: number | undefined): string {
-  const r = ratioOf(a, b);
-  return Number.isNaN(r) ? '—' : `${r.toFixed(2)}×`;
-}
-
-/** A row of the tables: its name, the figure of a phase, whether it is a count (no ratio). */
+/** A row of the tables: its name, the figure of a phase, whether it is a count (summed, no ratio). */
 type Metric = [name: string, value: (r: PhaseResult) => number | undefined, count?: boolean];
 
 function metrics(options: Options, withPing: boolean): Metric[] {
@@ -909,131 +856,240 @@ function metrics(options: Options, withPing: boolean): Metric[] {
         ] satisfies Metric[])
       : []),
     ['server CPU per call (µs)', (r) => r.load.serverCpuPerCallUs],
-    ['device CPU per call (µs)', (r) => r.load.deviceCpuPerCallUs],
-    ['device-process heap/device (KiB)', (r) => r.deviceMemory.perDevice.heapUsedKiB],
-    ['storm event-loop p99, server (ms)', (r) => r.stormEventLoopDelayP99Ms],
-    ['storm event-loop max, devices (ms)', (r) => r.deviceStormEventLoopDelay?.maxMs],
+    ['simulator CPU per call (µs)', (r) => r.load.simCpuPerCallUs],
+    ['simulator heap per device (KiB)', (r) => r.simMemory.perDevice.heapUsedKiB],
+    ['server loop p99, storm (ms)', (r) => r.serverLoop.storm.p99Ms],
+    ['server loop p99, load (ms)', (r) => r.serverLoop.load.p99Ms],
+    ['sim loop p99 max, storm (ms)', (r) => Math.max(...r.simLoops.map((s) => s.storm.p99Ms))],
+    ['sim loop p99 max, load (ms)', (r) => Math.max(...r.simLoops.map((s) => s.load.p99Ms))],
     ['storm listen-queue overflows', (r) => r.listenOverflows, true],
     ['storm peak open fds, server', (r) => r.peakFds.server, true],
-    ['storm peak open fds, devices', (r) => r.peakFds.devices, true],
+    ['storm peak open fds, per sim', (r) => Math.max(...r.peakFds.simulators), true],
+    ['OTA retries', (r) => r.retries.ota, true],
+    ['session / echo retries', (r) => r.retries.session + r.retries.echo, true],
+    ['HTTP 408 (OTA + upgrade)', (r) => r.retries.ota408 + r.retries.session408, true],
   ];
 }
 
-/**
- * Columns of phase figures, then ratio columns, each `[title, numerator, denominator]` as
- * indexes into the phase columns (counts get no ratio).
- */
-function renderTable(
-  rows: Metric[],
-  columns: [title: string, phase: PhaseResult][],
-  ratios: [title: string, a: number, b: number][],
-): string[] {
-  const widths = [35, ...columns.map(() => 13), ...ratios.map(() => 10)];
+const spreadText = (s: Spread) =>
+  Number.isNaN(s.median) ? '' : s.values.length < 2 ? '' : `±${s.spreadPct.toFixed(0)}%`;
+
+function ratioOf(a: number | undefined, b: number | undefined): number {
+  if (a === undefined || b === undefined || Number.isNaN(a) || Number.isNaN(b) || b === 0)
+    return Number.NaN;
+  return a / b;
+}
+
+/** Medians of each side with their spread (± the largest distance from the median), and the ratio of the medians. */
+function table(options: Options, r: Rounds): string[] {
+  const [xt, et] = [LABEL[r.transport].xiaozhi, LABEL[r.transport].echo];
+  const widths = [38, 12, 7, 12, 7, 9];
   const line = (cells: string[]) =>
     cells
       .map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
       .join('')
       .trimEnd();
-  const out = [line(['metric', ...columns.map(([t]) => t), ...ratios.map(([t]) => t)])];
-  for (const [name, value, count] of rows) {
-    const values = columns.map(([, phase]) => value(phase));
+  const out = [line(['metric (median of rounds)', xt, '±', et, '±', 'ratio'])];
+  for (const [name, value, count] of metrics(options, r.transport === 'websocket')) {
+    const x = spreadOf(r.xiaozhi.map(value).map((v) => v ?? Number.NaN));
+    const e = spreadOf(r.echo.map(value).map((v) => v ?? Number.NaN));
+    if (count) {
+      // Counts: the total over the rounds.
+      const sum = (s: Spread) => String(s.values.reduce((a, b) => a + b, 0));
+      out.push(line([`${name} (total)`, sum(x), '', sum(e), '', '']));
+      continue;
+    }
+    const ratio = ratioOf(x.median, e.median);
     out.push(
       line([
         name,
-        ...values.map((v) => (count ? String(v) : fmt(v))),
-        ...ratios.map(([, a, b]) => (count ? '' : ratio(values[a], values[b]))),
+        fmt(x.median),
+        spreadText(x),
+        fmt(e.median),
+        spreadText(e),
+        Number.isNaN(ratio) ? '—' : `${ratio.toFixed(2)}×`,
       ]),
+    );
+  }
+  const x = r.xiaozhi;
+  const med = (f: (p: PhaseResult) => number | undefined) =>
+    fmt(spreadOf(x.map((p) => (f(p) ?? Number.NaN) / 1000)).median);
+  out.push(
+    '',
+    `storm breakdown (${xt}, medians, from the first simulator's fork): simulators up ${med((p) => p.simStartupMs)} s · all OTA checks ${med((p) => p.otaChecksDoneMs)} s · all ${r.transport === 'mqtt' ? 'MQTT' : 'WS'} sessions ${med((p) => p.connectedDoneMs)} s · all ready (initialize + 2× tools/list) ${med((p) => p.stormMs)} s`,
+  );
+  return out;
+}
+
+type Outcome = 'PASS' | 'MISS' | 'simulator-bound';
+
+interface Target {
+  transport: Transport;
+  target: string;
+  value: number;
+  bound: number;
+  outcome: Outcome;
+  /** Why it is simulator-bound: the process and its p99. */
+  why?: string | undefined;
+}
+
+/** The worst simulator event-loop p99 of `phases` in `window`, when it is over the bound. */
+function simBound(
+  options: Options,
+  phases: PhaseResult[],
+  windows: ('storm' | 'load')[],
+): string | undefined {
+  let worst: { p99: number; text: string } | undefined;
+  for (const p of phases)
+    for (const s of p.simLoops)
+      for (const w of windows) {
+        const p99 = s[w].p99Ms;
+        if (p99 > options.simLoopBoundMs && p99 > (worst?.p99 ?? 0))
+          worst = {
+            p99,
+            text: `${LABEL[p.transport][p.kind]} round ${p.round}, ${s.process} (pid ${s.pid}): event-loop p99 ${fmt(p99)} ms in the ${w === 'storm' ? 'storm' : 'timed load'} > ${options.simLoopBoundMs} ms`,
+          };
+      }
+  return worst?.text;
+}
+
+function judge(
+  options: Options,
+  r: Rounds,
+  target: string,
+  value: number,
+  bound: number,
+  windows: ('storm' | 'load')[],
+  phases: PhaseResult[] = [...r.xiaozhi, ...r.echo],
+): Target {
+  const why = simBound(options, phases, windows);
+  const outcome: Outcome = why ? 'simulator-bound' : value <= bound ? 'PASS' : 'MISS';
+  return { transport: r.transport, target, value, bound, outcome, ...(why ? { why } : {}) };
+}
+
+const medianOf = (phases: PhaseResult[], f: (p: PhaseResult) => number) =>
+  spreadOf(phases.map(f)).median;
+
+/** The ratios the verdict rests on (and that runs must agree on), by name. */
+function ratios(all: Rounds[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of all) {
+    const t = r.transport === 'websocket' ? 'ws' : 'mqtt';
+    const ratio = (f: (p: PhaseResult) => number) =>
+      ratioOf(medianOf(r.xiaozhi, f), medianOf(r.echo, f));
+    if (r.transport === 'websocket') out[`${t} storm`] = ratio((p) => p.stormMs);
+    out[`${t} call p50`] = ratio((p) => p.load.p50Ms);
+    out[`${t} call p90`] = ratio((p) => p.load.p90Ms);
+    out[`${t} server CPU/call`] = ratio((p) => p.load.serverCpuPerCallUs);
+  }
+  return out;
+}
+
+function verdict(options: Options, all: Rounds[]): Target[] {
+  const targets: Target[] = [];
+  const q = ratios(all);
+  for (const r of all) {
+    if (r.transport === 'websocket') {
+      const retries = r.xiaozhi.reduce(
+        (sum, p) =>
+          sum + p.retries.ota + p.retries.session + p.retries.ota408 + p.retries.session408,
+        0,
+      );
+      const noRetries = judge(
+        options,
+        r,
+        'no retries and no HTTP 408s',
+        retries,
+        0,
+        ['storm'],
+        r.xiaozhi,
+      );
+      // None happened: that holds whatever the simulators' loops did.
+      if (retries === 0) {
+        noRetries.outcome = 'PASS';
+        noRetries.why = undefined;
+      }
+      targets.push(
+        noRetries,
+        judge(options, r, 'storm ≤ 2× the echo storm', q['ws storm'] ?? Number.NaN, 2, ['storm']),
+        judge(options, r, 'call p90 ≤ 1.5× echo', q['ws call p90'] ?? Number.NaN, 1.5, ['load']),
+        judge(
+          options,
+          r,
+          'server CPU/call ≤ 1.2× echo',
+          q['ws server CPU/call'] ?? Number.NaN,
+          1.2,
+          ['load'],
+        ),
+        {
+          transport: r.transport,
+          target: 'server RSS per board ≤ 20 KiB',
+          value: medianOf(r.xiaozhi, (p) => p.serverMemory.perDevice.rssKiB),
+          bound: 20,
+          outcome:
+            medianOf(r.xiaozhi, (p) => p.serverMemory.perDevice.rssKiB) <= 20 ? 'PASS' : 'MISS',
+        },
+      );
+    } else {
+      targets.push(
+        judge(options, r, 'call p50 ≤ 1.2× MQTT echo', q['mqtt call p50'] ?? Number.NaN, 1.2, [
+          'load',
+        ]),
+        judge(
+          options,
+          r,
+          'server CPU/call ≤ 1.2× MQTT echo',
+          q['mqtt server CPU/call'] ?? Number.NaN,
+          1.2,
+          ['load'],
+        ),
+      );
+    }
+  }
+  return targets;
+}
+
+function verdictBlock(options: Options, targets: Target[]): string[] {
+  const out = [
+    `verdict (${options.devices} boards, ${options.rounds} round${options.rounds === 1 ? '' : 's'}, ${options.simProcesses} simulator process${options.simProcesses === 1 ? '' : 'es'}; targets: 10,000 boards over WebSocket, 1,000 over MQTT):`,
+  ];
+  for (const t of targets) {
+    const value = t.target.startsWith('no retries')
+      ? `${t.value}`
+      : t.target.includes('KiB')
+        ? `${fmt(t.value)} KiB`
+        : `${fmt(t.value)}×`;
+    out.push(
+      `  ${t.transport === 'websocket' ? 'WebSocket' : 'MQTT'.padEnd(9)} ${t.target.padEnd(34)} ${value.padStart(9)}  ${t.outcome}${t.why ? ` (${t.why})` : ''}`,
     );
   }
   return out;
 }
 
-function problems(label: string, x: PhaseResult, e: PhaseResult): string[] {
-  return [
-    x.load.errors && `${label} call errors ${x.load.errors} (${x.load.firstError})`,
-    e.load.errors && `echo errors ${e.load.errors} (${e.load.firstError})`,
-    x.ping.errors && `ping errors ${x.ping.errors} (${x.ping.firstError})`,
-    x.deviceCounts.sessionRetries &&
-      `${x.transport === 'mqtt' ? 'first MQTT connects failed' : 'session retries'} ${x.deviceCounts.sessionRetries}`,
-    x.boardConsole?.mqttConnectFailures &&
-      `MQTT connect failures ${x.boardConsole.mqttConnectFailures}`,
-    x.deviceCounts.disconnected &&
-      `${x.transport === 'mqtt' ? 'MQTT connections dropped' : 'sessions dropped'} ${x.deviceCounts.disconnected}`,
-    x.boardConsole?.otaRetries && `OTA retries ${x.boardConsole.otaRetries}`,
-    e.deviceCounts.echoRetries && `echo connection retries ${e.deviceCounts.echoRetries}`,
-  ].filter((p): p is string => typeof p === 'string');
-}
-
-function problemLine(found: string[]): string {
+function problems(r: Rounds): string[] {
+  const found: string[] = [];
+  for (const p of [...r.echo, ...r.xiaozhi]) {
+    const at = `${LABEL[p.transport][p.kind]} r${p.round}`;
+    if (p.load.errors) found.push(`${at}: call errors ${p.load.errors} (${p.load.firstError})`);
+    if (p.ping.errors) found.push(`${at}: ping errors ${p.ping.errors} (${p.ping.firstError})`);
+    if (p.counts.disconnected) found.push(`${at}: connections dropped ${p.counts.disconnected}`);
+    const rt = p.retries;
+    for (const [name, v] of [
+      ['OTA retries', rt.ota],
+      [p.transport === 'mqtt' ? 'first MQTT connects failed' : 'session retries', rt.session],
+      ['echo connection retries', rt.echo],
+      ['MQTT connect failures', rt.mqttConnect],
+      ['OTA HTTP 408s', rt.ota408],
+      ['upgrade HTTP 408s', rt.session408],
+    ] as const)
+      if (v) found.push(`${at}: ${name} ${v}`);
+  }
   return found.length
-    ? `problems: ${found.join(' · ')}`
-    : 'problems: none (no call errors, retries or dropped sessions)';
-}
-
-function table(options: Options, x: PhaseResult, e: PhaseResult): string {
-  const out = renderTable(
-    metrics(options, true),
-    [
-      ['xiaozhi-mcp', x],
-      ['ws echo', e],
-    ],
-    [['ratio', 0, 1]],
-  );
-  out.push('');
-  out.push(
-    `storm breakdown (xiaozhi, from fork): device process up ${fmt(seconds(x.childStartupMs))} s · all OTA checks ${fmt(seconds(x.otaChecksDoneMs))} s · all WS sessions ${fmt(seconds(x.connectedDoneMs))} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
-  );
-  out.push(problemLine(problems('xiaozhi', x, e)));
-  return out.join('\n');
-}
-
-/** The MQTT table: xiaozhi over MQTT beside the bare-broker echo and, when it ran, xiaozhi over WebSocket. */
-function mqttTable(
-  options: Options,
-  x: PhaseResult,
-  e: PhaseResult,
-  ws: PhaseResult | undefined,
-): string {
-  const out = renderTable(
-    metrics(options, false),
-    [
-      ['xiaozhi mqtt', x],
-      ['mqtt echo', e],
-      ...(ws ? [['xiaozhi ws', ws] as [string, PhaseResult]] : []),
-    ],
-    [['ratio', 0, 1], ...(ws ? [['mqtt/ws', 0, 2] as [string, number, number]] : [])],
-  );
-  out.push('');
-  out.push(
-    `storm breakdown (xiaozhi mqtt, from fork): device process up ${fmt(seconds(x.childStartupMs))} s · all OTA checks ${fmt(seconds(x.otaChecksDoneMs))} s · all MQTT sessions ${fmt(seconds(x.connectedDoneMs))} s · all ready (initialize + 2× tools/list) ${fmt(x.stormMs / 1000)} s`,
-  );
-  out.push(problemLine(problems('xiaozhi mqtt', x, e)));
-  return out.join('\n');
-}
-
-/** The figures compared in last-run.json: xiaozhi over its baseline (or over another path). */
-function ratiosOf(x: PhaseResult, e: PhaseResult) {
-  return {
-    stormTime: ratioOf(x.stormMs, e.stormMs),
-    devicesPerSecond: ratioOf(x.devicesPerSecond, e.devicesPerSecond),
-    serverHeapPerDevice: ratioOf(
-      x.serverMemory.perDevice.heapUsedKiB,
-      e.serverMemory.perDevice.heapUsedKiB,
-    ),
-    serverRssPerDevice: ratioOf(x.serverMemory.perDevice.rssKiB, e.serverMemory.perDevice.rssKiB),
-    callsPerSecond: ratioOf(x.load.perSecond, e.load.perSecond),
-    p50: ratioOf(x.load.p50Ms, e.load.p50Ms),
-    p90: ratioOf(x.load.p90Ms, e.load.p90Ms),
-    p99: ratioOf(x.load.p99Ms, e.load.p99Ms),
-    serialP50: ratioOf(x.serial.p50Ms, e.serial.p50Ms),
-    pingP50: ratioOf(x.ping.p50Ms, e.ping.p50Ms),
-  };
+    ? [`problems: ${found.join(' · ')}`]
+    : ['problems: none (no call errors, retries, 408s or dropped connections)'];
 }
 
 // --- main -------------------------------------------------------------------------------------
-let EchoServer: typeof EchoServerClass;
-let MqttEchoBroker: typeof MqttEchoBrokerClass;
-
 async function main() {
   let options: Options;
   try {
@@ -1042,22 +1098,15 @@ async function main() {
     log(`bench: ${messageOf(error)}`);
     process.exit(1);
   }
-  ({ EchoServer } = await import('./echo.js'));
-  ({ MqttEchoBroker } = await import('./mqtt-echo.js'));
-  const state: State = {
-    server: undefined,
-    echo: undefined,
-    devices: undefined,
-    fatal: () => {},
-  };
+  const state: State = { server: undefined, sims: [], fatal: () => {} };
   let exiting = false;
   const shutdown = async (reason: string | undefined, code: number) => {
     if (exiting) return;
     exiting = true;
     if (reason) log(`bench: FAILED: ${reason}`);
-    state.devices?.kill();
-    const stops = [state.server?.stop(), state.echo?.stop()].filter(Boolean);
-    await Promise.race([Promise.allSettled(stops), sleep(5000)]);
+    for (const sim of state.sims) sim.kill();
+    state.server?.kill();
+    await sleep(50);
     process.exit(code);
   };
   state.fatal = (message) => shutdown(message, 1);
@@ -1078,73 +1127,51 @@ async function main() {
   );
   global.unref();
 
-  const header = `xiaozhi-mcp server benchmark — ${options.devices} devices, ${options.calls} calls, concurrency ${options.concurrency} (node ${process.version}, ${os.availableParallelism()} cpus)`;
+  const header = `xiaozhi-mcp server benchmark — ${options.devices} devices, ${options.calls} calls, concurrency ${options.concurrency}, ${options.rounds} round${options.rounds === 1 ? '' : 's'}${options.runs > 1 ? `, ${options.runs} runs` : ''}, ${options.simProcesses} simulator processes (node ${process.version}, ${os.availableParallelism()} cpus)`;
   log(
-    `${header}\ntransports ${options.transports.join(', ')}, preset ${options.preset}, tool ${options.tool}, auth ${options.auth}, open-file limit ${fdLimit()} per process`,
+    `${header}\ntransports ${options.transports.join(', ')}, preset ${options.preset}, tool ${options.tool}, auth ${options.auth}, simulator batch ${options.simBatch}, simulator loop bound ${options.simLoopBoundMs} ms, open-file limit ${fdLimit()} per process`,
   );
   try {
-    const runs: Partial<Record<Transport, { xiaozhi: PhaseResult; echo: PhaseResult }>> = {};
-    for (const transport of options.transports) {
-      // The baseline first: it leaves little behind, so the xiaozhi memory figures are not flattered by reuse.
-      const echo = await echoPhase(options, state, transport);
-      const xiaozhi = await xiaozhiPhase(options, state, transport);
-      runs[transport] = { xiaozhi, echo };
+    const runs: { rounds: Rounds[]; targets: Target[]; ratios: Record<string, number> }[] = [];
+    for (let run = 1; run <= options.runs; run++) {
+      const all: Rounds[] = [];
+      for (const transport of options.transports) {
+        const r: Rounds = { transport, xiaozhi: [], echo: [] };
+        for (let round = 1; round <= options.rounds; round++) {
+          if (options.runs > 1)
+            log(`--- run ${run}/${options.runs}, ${transport} round ${round}/${options.rounds}`);
+          r.echo.push(await phase(options, state, 'echo', transport, round));
+          r.xiaozhi.push(await phase(options, state, 'xiaozhi', transport, round));
+        }
+        all.push(r);
+      }
+      const targets = verdict(options, all);
+      const out = [options.runs > 1 ? `${header} — run ${run}/${options.runs}` : header];
+      for (const r of all) {
+        if (r.transport === 'mqtt')
+          out.push(
+            '',
+            `over MQTT (${options.devices} boards on the embedded broker; baseline: mqtt.js clients on a bare aedes broker)`,
+          );
+        out.push(...table(options, r), ...problems(r));
+      }
+      out.push('', ...verdictBlock(options, targets));
+      console.log(`${out.join('\n')}\n`);
+      runs.push({ rounds: all, targets, ratios: ratios(all) });
     }
-    const out = [header];
-    const verdicts: Record<string, unknown> = {};
-    const ws = runs.websocket;
-    if (ws !== undefined) {
-      const p50 = ws.xiaozhi.load.p50Ms / ws.echo.load.p50Ms;
-      out.push(
-        table(options, ws.xiaozhi, ws.echo),
-        `verdict: call latency p50 at concurrency ${options.concurrency} is ${p50.toFixed(3)}× the ws echo baseline — ${p50 <= 1.3 ? 'within' : 'MISSES'} the 1.3× target; ${options.devices} devices ${options.devices >= 10_000 ? 'meets' : 'is below'} the 10,000-device target (storm completed)`,
-      );
-      verdicts.websocket = {
-        p50Ratio: p50,
-        p50Target: 1.3,
-        p50Met: p50 <= 1.3,
-        devices: options.devices,
-        devicesTarget: 10_000,
-      };
-    }
-    const mqtt = runs.mqtt;
-    if (mqtt !== undefined) {
-      const x = mqtt.xiaozhi;
-      const overWs = ws
-        ? `, ${ratio(x.load.p50Ms, ws.xiaozhi.load.p50Ms)} the WebSocket path's; storm ${ratio(x.stormMs, ws.xiaozhi.stormMs)} the WebSocket path's`
-        : '';
-      out.push(
-        ...(ws ? [''] : []),
-        `over MQTT (${options.devices} boards on the embedded broker; baseline: mqtt.js clients on a bare aedes broker)`,
-        mqttTable(options, x, mqtt.echo, ws?.xiaozhi),
-        `summary: over MQTT, call latency p50 at concurrency ${options.concurrency} is ${ratio(x.load.p50Ms, mqtt.echo.load.p50Ms)} the mqtt echo baseline${overWs}; all ${options.devices} boards ready in ${fmt(x.stormMs / 1000)} s`,
-      );
-      verdicts.mqtt = {
-        p50RatioToEcho: ratioOf(x.load.p50Ms, mqtt.echo.load.p50Ms),
-        p50RatioToWebsocket: ws ? ratioOf(x.load.p50Ms, ws.xiaozhi.load.p50Ms) : undefined,
-        devices: options.devices,
-      };
-    }
-    console.log(out.join('\n'));
+    const agree = options.runs > 1 ? agreement(runs.map((r) => r.ratios)) : undefined;
+    if (agree) console.log(agreementTable(agree).join('\n'));
     const result = {
       at: new Date().toISOString(),
       node: process.version,
       cpus: os.availableParallelism(),
       totalMemoryGiB: os.totalmem() / 2 ** 30,
       options,
-      // The WebSocket phases keep their old keys (xiaozhi, echo, ratios, verdict).
-      ...(ws ? { xiaozhi: ws.xiaozhi, echo: ws.echo, ratios: ratiosOf(ws.xiaozhi, ws.echo) } : {}),
-      ...(mqtt
-        ? {
-            mqtt: {
-              xiaozhi: mqtt.xiaozhi,
-              echo: mqtt.echo,
-              ratios: ratiosOf(mqtt.xiaozhi, mqtt.echo),
-              ratiosToWebsocket: ws ? ratiosOf(mqtt.xiaozhi, ws.xiaozhi) : undefined,
-            },
-          }
-        : {}),
-      verdict: verdicts,
+      runs: runs.map((r) => ({
+        transports: Object.fromEntries(r.rounds.map((x) => [x.transport, x])),
+        verdict: { targets: r.targets, ratios: r.ratios },
+      })),
+      agreement: agree,
     };
     writeFileSync(options.json, `${JSON.stringify(result, null, 2)}\n`);
     log(`figures written to ${options.json}`);
@@ -1158,22 +1185,4 @@ async function main() {
   }
 }
 
-// --- gc: re-run this file with --expose-gc when started without it ----------------------------
-if (typeof globalThis.gc !== 'function') {
-  const child = spawn(
-    process.execPath,
-    [
-      '--expose-gc',
-      '--max-old-space-size=8192',
-      ...process.execArgv,
-      fileURLToPath(import.meta.url),
-      ...process.argv.slice(2),
-    ],
-    { stdio: 'inherit' },
-  );
-  // Ctrl-C reaches both processes (same process group); the inner one cleans up and exits.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
-  child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGINT' ? 130 : 1)));
-} else {
-  await main();
-}
+await main();
