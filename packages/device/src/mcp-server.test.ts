@@ -31,6 +31,28 @@ describe('McpServer', () => {
     );
   });
 
+  it('shares one Tool between servers declaring it alike, and gives a different declaration its own', () => {
+    const volume = () => ({
+      name: 'shared.volume',
+      description: 'Sets the volume.',
+      properties: [Prop.integer('volume', { min: 0, max: 100 })],
+    });
+    const a = server().mcp.addTool(volume(), () => true);
+    const b = server().mcp.addTool(volume(), () => true);
+    expect(b).toBe(a);
+    const wider = server().mcp.addTool(
+      { ...volume(), properties: [Prop.integer('volume', { min: 0, max: 200 })] },
+      () => true,
+    );
+    expect(wider).not.toBe(a);
+    expect(wider.json).toContain('"maximum":200');
+    const userOnly = server().mcp.addUserOnlyTool(volume(), () => true);
+    expect(userOnly).not.toBe(a);
+    expect(userOnly.userOnly).toBe(true);
+    const described = server().mcp.addTool({ ...volume(), description: 'Other.' }, () => true);
+    expect(described.description).toBe('Other.');
+  });
+
   it('rejects a duplicate name and stays as it was', () => {
     const { mcp } = server();
     mcp.addTool({ name: 'a', description: '' }, () => true);

@@ -12,6 +12,7 @@ import {
   MainLoop,
   type McpProfile,
   McpRequestLoop,
+  type Property,
   type PropertyValue,
   type Tool,
   type ToolDefinition,
@@ -24,14 +25,38 @@ import type { BoardConsole } from './console.js';
 export type { McpProfile };
 
 // Boards of one preset declare identical tools; a fleet of virtual boards shares one copy of each.
-const toolCache = new Map<string, Tool>();
-function sharedTool(definition: ToolDefinition): Tool {
-  const key = JSON.stringify(definition);
-  let tool = toolCache.get(key);
-  if (tool === undefined) {
-    tool = defineTool(definition);
-    toolCache.set(key, tool);
+// Looked up by name, then compared field by field: cheaper than a key made of the whole definition.
+const toolCache = new Map<string, Tool[]>();
+
+function sameProperties(a: readonly Property[], b: readonly Property[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const p = a[i] as unknown as Record<string, unknown>;
+    const q = b[i] as unknown as Record<string, unknown>;
+    const keys = Object.keys(p);
+    if (keys.length !== Object.keys(q).length) return false;
+    for (const key of keys) if (p[key] !== q[key]) return false;
   }
+  return true;
+}
+
+function sharedTool(definition: Omit<ToolDefinition, 'userOnly'>, userOnly: boolean): Tool {
+  let tools = toolCache.get(definition.name);
+  for (const tool of tools ?? []) {
+    if (
+      tool.description === definition.description &&
+      tool.userOnly === userOnly &&
+      sameProperties(tool.properties, definition.properties ?? [])
+    )
+      return tool;
+  }
+  const tool = defineTool({ ...definition, userOnly });
+  // A tool defineTool rewrote (its properties normalised) is not matched again: never reused wrong.
+  if (tools === undefined) {
+    tools = [];
+    toolCache.set(definition.name, tools);
+  }
+  tools.push(tool);
   return tool;
 }
 
@@ -113,17 +138,17 @@ export class McpServer {
 
   /** A common tool: listed first, as the firmware lists its common tools. */
   addCommonTool(definition: Omit<ToolDefinition, 'userOnly'>, handler: ToolHandler): Tool {
-    return this.#add('common', { ...definition, userOnly: false }, handler);
+    return this.#add('common', sharedTool(definition, false), handler);
   }
 
   /** A board tool: listed after the common tools. */
   addTool(definition: Omit<ToolDefinition, 'userOnly'>, handler: ToolHandler): Tool {
-    return this.#add('board', { ...definition, userOnly: false }, handler);
+    return this.#add('board', sharedTool(definition, false), handler);
   }
 
   /** A user-only tool: listed last and only with `withUserTools`, but always callable. */
   addUserOnlyTool(definition: Omit<ToolDefinition, 'userOnly'>, handler: ToolHandler): Tool {
-    return this.#add('user', { ...definition, userOnly: true }, handler);
+    return this.#add('user', sharedTool(definition, true), handler);
   }
 
   get tools(): readonly Tool[] {
@@ -154,10 +179,12 @@ export class McpServer {
     return this.#requests.idle();
   }
 
-  #add(group: Group, definition: ToolDefinition, handler: ToolHandler): Tool {
-    const tool = sharedTool(definition);
-    const later = GROUPS.slice(GROUPS.indexOf(group) + 1);
-    if (later.every((g) => this.#groups[g].length === 0)) {
+  #add(group: Group, tool: Tool, handler: ToolHandler): Tool {
+    const groups = this.#groups;
+    const listedLast =
+      group === 'user' ||
+      (groups.user.length === 0 && (group === 'board' || groups.board.length === 0));
+    if (listedLast) {
       // The usual registration order: append (ToolRegistry refuses a duplicate unchanged).
       this.#requests.tools.add(tool, handler);
     } else {
@@ -169,7 +196,7 @@ export class McpServer {
       }
       this.#requests.tools = registry;
     }
-    this.#groups[group].push({ tool, handler });
+    groups[group].push({ tool, handler });
     this.#console?.log('I', 'MCP', `Add tool: ${tool.name}${tool.userOnly ? ' [user]' : ''}`);
     return tool;
   }

@@ -116,7 +116,8 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #state: DeviceState = 'off';
   #bootCount = 0;
   #reset = new AbortController();
-  #mcp: McpServer;
+  /** Made at each application start; until the first one, on demand. */
+  #mcp: McpServer | undefined;
   #lastOta: OtaCheck | undefined;
   #transport: BoardTransport | undefined;
   #powered = false;
@@ -170,7 +171,6 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.#session = this.#newSession();
     this.#application = this.#newApplication();
     this.#shutdown = this.#newShutdownHost();
-    this.#mcp = this.#newMcpServer();
     this.storage.onChange(() => this.#bootloader.persistNvs());
   }
 
@@ -204,6 +204,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   }
 
   get mcp(): McpServer {
+    this.#mcp ??= this.#newMcpServer();
     return this.#mcp;
   }
 
@@ -254,7 +255,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   powerOff(): void {
     this.#powered = false;
     this.#reset.abort();
-    this.#mcp.loop.stop();
+    this.#mcp?.loop.stop();
     this.#session.drop('power off');
     this.#transport = undefined;
     this.#setState('off');
@@ -281,13 +282,13 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
         this.#setState('idle');
         return;
       case 'open':
-        this.#mcp.loop.schedule(() => this.#session.open());
+        this.mcp.loop.schedule(() => this.#session.open());
         return;
       case 'close':
-        this.#mcp.loop.schedule(() => this.#session.close('button'));
+        this.mcp.loop.schedule(() => this.#session.close('button'));
         return;
       case 'abort':
-        this.#mcp.loop.schedule(() => this.#session.abortSpeaking());
+        this.mcp.loop.schedule(() => this.#session.abortSpeaking());
         return;
       case 'none':
         return;
@@ -404,7 +405,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       otaChecked: () => this.#lastOta !== undefined,
       state: () => this.#state,
       setState: (state) => this.#setState(state),
-      mcp: () => this.#mcp,
+      mcp: () => this.mcp,
       panic: (panic) => this.#panic(panic),
       opened: (sessionId) => this.emit('session', sessionId),
       reboot: () => this.reboot(),
@@ -426,8 +427,9 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       state: () => this.#state,
       setState: (state) => this.#setState(state),
       startMcp: () => {
-        this.#mcp = this.#newMcpServer();
-        this.preset.registerTools(this.#mcp, this.#boardApi());
+        const mcp = this.#newMcpServer();
+        this.#mcp = mcp;
+        this.preset.registerTools(mcp, this.#boardApi());
       },
       otaClient: () => this.#otaClient(),
       otaUrl: () =>
@@ -451,7 +453,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     const board = this;
     return {
       console: this.console,
-      stopLoop: () => this.#mcp.loop.stop(),
+      stopLoop: () => this.#mcp?.loop.stop(),
       dropChannel: (reason) => this.#session.drop(reason),
       get signal() {
         return board.#reset.signal;
@@ -486,7 +488,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     this.#powered = true;
     this.#reset.abort();
     this.#reset = new AbortController();
-    this.#mcp.loop.stop();
+    this.#mcp?.loop.stop();
     this.#session.drop('reset');
     this.#lastOta = undefined;
     this.#transport = undefined;
@@ -537,7 +539,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
     return {
       hardware: this.hardware,
       storage: this.storage,
-      schedule: (task) => this.#mcp.loop.schedule(task),
+      schedule: (task) => this.mcp.loop.schedule(task),
       reboot: () => this.reboot(),
       upgradeFirmware: (url) => this.#application.upgrade(url, this.#reset.signal),
       systemInfo: () => this.systemInfo(),
@@ -546,7 +548,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
         this.storage.open('wifi').setInt('force_ap', 1);
         this.reboot();
       },
-      vision: () => this.#mcp.vision,
+      vision: () => this.mcp.vision,
       deviceId: this.mac,
       clientId: this.uuid,
       log: (level, tag, text) => this.console.log(level, tag, text),

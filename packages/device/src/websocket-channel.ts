@@ -238,9 +238,14 @@ export class WebsocketChannel extends EventEmitter<WebsocketChannelEvents> {
     }
   }
 
-  // last_incoming_time_ moves on text and binary frames only.
+  // last_incoming_time_ moves on text and binary frames only. One timer per channel, pushed
+  // back on each frame (no new timer per frame: a busy fleet would churn them).
   #touch(): void {
-    clearTimeout(this.#idleTimer);
+    if (this.#closed) return;
+    if (this.#idleTimer !== undefined) {
+      this.#idleTimer.refresh();
+      return;
+    }
     const idle = this.#options.idleTimeoutMs ?? 120_000;
     this.#idleTimer = setTimeout(() => {
       this.#options.console.log(
