@@ -508,6 +508,7 @@ process.on('message', (received) => {
   }
 });
 
+send({ type: 'loaded', uptimeMs: performance.now() - startedAt });
 // The parent went away (crash, Ctrl-C): never outlive it.
 process.on('disconnect', () => process.exit(1));
 process.on('uncaughtException', (error) => {

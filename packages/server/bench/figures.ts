@@ -78,7 +78,7 @@ export function agreementTable(rows: readonly Agreement[]): string[] {
     out.push(
       [
         row.ratio.padEnd(26),
-        ...row.values.map((v) => `${fmt(v)}×`.padStart(9)),
+        ...row.values.map((v) => (Number.isNaN(v) ? '—' : `${fmt(v)}×`).padStart(9)),
         `${fmt(row.median)}×`.padStart(9),
         `${row.maxDeviationPct.toFixed(1)}%`.padStart(9),
         `  ${row.agree ? 'yes' : 'NO'}`,

@@ -116,6 +116,8 @@ export interface ReportMessage {
 
 /** Simulator process → parent. */
 export type DeviceMessage =
+  /** Its modules are loaded: it is ready for its command (sent once, at start). */
+  | { type: 'loaded'; uptimeMs: number }
   | { type: 'started'; mode: Mode; uptimeMs: number }
   | ProgressMessage
   | { type: 'storm-done'; mode: Mode | undefined; counts: DeviceCounts; elapsedMs: number }

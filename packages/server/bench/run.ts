@@ -386,8 +386,10 @@ interface SimStatus {
 
 class SimProcess extends Child<DeviceCommand, DeviceMessage> {
   last: SimStatus | undefined = undefined;
-  startedMs: number | undefined = undefined;
+  /** Fork → its modules loaded, ready for its command. */
+  loadedMs: number | undefined = undefined;
   doneMs: number | undefined = undefined;
+  #onLoaded: (() => void)[] = [];
   #onDone: (() => void)[] = [];
   #onStuck: (() => void)[] = [];
 
@@ -409,6 +411,12 @@ class SimProcess extends Child<DeviceCommand, DeviceMessage> {
     this.#onStuck.push(fn);
   }
 
+  /** Resolves once its modules are loaded. */
+  loaded(): Promise<void> {
+    if (this.loadedMs !== undefined) return Promise.resolve();
+    return new Promise((resolve) => this.#onLoaded.push(resolve));
+  }
+
   /** Resolves once every one of its devices is connected from its side. */
   done(): Promise<void> {
     if (this.doneMs !== undefined) return Promise.resolve();
@@ -417,8 +425,9 @@ class SimProcess extends Child<DeviceCommand, DeviceMessage> {
 
   protected onMessage(message: DeviceMessage) {
     switch (message.type) {
-      case 'started':
-        this.startedMs = now() - this.forkedAt;
+      case 'loaded':
+        this.loadedMs = now() - this.forkedAt;
+        for (const fn of this.#onLoaded.splice(0)) fn();
         return;
       case 'progress':
         this.last = message;
@@ -558,11 +567,12 @@ interface PhaseResult {
   kind: ServerKind;
   transport: Transport;
   round: number;
-  /** Fork of the first simulator → the server saw every device ready (xiaozhi) or every hello echoed (echo). */
+  /** Command to the simulators → the server saw every device ready (xiaozhi) or every hello echoed (echo). */
   stormMs: number;
+  /** Fork → the slowest simulator's modules loaded (before the storm's clock starts). */
   simStartupMs: number;
   otaChecksDoneMs?: number | undefined;
-  /** Fork → every device's session attached to the registry (its WebSocket, or its MQTT connection). */
+  /** Command → every device's session attached to the registry (its WebSocket, or its MQTT connection). */
   connectedDoneMs?: number | undefined;
   devicesPerSecond: number;
   serverLoop: { storm: LoopDelay; load: LoopDelay };
@@ -695,7 +705,10 @@ async function phase(
   const listen0 = listenCounters();
   const sims = Array.from({ length: k }, (_, i) => new SimProcess(i, options, state.fatal));
   state.sims = sims;
-  const startedAt = sims[0]?.forkedAt ?? now();
+  // The clock starts once every simulator has loaded its modules (the boards' are heavier than
+  // the echo clients'), so the storm times the devices' work and the server's, not node's start-up.
+  await Promise.all(sims.map((s) => s.loaded()));
+  const startedAt = now();
   const fds = new FdSampler([server.pid, ...sims.map((s) => s.pid)]);
   let offset = 0;
   sims.forEach((sim, index) => {
@@ -777,7 +790,7 @@ async function phase(
     transport,
     round,
     stormMs,
-    simStartupMs: Math.max(...sims.map((s) => s.startedMs ?? Number.NaN)),
+    simStartupMs: Math.max(...sims.map((s) => s.loadedMs ?? Number.NaN)),
     otaChecksDoneMs: done.otaDoneAtMs === undefined ? undefined : done.otaDoneAtMs - startedAt,
     connectedDoneMs: done.connectedAtMs === undefined ? undefined : done.connectedAtMs - startedAt,
     devicesPerSecond: n / (stormMs / 1000),
@@ -916,7 +929,7 @@ function table(options: Options, r: Rounds): string[] {
     fmt(spreadOf(x.map((p) => (f(p) ?? Number.NaN) / 1000)).median);
   out.push(
     '',
-    `storm breakdown (${xt}, medians, from the first simulator's fork): simulators up ${med((p) => p.simStartupMs)} s · all OTA checks ${med((p) => p.otaChecksDoneMs)} s · all ${r.transport === 'mqtt' ? 'MQTT' : 'WS'} sessions ${med((p) => p.connectedDoneMs)} s · all ready (initialize + 2× tools/list) ${med((p) => p.stormMs)} s`,
+    `storm breakdown (${xt}, medians, from the command to the simulators, which took ${med((p) => p.simStartupMs)} s to load): all OTA checks ${med((p) => p.otaChecksDoneMs)} s · all ${r.transport === 'mqtt' ? 'MQTT' : 'WS'} sessions ${med((p) => p.connectedDoneMs)} s · all ready (initialize + 2× tools/list) ${med((p) => p.stormMs)} s`,
   );
   return out;
 }
