@@ -14,7 +14,6 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { buildOtaRequestHeaders, type JsonValue, type OtaRequestBody } from '@xiaozhi-mcp/protocol';
 import type { BoardApi, BoardHardware, BoardPreset } from './board-api.js';
 import { BoardConsole } from './console.js';
@@ -34,6 +33,7 @@ import { boardIp, deviceStatus, flashLayout, systemInfo } from './virtual-board/
 import {
   type BoardTiming,
   type BoardTransport,
+  BootSignal,
   type DeviceState,
   type FaultKnobs,
   FIRMWARE_TIMING,
@@ -115,7 +115,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #app: RunningApp;
   #state: DeviceState = 'off';
   #bootCount = 0;
-  #reset = new AbortController();
+  #reset = new BootSignal();
   /** Made at each application start; until the first one, on demand. */
   #mcp: McpServer | undefined;
   #lastOta: OtaCheck | undefined;
@@ -456,7 +456,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       stopLoop: () => this.#mcp?.loop.stop(),
       dropChannel: (reason) => this.#session.drop(reason),
       get signal() {
-        return board.#reset.signal;
+        return board.#reset;
       },
       restart: (reason) => this.#restart(reason),
     };
@@ -487,19 +487,19 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #restart(reason: ResetReason, download = false): void {
     this.#powered = true;
     this.#reset.abort();
-    this.#reset = new AbortController();
+    this.#reset = new BootSignal();
     this.#mcp?.loop.stop();
     this.#session.drop('reset');
     this.#lastOta = undefined;
     this.#transport = undefined;
     this.#state = 'off';
     this.hardware = { ...this.preset.hardware(), volume: this.hardware.volume };
-    const signal = this.#reset.signal;
+    const signal = this.#reset;
     this.#boot(reason, signal, download).catch((error: unknown) => this.#onFailure(error, signal));
   }
 
   /** Reset to running firmware: the ROM and bootloader rooms, then the application's. */
-  async #boot(reason: ResetReason, signal: AbortSignal, download: boolean): Promise<void> {
+  async #boot(reason: ResetReason, signal: BootSignal, download: boolean): Promise<void> {
     this.#bootCount++;
     this.#bootloader.banner(reason, download, this.#app.idfVersion);
     this.emit('boot', reason, this.#bootCount, download);
@@ -507,20 +507,20 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       this.#setState('download');
       return;
     }
-    await sleep(this.timing.bootMs, undefined, { signal });
+    await signal.sleep(this.timing.bootMs);
     try {
       this.#app = this.#bootloader.load() ?? this.#app;
     } catch (error) {
       // The ROM or bootloader cannot start an app: it says why and resets, over and over.
       this.console.raw(bootFailureLine(error as Error));
-      await sleep(this.timing.panicRebootMs, undefined, { signal });
+      await signal.sleep(this.timing.panicRebootMs);
       this.#restart('RTC_WDT_RTC_RST');
       return;
     }
     await this.#application.start(signal);
   }
 
-  #onFailure(error: unknown, signal: AbortSignal): void {
+  #onFailure(error: unknown, signal: BootSignal): void {
     if (signal.aborted || error instanceof Reset || (error as Error).name === 'AbortError') return;
     if (error instanceof BoardPanic) {
       this.#panic(error);
@@ -541,7 +541,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       storage: this.storage,
       schedule: (task) => this.mcp.loop.schedule(task),
       reboot: () => this.reboot(),
-      upgradeFirmware: (url) => this.#application.upgrade(url, this.#reset.signal),
+      upgradeFirmware: (url) => this.#application.upgrade(url, this.#reset),
       systemInfo: () => this.systemInfo(),
       deviceStatus: () => this.deviceStatus(),
       enterWifiConfigMode: () => {

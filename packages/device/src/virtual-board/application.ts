@@ -6,7 +6,6 @@
  * {@link progressPercent}, {@link chooseTransport}); the {@link Application} does the waiting
  * and the talking.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { BoardConsole } from '../console.js';
 import { BoardPanic } from '../errors.js';
 import type { NvsStorage } from '../nvs-storage.js';
@@ -14,6 +13,7 @@ import type { OtaCheck, OtaClient } from '../ota-client.js';
 import {
   type BoardTiming,
   type BoardTransport,
+  type BootSignal,
   type ConsoleOutput,
   type DeviceState,
   type FaultKnobs,
@@ -113,7 +113,7 @@ export class Application {
   }
 
   /** `app_main` after the bootloader handed over, up to idle (or the setup portal). */
-  async start(signal: AbortSignal): Promise<void> {
+  async start(signal: BootSignal): Promise<void> {
     const host = this.#host;
     print(host.console, appStartLines(host.app()));
     if (host.faults.panicAtBoot) {
@@ -134,7 +134,7 @@ export class Application {
       host.console.log('I', 'WifiBoard', 'WiFi config mode entered');
       return;
     }
-    await sleep(host.timing.wifiConnectMs, undefined, { signal });
+    await signal.sleep(host.timing.wifiConnectMs);
     host.console.log('I', 'WifiStation', `Got IP: ${host.ip}`);
     host.console.log('I', 'WifiBoard', `Connected to WiFi: ${ssid}`);
     host.console.log('I', 'Application', 'Network connected');
@@ -152,7 +152,7 @@ export class Application {
   }
 
   /** `Application::CheckNewVersion`: retries with a doubling delay, upgrades, activates. */
-  async checkNewVersion(signal: AbortSignal): Promise<void> {
+  async checkNewVersion(signal: BootSignal): Promise<void> {
     const host = this.#host;
     const ota = host.otaClient();
     let failures = 0;
@@ -170,7 +170,7 @@ export class Application {
           return;
         }
         host.console.log('W', 'Application', decision.line);
-        await sleep(decision.delay, undefined, { signal });
+        await signal.sleep(decision.delay);
         delay = decision.next;
         continue;
       }
@@ -194,10 +194,8 @@ export class Application {
         const outcome = await ota.activate(url, check.activation);
         if (signal.aborted) throw new Reset();
         if (outcome === 'done') break;
-        await sleep(
+        await signal.sleep(
           outcome === 'retry' ? host.timing.activationRetryMs : host.timing.activationFailMs,
-          undefined,
-          { signal },
         );
         if (host.state() === 'idle') break;
       }
@@ -205,7 +203,7 @@ export class Application {
   }
 
   /** `Application::UpgradeFirmware`: download, validate, install, reboot. False when it fails. */
-  async upgrade(url: string, signal: AbortSignal): Promise<boolean> {
+  async upgrade(url: string, signal: BootSignal): Promise<boolean> {
     const host = this.#host;
     host.console.log('I', 'Application', `Upgrading firmware from ${url}`);
     host.closeSession('upgrade');
@@ -238,7 +236,7 @@ export class Application {
       host.console.log('E', 'Application', 'Firmware upgrade failed...');
       return false;
     }
-    await sleep(host.timing.upgradeRebootMs, undefined, { signal });
+    await signal.sleep(host.timing.upgradeRebootMs);
     host.restart('RTC_SW_CPU_RST');
     return true;
   }

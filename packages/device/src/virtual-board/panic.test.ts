@@ -2,11 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { BoardConsole } from '../console.js';
 import { BoardPanic } from '../errors.js';
 import { crash, panicLines, type ShutdownHost, softReboot } from './panic.js';
-import type { ResetReason } from './types.js';
+import { BootSignal, Reset, type ResetReason } from './types.js';
 
 const SHA = '0123456789abcdef0123456789abcdef';
 
-function host(signal = new AbortController().signal) {
+function host(signal = new BootSignal()) {
   const events: string[] = [];
   const console = new BoardConsole();
   console.on('line', (line) => events.push(`line ${line.text}`));
@@ -77,11 +77,26 @@ describe('going down', () => {
   });
 
   it('does not restart when a reset from outside came first', async () => {
-    const reset = new AbortController();
-    const { shutdown, events } = host(reset.signal);
+    const reset = new BootSignal();
+    const { shutdown, events } = host(reset);
     reset.abort();
     softReboot(shutdown, 0);
     await new Promise((resolve) => setImmediate(resolve));
     expect(events).not.toContain('restart RTC_SW_CPU_RST');
+  });
+});
+
+describe('BootSignal', () => {
+  it('ends every wait of the boot on a reset, and refuses new ones', async () => {
+    const boot = new BootSignal();
+    const done = boot.sleep(0);
+    const first = boot.sleep(60_000);
+    const second = boot.sleep(60_000);
+    await done;
+    boot.abort();
+    expect(boot.aborted).toBe(true);
+    await expect(first).rejects.toBeInstanceOf(Reset);
+    await expect(second).rejects.toBeInstanceOf(Reset);
+    await expect(boot.sleep(0)).rejects.toBeInstanceOf(Reset);
   });
 });

@@ -4,10 +4,9 @@
  * channel drops without a word, and the board restarts with `RTC_SW_CPU_RST` unless a reset
  * from outside comes first.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { BoardConsole } from '../console.js';
 import type { BoardPanic } from '../errors.js';
-import type { ResetReason } from './types.js';
+import type { BootSignal, ResetReason } from './types.js';
 
 /** The panic handler's dump: an abort's message, or a Guru Meditation with its registers. */
 export function panicLines(panic: BoardPanic, elfSha256: string): string[] {
@@ -40,13 +39,13 @@ export interface ShutdownHost {
   /** Drops the channel, if one is open, without a close frame. */
   dropChannel(reason: string): void;
   /** The current boot's reset signal: a reset from outside cancels the pending restart. */
-  readonly signal: AbortSignal;
+  readonly signal: BootSignal;
   restart(reason: ResetReason): void;
 }
 
 /** Restarts with `RTC_SW_CPU_RST` after `ms`, unless the boot's signal is aborted first. */
 export function restartAfter(host: ShutdownHost, ms: number): void {
-  sleep(ms, undefined, { signal: host.signal }).then(
+  host.signal.sleep(ms).then(
     () => host.restart('RTC_SW_CPU_RST'),
     () => {},
   );

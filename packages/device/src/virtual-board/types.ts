@@ -213,6 +213,55 @@ export type ResetReason =
 /** Thrown inside the boot sequence when a reset aborted it: not a failure, nothing to report. */
 export class Reset extends Error {}
 
+interface BootWait {
+  readonly timer: NodeJS.Timeout;
+  readonly reject: (reason: Reset) => void;
+}
+
+/**
+ * One boot's life: a reset or power-off ends it, and with it every wait it started (each
+ * rejects with {@link Reset}). Lighter than an AbortSignal with `timers/promises`, whose
+ * listeners and abort errors a fleet of boards powering on at once pays for per board.
+ */
+export class BootSignal {
+  #aborted = false;
+  #waits: Set<BootWait> | undefined;
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** Ends the boot: pending waits reject with {@link Reset}, later ones at once. */
+  abort(): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    const waits = this.#waits;
+    this.#waits = undefined;
+    if (waits === undefined) return;
+    const reset = new Reset('reset');
+    for (const wait of waits) {
+      clearTimeout(wait.timer);
+      wait.reject(reset);
+    }
+  }
+
+  /** Resolves after `ms`, unless the boot ends first. */
+  sleep(ms: number): Promise<void> {
+    if (this.#aborted) return Promise.reject(new Reset('reset'));
+    return new Promise((resolve, reject) => {
+      const wait: BootWait = {
+        timer: setTimeout(() => {
+          this.#waits?.delete(wait);
+          resolve();
+        }, ms),
+        reject,
+      };
+      this.#waits ??= new Set();
+      this.#waits.add(wait);
+    });
+  }
+}
+
 /** A console line as data: raw text, or an ESP-IDF log line. */
 export type ConsoleOutput =
   | { readonly raw: string }
