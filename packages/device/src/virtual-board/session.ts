@@ -13,6 +13,7 @@ import {
   buildDeviceHello,
   type CJsonNode,
   cString,
+  type DeviceHello,
   encodeDeviceEnvelope,
   encodeDeviceMessage,
   getItem,
@@ -157,6 +158,33 @@ export function rewriteReply(
   return payload;
 }
 
+/** A hello whose parts are frozen too: one copy serves every board of a fleet. */
+function frozenHello(hello: DeviceHello): DeviceHello {
+  for (const part of Object.values(hello))
+    if (typeof part === 'object' && part !== null) Object.freeze(part);
+  return Object.freeze(hello);
+}
+
+// The firmware's hellos are constants of its build: made once, not at every session.
+const WEBSOCKET_HELLOS = new Map<AudioFrameVersion, DeviceHello>();
+/** The MQTT build's hello: transport before features, features without glyph_push. */
+let mqttHello: DeviceHello | undefined;
+
+/** The WebSocket build's hello for a protocol version. */
+function websocketHello(version: AudioFrameVersion): DeviceHello {
+  let hello = WEBSOCKET_HELLOS.get(version);
+  if (hello === undefined) {
+    hello = frozenHello(buildDeviceHello({ transport: 'websocket', version }));
+    WEBSOCKET_HELLOS.set(version, hello);
+  }
+  return hello;
+}
+
+function udpHello(): DeviceHello {
+  mqttHello ??= frozenHello(buildDeviceHello({ transport: 'udp', features: { mcp: true } }));
+  return mqttHello;
+}
+
 /** The audio framing the stored `websocket/version` selects: 2 and 3 as stored, else 1. */
 export function audioVersion(stored: number): AudioFrameVersion {
   return stored === 2 || stored === 3 ? stored : 1;
@@ -292,7 +320,7 @@ export class Session {
       deviceId: host.mac,
       clientId: host.uuid(),
       hello: withoutFields(
-        this.#regressions.hello(buildDeviceHello({ transport: 'websocket', version })),
+        this.#regressions.hello(websocketHello(version)),
         host.faults.helloWithout,
       ),
       console: host.console,
@@ -415,11 +443,7 @@ export class Session {
   async #openMqtt(channel: MqttChannel): Promise<void> {
     const host = this.#host;
     host.setState('connecting');
-    // The MQTT build's hello: transport before features, features without glyph_push.
-    const hello = withoutFields(
-      this.#regressions.hello(buildDeviceHello({ transport: 'udp', features: { mcp: true } })),
-      host.faults.helloWithout,
-    );
+    const hello = withoutFields(this.#regressions.hello(udpHello()), host.faults.helloWithout);
     try {
       await channel.openAudioChannel(hello);
     } catch (error) {
