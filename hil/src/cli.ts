@@ -37,8 +37,8 @@ import { parseListen } from './network-board.js';
 import { ConsoleReporter, isLiveTerminal } from './reporters/console.js';
 import { writeGithubSummary } from './reporters/github.js';
 import { REPORTER_NAMES, type ReporterName, writeReports } from './reporters/index.js';
-import { HIL_VERSION, runRig } from './rig.js';
 import { parseFirmwareArgument, prepareOutDir, RunInputError } from './run-inputs.js';
+import { HIL_VERSION } from './version.js';
 
 const processOutput: Output = {
   stdout: (text) => process.stdout.write(text),
@@ -110,7 +110,11 @@ async function runCommand(flags: RunFlags, out: Output): Promise<ExitCode | 130>
   const base = flags.compareTo === undefined ? undefined : loadReport(flags.compareTo);
   const listen = flags.listen === undefined ? undefined : parseListen(flags.listen);
   if (typeof listen === 'string') throw new UsageError(listen);
-  const { rig, kind, path } = await chooseRig(flags.config);
+  // The rig (backend, board runner, suites) loads while the attached ports are listed.
+  const [{ runRig }, { rig, kind, path }] = await Promise.all([
+    import('./rig.js'),
+    chooseRig(flags.config),
+  ]);
   // --baseline, else the inventory's (relative to its file), else the one shipped with hil.
   const baseline = flags.baseline ?? inventoryBaseline(rig, path);
   const outDir = resolve(flags.out);

@@ -6,6 +6,7 @@
  */
 
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BOARD_PRESETS } from '@xiaozhi-mcp/device';
@@ -17,7 +18,7 @@ import {
   type PortKind,
   portIdentity,
 } from '@xiaozhi-mcp/serial';
-import { Ajv, type ErrorObject } from 'ajv';
+import type { Ajv, ErrorObject } from 'ajv';
 import type { CompareThresholds, SuiteName } from './model.js';
 
 /** The inventory's `compare` thresholds; unset ones keep their defaults. */
@@ -175,7 +176,9 @@ let validator: ReturnType<Ajv['compile']> | undefined;
 function validate(value: unknown): readonly ErrorObject[] {
   if (validator === undefined) {
     const schema = JSON.parse(readFileSync(SCHEMA_PATH, 'utf8')) as object;
-    validator = new Ajv({ allErrors: true, strict: false }).compile(schema);
+    // Loaded with the first inventory read: the default virtual rig reads none.
+    const { Ajv: Validator } = createRequire(import.meta.url)('ajv') as typeof import('ajv');
+    validator = new Validator({ allErrors: true, strict: false }).compile(schema);
   }
   return validator(value) ? [] : (validator.errors ?? []);
 }

@@ -4,7 +4,6 @@
  * qualifies the default virtual rig, flashing a virtual firmware image into each board.
  */
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { defaultVirtualDir, VirtualBus } from '@xiaozhi-mcp/device';
 import { resolvePort } from '@xiaozhi-mcp/serial';
@@ -38,6 +37,7 @@ import {
   readOtaImageFile,
   selectBoards,
 } from './run-inputs.js';
+import { HIL_VERSION } from './version.js';
 import {
   openVirtual,
   storedVirtualBoard,
@@ -45,11 +45,6 @@ import {
   virtualCandidateFor,
   virtualFirmwareFor,
 } from './virtual-rig.js';
-
-/** The tool's version, as its package says (the same from src/ and from dist/). */
-export const HIL_VERSION: string = (
-  createRequire(import.meta.url)('../package.json') as { version: string }
-).version;
 
 export interface RigRunOptions {
   readonly rig: RigConfig;

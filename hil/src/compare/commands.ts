@@ -13,7 +13,7 @@ import type { CompareThresholds, Comparison, RunReport } from '../model.js';
 import { renderConsoleSummary } from '../reporters/console.js';
 import { renderGithubSummary } from '../reporters/github.js';
 import { writeReports } from '../reporters/index.js';
-import { HIL_VERSION } from '../rig.js';
+import { HIL_VERSION } from '../version.js';
 import { compareReports } from './compare.js';
 import { type LoadedReport, loadReport, ReportInputError } from './load.js';
 import { comparisonLine, renderComparisonMarkdown, renderComparisonText } from './render.js';

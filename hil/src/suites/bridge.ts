@@ -10,9 +10,6 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { isDeepStrictEqual } from 'node:util';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { serveHttp, XiaozhiBridge } from '@xiaozhi-mcp/bridge';
 import { readDeviceFrame } from '@xiaozhi-mcp/protocol';
 import type { DeviceSession, DeviceTool } from '@xiaozhi-mcp/server';
 import type { Suite, SuiteContext, SuiteOutcome } from '../suite.js';
@@ -193,6 +190,14 @@ export const bridgeSuite: Suite = {
     const api = context.serverApi as NonNullable<SuiteContext['serverApi']>;
     const timeoutMs = context.board.safeToolTimeoutMs ?? DEFAULT_SAFE_TOOL_TIMEOUT_MS;
     const bridgeLog: string[] = [];
+    // Loaded when the suite runs: the bridge and the MCP SDK (zod) are most of what a run that
+    // leaves this opt-in suite out would load at start.
+    const [{ Client }, { StreamableHTTPClientTransport }, { serveHttp, XiaozhiBridge }] =
+      await Promise.all([
+        import('@modelcontextprotocol/sdk/client/index.js'),
+        import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+        import('@xiaozhi-mcp/bridge'),
+      ]);
     const bridge = new XiaozhiBridge({
       server: api.url,
       ...(api.token === undefined ? {} : { token: api.token }),
