@@ -406,26 +406,29 @@ export class Session {
   /** The reply path: the regressions, the fault knobs, then the envelope on the open channel. */
   send(reply: string): void {
     const { faults } = this.#host;
+    let payload = reply;
+    let delayMs = 0;
     // The regressions first: they stand for what the firmware itself sends.
-    const regressed = this.#regressions.reply(reply);
-    if (regressed === undefined) return;
-    const { payload } = regressed;
+    if (!this.#regressions.idle) {
+      const regressed = this.#regressions.reply(reply);
+      if (regressed === undefined) return;
+      ({ payload, delayMs } = regressed);
+    }
     if (faults.dropReply?.(payload) === true) return;
     const channel = this.#link();
     if (channel === undefined) return;
     const text = rewriteReply(payload, faults);
+    const latency = faults.replyLatencyMs + delayMs;
     // Over MQTT the session id is the last audio session's, or "" (docs/protocol.md §5).
-    const envelope = () => channel.sendText(encodeDeviceEnvelope(channel.sessionId, text));
-    const latency = faults.replyLatencyMs + regressed.delayMs;
     if (latency <= 0) {
-      envelope();
+      channel.sendText(encodeDeviceEnvelope(channel.sessionId, text));
       return;
     }
     this.#sendChain = this.#sendChain
       .then(() => sleep(latency))
       .then(
         () => {
-          envelope();
+          channel.sendText(encodeDeviceEnvelope(channel.sessionId, text));
         },
         () => {},
       );
@@ -528,6 +531,10 @@ export class Session {
     const loop = host.mcp().loop;
     switch (action.kind) {
       case 'mcp': {
+        if (this.#regressions.idle) {
+          host.mcp().handlePayload(action.payload);
+          return;
+        }
         const request = this.#regressions.request(action.payload);
         if ('reply' in request) loop.schedule(() => this.send(request.reply));
         else host.mcp().handlePayload(request.payload);
