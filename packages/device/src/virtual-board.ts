@@ -122,6 +122,8 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
   #transport: BoardTransport | undefined;
   #powered = false;
   readonly #activation: ActivationIdentity | undefined;
+  /** The DHCP lease, a function of the MAC: worked out once. */
+  readonly #ip: string;
   readonly #options: VirtualBoardOptions;
   readonly #bootloader: Bootloader;
   readonly #application: Application;
@@ -136,6 +138,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
         ? options.preset
         : boardPreset(options.preset ?? 'bread-compact-wifi');
     this.mac = (options.mac ?? randomMac()).toLowerCase();
+    this.#ip = boardIp(this.mac);
     this.#activation = activationIdentity(options, this.preset.chip);
     this.timing = { ...FIRMWARE_TIMING, ...options.timing };
     this.silicon = options.silicon ?? {};
@@ -359,6 +362,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       ssid: this.storage.open('wifi').getString('ssid'),
       app: this.#app,
       flash: flashLayout(this.preset, this.#bootloader.flashFacts()),
+      ip: this.#ip,
     });
   }
 
@@ -421,7 +425,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       timing: this.timing,
       faults: this.faults,
       boardName: this.preset.name,
-      ip: boardIp(this.mac),
+      ip: this.#ip,
       app: () => this.#app,
       uuid: () => this.uuid,
       state: () => this.#state,

@@ -91,6 +91,8 @@ export interface SystemInfoFacts {
   readonly ssid: string;
   readonly app: RunningApp;
   readonly flash: FlashLayout;
+  /** The board's IP address; by default {@link boardIp} of its MAC. */
+  readonly ip?: string;
 }
 
 /** The system-info JSON the OTA check posts (and `self.get_system_info` returns). */
@@ -127,7 +129,7 @@ export function systemInfo(facts: SystemInfoFacts): OtaRequestBody {
       ssid: facts.ssid,
       rssi: -52,
       channel: 6,
-      ip: boardIp(facts.mac),
+      ip: facts.ip ?? boardIp(facts.mac),
       mac: facts.mac,
     },
   };
