@@ -1,5 +1,5 @@
 // The raw `ws` echo baseline's server side: an HTTP server with a `ws` WebSocketServer on it,
-// set up the way the xiaozhi gateway sets up its own (http.createServer, default listen backlog,
+// set up the way the xiaozhi gateway sets up its own (http.createServer, listen backlog 4096,
 // perMessageDeflate off), and nothing else. Each connection's first text frame (the hello) is
 // echoed; after that the server is the one sending: `roundTrip(i)` sends a frame shaped like a
 // real `tools/call` envelope down connection i and resolves when the device process echoes it.
@@ -37,7 +37,8 @@ export class EchoServer {
     server.#http.on('upgrade', (req, socket, head) => {
       server.#wss.handleUpgrade(req, socket, head, (ws) => server.#onConnection(ws));
     });
-    server.#http.listen(0, '127.0.0.1');
+    // The gateway's backlog, so both storms meet the same accept queue.
+    server.#http.listen({ port: 0, host: '127.0.0.1', backlog: 4096 });
     await once(server.#http, 'listening');
     return server;
   }
