@@ -179,7 +179,8 @@ export function nestedDeeperThan(text: string, limit: number): boolean {
  * other frame must be a JSON object with a string `type`.
  */
 export function readDeviceFrame(text: string): DeviceFrame {
-  if (nestedDeeperThan(text, MAX_FRAME_DEPTH))
+  // Deeper than the limit takes more characters than the limit: a short frame is never scanned.
+  if (text.length > MAX_FRAME_DEPTH && nestedDeeperThan(text, MAX_FRAME_DEPTH))
     return { kind: 'invalid', reason: `frame is nested deeper than ${MAX_FRAME_DEPTH} levels` };
   let value: unknown;
   try {

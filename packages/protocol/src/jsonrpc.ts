@@ -63,6 +63,11 @@ function wireErrorFrom(error: unknown): WireError {
  * `code` is still an error (code {@link CODELESS_ERROR_CODE}, `codeless` set).
  */
 export function classifyJsonRpc(value: unknown): JsonRpcMessage {
+  return classify(value, undefined);
+}
+
+/** {@link classifyJsonRpc}; a result's `resultText` is cut from `text` when given. */
+function classify(value: unknown, text: string | undefined): JsonRpcMessage {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { kind: 'invalid', reason: 'not a JSON object' };
   }
@@ -79,7 +84,12 @@ export function classifyJsonRpc(value: unknown): JsonRpcMessage {
   }
   if ('result' in m) {
     if (!isId(m.id)) return { kind: 'invalid', reason: 'result id is not a number or string' };
-    return { kind: 'result', id: m.id, result: m.result, resultText: undefined };
+    return {
+      kind: 'result',
+      id: m.id,
+      result: m.result,
+      resultText: text === undefined ? undefined : firmwareResult(text)?.resultText,
+    };
   }
   return { kind: 'invalid', reason: 'neither a request, a notification, a result nor an error' };
 }
@@ -196,10 +206,7 @@ export function readJsonRpc(text: string): JsonRpcMessage {
  * `text` is the payload's exact wire text (for `resultText`). Nothing is parsed again.
  */
 export function readJsonRpcValue(value: unknown, text: string): JsonRpcMessage {
-  const message = classifyJsonRpc(value);
-  if (message.kind === 'result')
-    return { ...message, resultText: firmwareResult(text)?.resultText };
-  return message;
+  return classify(value, text);
 }
 
 /**

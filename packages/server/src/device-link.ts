@@ -4,7 +4,7 @@
  * WebSocket and a board on MQTT get the same session, MCP client, registry entry and API
  * (docs/protocol.md §5: MCP uses the same envelope on both).
  */
-import type { WebSocket } from 'ws';
+import type { RawData, WebSocket } from 'ws';
 
 /** How a board reaches us. */
 export type DeviceTransport = 'websocket' | 'mqtt';
@@ -33,42 +33,78 @@ export interface DeviceLink {
   terminate(): void;
 }
 
+/** The link a socket delivers to: one shared set of socket listeners serves every link. */
+const LINK = Symbol('xiaozhi-mcp device link');
+type LinkedSocket = WebSocket & { [LINK]?: WebSocketLink };
+
+function onSocketMessage(this: LinkedSocket, data: RawData, isBinary: boolean): void {
+  const handlers = this[LINK]?.handlers;
+  if (handlers === undefined) return;
+  if (isBinary) handlers.binary(data as Buffer);
+  else handlers.text(data.toString());
+}
+
+function onSocketClose(this: LinkedSocket, code: number): void {
+  this[LINK]?.handlers?.closed(code === 1006 ? 'connection dropped' : `closed with code ${code}`);
+}
+
+function onSocketError(this: LinkedSocket, error: Error): void {
+  this[LINK]?.handlers?.closed(`socket error: ${error.message}`);
+}
+
+/**
+ * A `ws` WebSocket as a {@link DeviceLink}. A class with the socket's listeners shared by every
+ * link, not closures per connection: thousands of boards each keep one.
+ */
+class WebSocketLink implements DeviceLink {
+  readonly transport = 'websocket' as const;
+  handlers: DeviceLinkHandlers | undefined;
+
+  constructor(readonly socket: WebSocket) {}
+
+  listen(handlers: DeviceLinkHandlers): void {
+    this.handlers = handlers;
+    const socket = this.socket as LinkedSocket;
+    socket[LINK] = this;
+    socket.on('message', onSocketMessage);
+    socket.on('close', onSocketClose);
+    socket.on('error', onSocketError);
+  }
+
+  send(text: string, done?: (error?: Error) => void): void {
+    // ws reports a send on a closing socket in a later tick; say so now.
+    if (this.socket.readyState !== this.socket.OPEN) {
+      done?.(new Error(`the WebSocket is not open (readyState ${this.socket.readyState})`));
+      return;
+    }
+    this.socket.send(text, done === undefined ? undefined : (error) => done(error ?? undefined));
+  }
+
+  ping(timeoutMs: number): Promise<number> {
+    const socket = this.socket;
+    return new Promise((resolve, reject) => {
+      const started = performance.now();
+      const timer = setTimeout(() => {
+        socket.off('pong', onPong);
+        reject(new Error(`no pong within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onPong = () => {
+        clearTimeout(timer);
+        resolve(performance.now() - started);
+      };
+      socket.once('pong', onPong);
+      socket.ping();
+    });
+  }
+
+  terminate(): void {
+    this.socket.terminate();
+  }
+}
+
 /** A `ws` WebSocket as a {@link DeviceLink}. */
 export function webSocketLink(socket: WebSocket): DeviceLink {
-  return {
-    transport: 'websocket',
-    listen(handlers) {
-      socket.on('message', (data, isBinary) => {
-        if (isBinary) handlers.binary(data as Buffer);
-        else handlers.text(data.toString());
-      });
-      socket.on('close', (code) =>
-        handlers.closed(code === 1006 ? 'connection dropped' : `closed with code ${code}`),
-      );
-      socket.on('error', (error) => handlers.closed(`socket error: ${error.message}`));
-    },
-    send(text, done) {
-      socket.send(text, (error) => done?.(error ?? undefined));
-    },
-    ping(timeoutMs) {
-      return new Promise((resolve, reject) => {
-        const started = performance.now();
-        const timer = setTimeout(() => {
-          socket.off('pong', onPong);
-          reject(new Error(`no pong within ${timeoutMs} ms`));
-        }, timeoutMs);
-        const onPong = () => {
-          clearTimeout(timer);
-          resolve(performance.now() - started);
-        };
-        socket.once('pong', onPong);
-        socket.ping();
-      });
-    },
-    terminate() {
-      socket.terminate();
-    },
-  };
+  return new WebSocketLink(socket);
 }
 
 /** A link as given, or a WebSocket wrapped as one. */

@@ -11,6 +11,8 @@ import { ServerError } from './errors.js';
 
 /** A socket the test plays the device on: `sent` holds what the session wrote. */
 class FakeSocket extends EventEmitter {
+  readonly OPEN = 1;
+  readyState = 1;
   readonly sent: string[] = [];
   send(text: string, callback?: (error?: Error) => void): void {
     this.sent.push(text);
@@ -19,7 +21,9 @@ class FakeSocket extends EventEmitter {
   terminate(): void {
     this.emit('close', 1006);
   }
-  ping(): void {}
+  ping(): void {
+    queueMicrotask(() => this.emit('pong'));
+  }
   /** A text frame from the device. */
   device(text: string): void {
     this.emit('message', Buffer.from(text), false);
@@ -53,6 +57,35 @@ function open(onError?: (error: unknown, where: string) => void) {
 const deep = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
 const reply = (id: number, result: string) =>
   `{"session_id":"sid","type":"mcp","payload":{"jsonrpc":"2.0","id":${id},"result":${result}}}`;
+
+describe('a DeviceSession over a WebSocket', () => {
+  it('measures a ping round trip', async () => {
+    const { session } = open();
+    expect(session.canPing).toBe(true);
+    const ms = await session.ping(1000);
+    expect(ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('fails a request at once when the socket is no longer open', async () => {
+    const { socket, session } = open();
+    socket.readyState = 2;
+    const error = await session.request('tools/list', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerError);
+    expect((error as ServerError).code).toBe('DEVICE_DISCONNECTED');
+    expect((error as Error).message).toMatch(/send to f4:12:fa:60:00:01 failed: .*not open/);
+    expect(socket.sent).toEqual([]);
+    expect(session.pending).toBe(0);
+  });
+
+  it('settles replies that come back out of order, with several requests in flight', async () => {
+    const { socket, session } = open();
+    const calls = [1, 2, 3].map((n) => session.request('tools/call', { name: `t${n}` }));
+    expect(session.pending).toBe(3);
+    for (const id of [2, 3, 1]) socket.device(reply(id, `{"n":${id}}`));
+    await expect(Promise.all(calls)).resolves.toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    expect(session.pending).toBe(0);
+  });
+});
 
 describe('a guarded DeviceSession', () => {
   it('takes frames nested 5,000 deep without throwing, and the request in flight still settles', async () => {

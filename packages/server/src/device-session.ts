@@ -21,7 +21,12 @@ import {
   walkToolsPages,
 } from '@xiaozhi-mcp/protocol';
 import type { WebSocket } from 'ws';
-import { type DeviceLink, type DeviceTransport, toDeviceLink } from './device-link.js';
+import {
+  type DeviceLink,
+  type DeviceLinkHandlers,
+  type DeviceTransport,
+  toDeviceLink,
+} from './device-link.js';
 import { ServerError } from './errors.js';
 
 export interface RequestOptions {
@@ -30,14 +35,24 @@ export interface RequestOptions {
   readonly signal?: AbortSignal;
 }
 
-interface Pending {
-  readonly method: string;
-  /** When it was sent (`performance.now()`). */
-  readonly sentAt: number;
-  readonly resolve: (result: unknown) => void;
-  readonly reject: (error: Error) => void;
-  readonly timer: NodeJS.Timeout;
-  readonly cleanup: () => void;
+/** A request in flight: a class, not closures, since every call makes one. */
+class Pending {
+  timer: NodeJS.Timeout | undefined;
+  /** Removes the abort listener (requests with a signal only). */
+  cleanup: (() => void) | undefined;
+
+  constructor(
+    readonly session: DeviceSession,
+    readonly id: number,
+    readonly method: string,
+    readonly timeoutMs: number,
+    /** When it was sent (`performance.now()`). */
+    readonly sentAt: number,
+    readonly resolve: (result: unknown) => void,
+    readonly reject: (error: Error) => void,
+    /** What the caller gets of the result (callTool's reading), instead of the result itself. */
+    readonly read: ((result: unknown) => unknown) | undefined,
+  ) {}
 }
 
 /** `initialize`'s result as the device sent it. */
@@ -115,13 +130,21 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     audioBytes: 0,
   };
   readonly #link: DeviceLink;
-  readonly #pending = new Map<number, Pending>();
+  /**
+   * Requests in flight: the first in `#one`, the others (rarely any) in `#more`, made on
+   * demand. A board mostly has one request at a time: no map is touched for it.
+   */
+  #one: Pending | undefined;
+  #more: Map<number, Pending> | undefined;
   readonly #callTimeoutMs: number;
   readonly #onError: (error: unknown, where: string) => void;
   #nextId = 1;
   #closedReason: string | undefined;
   /** Replies that matched no pending request, lately: a timeout names them. */
-  readonly #strayReplies: { readonly id: string; readonly at: number }[] = [];
+  #strayReplies: { readonly id: string; readonly at: number }[] | undefined;
+  /** The envelope's text up to the payload, for the session id it was made with. */
+  #head = '';
+  #headSessionId: string | undefined;
 
   /**
    * `connection`: a WebSocket, or any {@link DeviceLink} (an MQTT connection): the session is
@@ -138,22 +161,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     this.info = info.transport === undefined ? { ...info, transport: link.transport } : info;
     this.#callTimeoutMs = options.callTimeoutMs ?? 30_000;
     this.#onError = options.onError ?? STDERR_ON_ERROR;
-    link.listen({
-      // One frame's trouble stays in this handler: never the process, never another session.
-      text: (text) => {
-        try {
-          this.#onText(text);
-        } catch (error) {
-          this.#report(error, 'reading a device frame');
-        }
-      },
-      binary: (bytes) => {
-        // Audio is accepted, counted and dropped: this backend speaks MCP, not speech.
-        this.stats.audioFrames++;
-        this.stats.audioBytes += bytes.length;
-      },
-      closed: (reason) => this.#onClose(reason),
-    });
+    link.listen(new DeviceSession.#Handlers(this));
   }
 
   /** How the board is connected. */
@@ -167,11 +175,20 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
 
   /** Requests in flight. */
   get pending(): number {
-    return this.#pending.size;
+    return (this.#one === undefined ? 0 : 1) + (this.#more?.size ?? 0);
   }
 
   /** Sends a JSON-RPC request and resolves with its `result`. */
   request(method: string, params?: unknown, options: RequestOptions = {}): Promise<unknown> {
+    return this.#request(method, params, options, undefined);
+  }
+
+  #request(
+    method: string,
+    params: unknown,
+    options: RequestOptions,
+    read: ((result: unknown) => unknown) | undefined,
+  ): Promise<unknown> {
     if (this.#closedReason !== undefined) {
       return Promise.reject(
         new ServerError(
@@ -180,10 +197,11 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
         ),
       );
     }
-    if (options.signal?.aborted) {
+    const signal = options.signal;
+    if (signal?.aborted) {
       return Promise.reject(
         new ServerError('REQUEST_ABORTED', `${method} to ${this.info.deviceId} was aborted`, {
-          cause: options.signal.reason,
+          cause: signal.reason,
         }),
       );
     }
@@ -197,7 +215,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     const id = this.#nextId;
     let text: string;
     try {
-      text = encodeEnvelope(this.info.sessionId, encodeRequest(id, method, params));
+      text = this.#envelope(encodeRequest(id, method, params));
     } catch (error) {
       // Parameters that cannot be serialised (too deep, a BigInt...): nothing is sent.
       return Promise.reject(
@@ -208,61 +226,128 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       );
     }
     this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
-    return new Promise((resolve, reject) => {
+    let resolve!: (result: unknown) => void;
+    let reject!: (error: Error) => void;
+    const promise = new Promise<unknown>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const pending = new Pending(
+      this,
+      id,
+      method,
+      timeoutMs,
+      performance.now(),
+      resolve,
+      reject,
+      read,
+    );
+    pending.timer = setTimeout(DeviceSession.#expire, timeoutMs, pending);
+    if (signal !== undefined) {
       const onAbort = () => {
         this.#settle(id)?.reject(
           new ServerError('REQUEST_ABORTED', `${method} to ${this.info.deviceId} was aborted`, {
-            cause: options.signal?.reason,
+            cause: signal.reason,
           }),
         );
       };
-      const timer = setTimeout(() => {
-        this.stats.timeouts++;
-        const pending = this.#settle(id);
-        // A reply under another id is a wrong id, not a silent device: say so.
-        const strays = this.#strayReplies
-          .filter((stray) => pending !== undefined && stray.at >= pending.sentAt)
-          .map((stray) => stray.id);
-        pending?.reject(
-          new ServerError(
-            'REQUEST_TIMEOUT',
-            strays.length > 0
-              ? `${method} to ${this.info.deviceId}: a reply with id ${strays.join(', ')}, expected ${id} (no reply with id ${id} within ${timeoutMs} ms)`
-              : `${method} to ${this.info.deviceId} got no reply within ${timeoutMs} ms`,
-          ),
-        );
-      }, timeoutMs);
-      options.signal?.addEventListener('abort', onAbort, { once: true });
-      // Registered before the send, so a reply can never arrive unexpected.
-      this.#pending.set(id, {
-        method,
-        sentAt: performance.now(),
-        resolve,
-        reject,
-        timer,
-        cleanup: () => options.signal?.removeEventListener('abort', onAbort),
-      });
-      this.stats.requests++;
-      this.#emit('frame', 'out', text);
-      this.#link.send(text, (error) => {
-        if (error)
-          this.#settle(id)?.reject(
-            new ServerError(
-              'DEVICE_DISCONNECTED',
-              `send to ${this.info.deviceId} failed: ${error.message}`,
-              { cause: error },
-            ),
-          );
-      });
-    });
+      signal.addEventListener('abort', onAbort, { once: true });
+      pending.cleanup = () => signal.removeEventListener('abort', onAbort);
+    }
+    // Registered before the send, so a reply can never arrive unexpected.
+    if (this.#one === undefined) this.#one = pending;
+    else {
+      this.#more ??= new Map();
+      this.#more.set(id, pending);
+    }
+    this.stats.requests++;
+    if (this.listenerCount('frame') > 0) this.#emit('frame', 'out', text);
+    this.#link.send(text, this.#sendDone);
+    return promise;
   }
 
+  /**
+   * What the link says of a send. A send fails only on a connection going down: every request
+   * still in flight on it fails with it.
+   */
+  readonly #sendDone = (error?: Error): void => {
+    if (error === undefined) return;
+    for (const pending of this.#inFlight()) {
+      this.#settle(pending.id)?.reject(
+        new ServerError(
+          'DEVICE_DISCONNECTED',
+          `send to ${this.info.deviceId} failed: ${error.message}`,
+          { cause: error },
+        ),
+      );
+    }
+  };
+
+  /** `text` as the payload of an MCP envelope with the session id (read at each send). */
+  #envelope(payloadText: string): string {
+    const sessionId = this.info.sessionId;
+    if (sessionId !== this.#headSessionId) {
+      // The protocol's envelope around an empty payload, less its closing brace.
+      this.#head = encodeEnvelope(sessionId, '').slice(0, -1);
+      this.#headSessionId = sessionId;
+    }
+    return `${this.#head}${payloadText}}`;
+  }
+
+  /** A request's deadline passed. */
+  static #expire(pending: Pending): void {
+    const session = pending.session;
+    if (session.#lookup(pending.id) !== pending) return;
+    session.stats.timeouts++;
+    session.#settle(pending.id);
+    const { method, id, timeoutMs } = pending;
+    // A reply under another id is a wrong id, not a silent device: say so.
+    const strays = (session.#strayReplies ?? [])
+      .filter((stray) => stray.at >= pending.sentAt)
+      .map((stray) => stray.id);
+    pending.reject(
+      new ServerError(
+        'REQUEST_TIMEOUT',
+        strays.length > 0
+          ? `${method} to ${session.info.deviceId}: a reply with id ${strays.join(', ')}, expected ${id} (no reply with id ${id} within ${timeoutMs} ms)`
+          : `${method} to ${session.info.deviceId} got no reply within ${timeoutMs} ms`,
+      ),
+    );
+  }
+
+  /**
+   * The link's handlers for a session: one small object, not closures, per session; inside the
+   * class body, so they reach its private side.
+   */
+  static readonly #Handlers = class implements DeviceLinkHandlers {
+    constructor(readonly session: DeviceSession) {}
+
+    text(text: string): void {
+      // One frame's trouble stays in this handler: never the process, never another session.
+      try {
+        this.session.#onText(text);
+      } catch (error) {
+        this.session.#report(error, 'reading a device frame');
+      }
+    }
+
+    binary(bytes: Uint8Array): void {
+      // Audio is accepted, counted and dropped: this backend speaks MCP, not speech.
+      this.session.stats.audioFrames++;
+      this.session.stats.audioBytes += bytes.length;
+    }
+
+    closed(reason: string): void {
+      this.session.#onClose(reason);
+    }
+  };
+
   /** `initialize`, offering the vision endpoint when one is configured. */
-  async initialize(
+  initialize(
     vision?: { url: string; token?: string },
-    options?: RequestOptions,
+    options: RequestOptions = {},
   ): Promise<InitializeResult> {
-    const result = await this.request(
+    return this.#request(
       'initialize',
       {
         protocolVersion: '2024-11-05',
@@ -270,18 +355,20 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
         clientInfo: { name: 'xiaozhi-mcp', version: '0.1.0' },
       },
       options,
-    );
-    const record = result as Partial<InitializeResult> | null;
-    if (
-      typeof record?.serverInfo?.name !== 'string' ||
-      typeof record.serverInfo.version !== 'string'
-    ) {
-      throw new ServerError(
-        'INVALID_REPLY',
-        `initialize reply from ${this.info.deviceId} has no serverInfo name and version`,
-      );
-    }
-    return record as InitializeResult;
+      (result) => {
+        const record = result as Partial<InitializeResult> | null;
+        if (
+          typeof record?.serverInfo?.name !== 'string' ||
+          typeof record.serverInfo.version !== 'string'
+        ) {
+          throw new ServerError(
+            'INVALID_REPLY',
+            `initialize reply from ${this.info.deviceId} has no serverInfo name and version`,
+          );
+        }
+        return record as InitializeResult;
+      },
+    ) as Promise<InitializeResult>;
   }
 
   /** Walks every `tools/list` page (the protocol core checks each page's budget). */
@@ -293,12 +380,18 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   }
 
   /** Calls a tool; the result's content is standard MCP content (firmware images unwrapped). */
-  async callTool(
+  callTool(
     name: string,
     args: Record<string, unknown> = {},
-    options?: RequestOptions,
+    options: RequestOptions = {},
   ): Promise<ToolResult> {
-    return readToolResult(await this.request('tools/call', { name, arguments: args }, options));
+    // The result is read as it is settled: no second promise per call.
+    return this.#request(
+      'tools/call',
+      { name, arguments: args },
+      options,
+      readToolResult,
+    ) as Promise<ToolResult>;
   }
 
   /** Sends a transport message as is (e.g. `{"type":"system","command":"reboot"}`). */
@@ -321,15 +414,15 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
 
   /** Round trip of a WebSocket ping, in milliseconds (the device answers pings). */
   ping(timeoutMs = 5000): Promise<number> {
-    const ping = this.#link.ping;
-    if (ping === undefined)
+    const link = this.#link;
+    if (link.ping === undefined)
       return Promise.reject(
         new ServerError(
           'REQUEST_TIMEOUT',
           `${this.info.deviceId} is on ${this.#link.transport}, which has no server ping`,
         ),
       );
-    return ping(timeoutMs).catch((error: unknown) => {
+    return link.ping(timeoutMs).catch((error: unknown) => {
       throw new ServerError(
         'REQUEST_TIMEOUT',
         `no pong from ${this.info.deviceId} within ${timeoutMs} ms`,
@@ -344,17 +437,29 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     this.#onClose(reason);
   }
 
+  #lookup(id: number): Pending | undefined {
+    return this.#one?.id === id ? this.#one : this.#more?.get(id);
+  }
+
+  /** The requests in flight. */
+  #inFlight(): Pending[] {
+    const all = this.#one === undefined ? [] : [this.#one];
+    if (this.#more !== undefined) all.push(...this.#more.values());
+    return all;
+  }
+
   #settle(id: number): Pending | undefined {
-    const pending = this.#pending.get(id);
+    const pending = this.#lookup(id);
     if (pending === undefined) return undefined;
-    this.#pending.delete(id);
+    if (pending === this.#one) this.#one = undefined;
+    else this.#more?.delete(id);
     clearTimeout(pending.timer);
-    pending.cleanup();
+    pending.cleanup?.();
     return pending;
   }
 
   #onText(text: string): void {
-    this.#emit('frame', 'in', text);
+    if (this.listenerCount('frame') > 0) this.#emit('frame', 'in', text);
     const frame = readDeviceFrame(text);
     if (frame.kind !== 'mcp') {
       this.#emit('message', frame);
@@ -365,8 +470,16 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       const pending = this.#settle(message.id);
       if (pending !== undefined) {
         this.stats.replies++;
-        if (message.kind === 'result') pending.resolve(message.result);
-        else {
+        if (message.kind === 'result') {
+          if (pending.read === undefined) pending.resolve(message.result);
+          else {
+            try {
+              pending.resolve(pending.read(message.result));
+            } catch (error) {
+              pending.reject(error instanceof Error ? error : new Error(String(error)));
+            }
+          }
+        } else {
           this.stats.errors++;
           pending.reject(message.error);
         }
@@ -375,6 +488,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     }
     this.stats.strays++;
     if (message.kind === 'result' || message.kind === 'error') {
+      this.#strayReplies ??= [];
       this.#strayReplies.push({ id: describeId(message.id), at: performance.now() });
       if (this.#strayReplies.length > 16) this.#strayReplies.shift();
     }
@@ -403,7 +517,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   #onClose(reason: string): void {
     if (this.#closedReason !== undefined) return;
     this.#closedReason = reason;
-    for (const id of [...this.#pending.keys()]) {
+    for (const { id } of this.#inFlight()) {
       const pending = this.#settle(id);
       pending?.reject(
         new ServerError(

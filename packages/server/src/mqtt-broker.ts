@@ -229,10 +229,14 @@ export class MqttBroker {
    * operator subscribed there.
    */
   deliver(deviceId: string, text: string, done?: (error?: Error) => void): void {
+    this.#publish(deliveryTopic(deviceId), text, done);
+  }
+
+  #publish(topic: string, text: string, done?: (error?: Error) => void): void {
     this.#aedes.publish(
       {
         cmd: 'publish',
-        topic: deliveryTopic(deviceId),
+        topic,
         payload: Buffer.from(text, 'utf8'),
         qos: 0,
         retain: false,
@@ -410,8 +414,9 @@ export class MqttBroker {
           client.close();
           return;
         }
+        const topic = deliveryTopic(role.deviceId);
         const link = new MqttLink(
-          (text, done) => this.deliver(role.deviceId, text, done),
+          (text, done) => this.#publish(topic, text, done),
           () => client.close(),
         );
         role.link = link;

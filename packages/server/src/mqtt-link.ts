@@ -65,6 +65,9 @@ export function publishTopic(deviceId: string): string {
   return `device-server/${macUnderscored(deviceId)}`;
 }
 
+/** A send whose outcome nobody asked for. */
+const IGNORE_SEND_RESULT = (): void => {};
+
 export class MqttLink implements DeviceLink {
   readonly transport = 'mqtt' as const;
   readonly #send: (text: string, done: (error?: Error) => void) => void;
@@ -94,7 +97,7 @@ export class MqttLink implements DeviceLink {
       done?.(new Error('the MQTT connection has ended'));
       return;
     }
-    this.#send(text, (error) => done?.(error));
+    this.#send(text, done ?? IGNORE_SEND_RESULT);
   }
 
   terminate(): void {
