@@ -80,6 +80,8 @@ async function runBoard(
   options: {
     readonly hands?: boolean;
     readonly flash?: boolean;
+    /** What the flash step writes: the merged image at 0x0 (default) or the app image alone. */
+    readonly image?: 'merged' | 'app';
     readonly suites?: readonly SuiteName[];
     readonly attended?: boolean;
     readonly timeouts?: Partial<RunnerTimeouts>;
@@ -122,7 +124,10 @@ async function runBoard(
     outDir,
     firmware: flash
       ? {
-          image: placeImage('virtual firmware', built.merged, 0),
+          image:
+            options.image === 'app'
+              ? placeImage('virtual firmware', built.app, undefined)
+              : placeImage('virtual firmware', built.merged, 0),
           version: built.version,
           chip: built.chip,
         }
@@ -372,5 +377,48 @@ describe("the inventory's reset reaches the flasher and the rig", () => {
     expect(report.failure).toBeUndefined();
     expect(report.status).toBe('passed');
     expect(seen(port)).toEqual([]);
+  });
+});
+
+describe('provisioning after the flash step', () => {
+  /** The bytes the board sent its host while the provision step ran. */
+  async function provisionTraffic(image: 'merged' | 'app') {
+    let before: number | undefined;
+    let sent: number | undefined;
+    // Holding what a board holds after its first merged flash, as the virtual rig's boards do.
+    const factory = buildVirtualFirmware({
+      chip: 'esp32s3',
+      version: '2.4.0',
+      board: 'bread-compact-wifi',
+    }).merged;
+    const { report, step } = await runBoard(
+      { preset: 'bread-compact-wifi', flashSizeMb: 16, flashImage: factory },
+      { session: 'mqtt' },
+      {
+        image,
+        suites: ['session'],
+        onLog: (text, port) => {
+          if (/\] provision …/.test(text)) before = port.device.stats.toHost.bytes;
+          else if (/\] provision ✓/.test(text) && before !== undefined)
+            sent = port.device.stats.toHost.bytes - before;
+        },
+      },
+    );
+    expect(report.failure).toBeUndefined();
+    expect(step('provision')?.message).toMatch(/^nvs at 0x9000: wifi lab, ota_url http:/);
+    return sent ?? Number.NaN;
+  }
+
+  it('takes the partition table and the NVS partition from the merged image it just wrote, not from the wire', {
+    timeout: 120_000,
+  }, async () => {
+    // The replies to the NVS write only: reading the 16 KiB partition back would send more.
+    expect(await provisionTraffic('merged')).toBeLessThan(2048);
+  });
+
+  it('reads them from the board after an app image, which holds neither', {
+    timeout: 120_000,
+  }, async () => {
+    expect(await provisionTraffic('app')).toBeGreaterThan(16 * 1024);
   });
 });

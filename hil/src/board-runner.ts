@@ -6,6 +6,12 @@
  */
 import { join } from 'node:path';
 import type { SerialPortStream } from '@serialport/stream';
+import {
+  PARTITION_TABLE_MAX_SIZE,
+  PARTITION_TABLE_OFFSET,
+  type PartitionTable,
+  readPartitionTable,
+} from '@xiaozhi-mcp/firmware';
 import type { PageReport } from '@xiaozhi-mcp/protocol';
 import {
   BOOT_CLICK,
@@ -208,6 +214,30 @@ class SessionChecksFailed extends Error {
 
 /** After the board closed a session that was not ready, how long a panic report may take to arrive. */
 const PANIC_GRACE_MS = 2000;
+
+/** An image the flash step wrote and verified (by MD5), and where. */
+interface FlashedBytes {
+  readonly offset: number;
+  readonly data: Uint8Array;
+}
+
+/** The bytes at `offset` the flash step wrote, when it wrote all `size` of them; else undefined. */
+function bytesWritten(
+  written: FlashedBytes | undefined,
+  offset: number,
+  size: number,
+): Uint8Array | undefined {
+  if (written === undefined) return undefined;
+  const start = offset - written.offset;
+  if (start < 0 || start + size > written.data.length) return undefined;
+  return written.data.slice(start, start + size);
+}
+
+/** The partition table the flash step wrote at 0x8000 (a merged image holds one); else undefined. */
+function readPartitionTableFrom(written: FlashedBytes | undefined): PartitionTable | undefined {
+  const bytes = bytesWritten(written, PARTITION_TABLE_OFFSET, PARTITION_TABLE_MAX_SIZE);
+  return bytes === undefined ? undefined : readPartitionTable(bytes);
+}
 
 class StepFailure extends Error {
   constructor(
@@ -836,6 +866,8 @@ export class BoardRunner {
           note: `${hand}${connected.description}, MAC ${connected.mac}`,
         };
       });
+      // What the flash step wrote, MD5-verified: the board's flash holds these bytes there.
+      let written: FlashedBytes | undefined;
       if (firmware !== undefined) {
         await this.#step('flash', async () => {
           let last = -1;
@@ -854,6 +886,7 @@ export class BoardRunner {
               }
             },
           });
+          written = { offset: result.offset, data: firmware.image.data };
           const size =
             result.bytes >= 1024 * 1024
               ? `${(result.bytes / 1024 / 1024).toFixed(1)} MB`
@@ -868,10 +901,16 @@ export class BoardRunner {
       }
       if (provision !== undefined) {
         await this.#step('provision', async () => {
+          // Where the flash step just wrote (a merged image holds the partition table and the
+          // NVS partition), its bytes are what a read would bring back: not read again over the
+          // wire. Encrypted flash is read back: what it holds is not the bytes written.
+          const known = chip.security.flashEncryption ? undefined : written;
           const result = await provisionBoard(
             {
-              readPartitionTable: () => flasher.readPartitionTable(),
-              readFlash: (offset, size) => flasher.readFlash(offset, size),
+              readPartitionTable: async () =>
+                readPartitionTableFrom(known) ?? flasher.readPartitionTable(),
+              readFlash: async (offset, size) =>
+                bytesWritten(known, offset, size) ?? flasher.readFlash(offset, size),
               flash: (parts) => flasher.flash(parts, { reset: false, ...ladder }),
             },
             { ssid: provision.ssid, password: provision.password, otaUrl: server.urls.ota },
