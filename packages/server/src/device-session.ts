@@ -104,8 +104,11 @@ export const MAX_TIMEOUT_MS = 2_147_483_647;
 export interface DeviceSessionOptions {
   /** Default bound on each request. */
   readonly callTimeoutMs?: number;
-  /** Where an error that must not escape the socket's handlers goes (default: stderr). */
-  readonly onError?: (error: unknown, where: string) => void;
+  /**
+   * Where an error that must not escape the socket's handlers goes (default: stderr); called
+   * with the session as `this`, so one function can serve every session.
+   */
+  readonly onError?: (this: DeviceSession, error: unknown, where: string) => void;
 }
 
 /** A JSON-RPC id as the device sent it, short and safe to print (it may be any JSON). */
@@ -137,7 +140,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   #one: Pending | undefined;
   #more: Map<number, Pending> | undefined;
   readonly #callTimeoutMs: number;
-  readonly #onError: (error: unknown, where: string) => void;
+  readonly #onError: (this: DeviceSession, error: unknown, where: string) => void;
   #nextId = 1;
   #closedReason: string | undefined;
   /** Replies that matched no pending request, lately: a timeout names them. */

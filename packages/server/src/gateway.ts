@@ -48,12 +48,22 @@ export function tokenOf(header: string | undefined): string | undefined {
   return header.startsWith('Bearer ') ? header.slice('Bearer '.length) : header;
 }
 
+/** What an error on a session's socket does here: nothing (its session hears of the close). */
+const ignoreError = (): void => {};
+
 export class Gateway {
   readonly #wss: WebSocketServer;
   readonly #alive = new WeakMap<WebSocket, number>();
   #pinger: NodeJS.Timeout | undefined;
   /** Refused upgrades still lingering; `close()` ends them. */
   readonly #refused = new Set<Duplex>();
+  #lastHello: { readonly hello: DeviceHello; readonly text: string } | undefined;
+  /** Every session's 'closed' listener (the session is `this`). */
+  readonly #onSessionClosed: (this: DeviceSession, reason: string) => void;
+  /** Every session's error reporter (the session is `this`). */
+  readonly #onSessionError: (this: DeviceSession, error: unknown, where: string) => void;
+  /** Every connection's 'pong' listener (the socket is `this`). */
+  readonly #onPong: (this: WebSocket) => void;
 
   constructor(
     readonly config: ServerConfig,
@@ -61,6 +71,19 @@ export class Gateway {
     readonly isTokenValid: (deviceId: string, token: string | undefined) => boolean,
     readonly logger: Logger,
   ) {
+    const alive = this.#alive;
+    this.#onPong = function (this: WebSocket) {
+      alive.set(this, 0);
+    };
+    this.#onSessionError = function (this: DeviceSession, error: unknown, where: string) {
+      const { deviceId, sessionId } = this.info;
+      logger.error({ deviceId, sessionId, err: error }, `session: ${where}`);
+    };
+    this.#onSessionClosed = function (this: DeviceSession, reason: string) {
+      if (!logger.isLevelEnabled('info')) return;
+      const { deviceId, sessionId } = this.info;
+      logger.info({ deviceId, sessionId, reason }, 'device disconnected');
+    };
     this.#wss = new WebSocketServer({
       noServer: true,
       maxPayload: config.maxFrameBytes,
@@ -115,13 +138,20 @@ export class Gateway {
     // Whatever the token (a static one is shared by every board), a known Device-Id is its own
     // board's only: the uuid it keeps in NVS.
     if (!this.registry.acceptsClient(deviceId, clientId)) {
-      this.#refusedClient(deviceId, clientId, req, 'WebSocket upgrade');
+      this.#refusedClient(deviceId, clientId, req.socket.remoteAddress, 'WebSocket upgrade');
       this.refuse(socket, 403, pinnedMessage(deviceId));
       return;
     }
+    const remote = req.socket.remoteAddress;
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
       try {
-        this.#onConnection(ws, req, deviceId, clientId, [1, 2, 3].includes(version) ? version : 1);
+        this.#onConnection(
+          ws,
+          remote,
+          deviceId,
+          clientId,
+          [1, 2, 3].includes(version) ? version : 1,
+        );
       } catch (error) {
         this.logger.error({ deviceId, err: error }, 'setting up a WebSocket connection failed');
         ws.terminate();
@@ -129,28 +159,38 @@ export class Gateway {
     });
   }
 
-  #refusedClient(deviceId: string, clientId: string, req: IncomingMessage, what: string): void {
+  #refusedClient(
+    deviceId: string,
+    clientId: string,
+    remote: string | undefined,
+    what: string,
+  ): void {
     this.logger.warn(
       {
         deviceId,
         clientId,
         pinnedClientId: this.registry.get(deviceId)?.clientId,
-        remote: req.socket.remoteAddress,
+        remote,
       },
       `${what} refused: a known Device-Id with another Client-Id (a second client, or a re-flashed board)`,
     );
   }
 
+  /**
+   * A connection waiting for its hello. What stays on it for the session's life (the pong and
+   * error listeners) is shared by every connection: the upgrade request, the hello timer and
+   * the closures of this wait are garbage once the hello is in.
+   */
   #onConnection(
     ws: WebSocket,
-    req: IncomingMessage,
+    remote: string | undefined,
     deviceId: string,
     clientId: string,
     protocolVersion: number,
   ): void {
     this.#alive.set(ws, 0);
-    ws.on('pong', () => this.#alive.set(ws, 0));
-    ws.on('error', () => {});
+    ws.on('pong', this.#onPong);
+    ws.on('error', ignoreError);
     const refuse = (text: string | undefined, reason: string) =>
       this.registry.refuseHello({
         at: new Date().toISOString(),
@@ -172,7 +212,7 @@ export class Gateway {
     ws.once('message', (data, isBinary) => {
       clearTimeout(timer);
       try {
-        this.#onHello(ws, req, deviceId, clientId, protocolVersion, refuse, data, isBinary);
+        this.#onHello(ws, remote, deviceId, clientId, protocolVersion, refuse, data, isBinary);
       } catch (error) {
         // Never out of a 'message' handler: that would take every board down.
         this.logger.error({ deviceId, err: error }, 'handling the device hello failed; closing');
@@ -181,9 +221,18 @@ export class Gateway {
     });
   }
 
+  /** A hello as read before: boards of one build send the same one, and share it. */
+  #readHello(text: string): { hello: DeviceHello; text: string } {
+    const last = this.#lastHello;
+    if (last !== undefined && last.text === text) return last;
+    const read = { hello: parseDeviceHello(text), text };
+    this.#lastHello = read;
+    return read;
+  }
+
   #onHello(
     ws: WebSocket,
-    req: IncomingMessage,
+    remote: string | undefined,
     deviceId: string,
     clientId: string,
     protocolVersion: number,
@@ -192,10 +241,10 @@ export class Gateway {
     isBinary: boolean,
   ): void {
     let hello: DeviceHello;
-    const text = isBinary ? undefined : data.toString();
+    let text = isBinary ? undefined : data.toString();
     try {
       if (text === undefined) throw new Error('the first frame is binary, not a hello');
-      hello = parseDeviceHello(text);
+      ({ hello, text } = this.#readHello(text));
     } catch (error) {
       const reason = clip(error instanceof Error ? error.message : String(error), 300);
       this.logger.warn({ deviceId, reason }, 'bad device hello; closing');
@@ -205,7 +254,7 @@ export class Gateway {
     }
     // Another client may have taken this unknown Device-Id since the upgrade.
     if (!this.registry.acceptsClient(deviceId, clientId)) {
-      this.#refusedClient(deviceId, clientId, req, 'session');
+      this.#refusedClient(deviceId, clientId, remote, 'session');
       ws.close(1008, 'Device-Id is known with another Client-Id');
       return;
     }
@@ -229,18 +278,17 @@ export class Gateway {
         protocolVersion,
         hello,
         helloText: text,
-        remoteAddress: req.socket.remoteAddress,
+        remoteAddress: remote,
+        transport: 'websocket',
       },
       {
         callTimeoutMs: this.config.callTimeoutMs,
-        onError: (error, where) =>
-          this.logger.error({ deviceId, sessionId, err: error }, `session: ${where}`),
+        onError: this.#onSessionError,
       },
     );
-    session.on('closed', (reason) =>
-      this.logger.info({ deviceId, sessionId, reason }, 'device disconnected'),
-    );
-    this.logger.info({ deviceId, sessionId, protocolVersion }, 'device connected');
+    session.on('closed', this.#onSessionClosed);
+    if (this.logger.isLevelEnabled('info'))
+      this.logger.info({ deviceId, sessionId, protocolVersion }, 'device connected');
     if (hello.features?.mcp === false)
       this.logger.warn({ deviceId }, 'device hello says it has no MCP');
     this.registry.attach(session);

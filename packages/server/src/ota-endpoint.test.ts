@@ -122,6 +122,33 @@ describe('bounded OTA requests', () => {
     expect(response.status).toBe(200);
     expect(target.registry.get(MAC)?.lastOtaCheck?.body).toEqual(systemInfo());
   });
+
+  it('keeps what boards of one build send alike once, and what differs per board as sent', async () => {
+    const target = await start();
+    const other = { mac: 'f4:12:fa:40:00:02', uuid: '6c1f8f0e-0000-4000-8000-00000000a002' };
+    const board = (ip: string) => ({
+      type: 'bread-compact-wifi',
+      name: 'bread-compact-wifi',
+      ssid: 'lab',
+      ip,
+    });
+    expect((await check(target, systemInfo({ board: board('10.0.0.2') }))).status).toBe(200);
+    const second = systemInfo({
+      mac_address: other.mac,
+      uuid: other.uuid,
+      board: board('10.0.0.3'),
+    });
+    const answer = await check(target, second, { 'Device-Id': other.mac, 'Client-Id': other.uuid });
+    expect(answer.status).toBe(200);
+    const one = target.registry.get(MAC)?.lastOtaCheck?.body as Record<string, unknown>;
+    const two = target.registry.get(other.mac)?.lastOtaCheck?.body as Record<string, unknown>;
+    expect(two).toEqual(second);
+    expect(two.application).toBe(one.application);
+    expect(two.partition_table).toBe(one.partition_table);
+    expect(Object.isFrozen(one.application)).toBe(true);
+    expect(two.board).not.toBe(one.board);
+    expect(one.board).toEqual(board('10.0.0.2'));
+  });
 });
 
 describe('firmware for some devices only', () => {

@@ -154,9 +154,62 @@ export function activationHmac(keyHex: string, challenge: string): string {
   return createHmac('sha256', Buffer.from(keyHex, 'hex')).update(challenge, 'utf8').digest('hex');
 }
 
+/** True when two JSON values (as `JSON.parse` makes them) are equal, key order included. */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  const other = Object.keys(b);
+  if (keys.length !== other.length) return false;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i] as string;
+    if (
+      key !== other[i] ||
+      !sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])
+    )
+      return false;
+  }
+  return true;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const member of Object.values(value)) deepFreeze(member);
+  }
+  return value;
+}
+
+/**
+ * The object members of OTA bodies, shared between the checks that are kept: boards of one
+ * build send the same `application`, `partition_table`, `ota`, `chip_info`..., so each device's
+ * last check holds a reference to one frozen copy instead of its own. Only the last body's
+ * members are remembered (at most {@link OTA_OBJECT_MAX_KEYS}).
+ */
+class SharedBodyMembers {
+  readonly #last = new Map<string, unknown>();
+
+  share(body: Record<string, unknown>): void {
+    for (const key of Object.keys(body)) {
+      const value = body[key];
+      if (typeof value !== 'object' || value === null) continue;
+      const last = this.#last.get(key);
+      if (last !== undefined && sameJson(value, last)) body[key] = last;
+      else this.#last.set(key, deepFreeze(value));
+    }
+  }
+}
+
 export class OtaEndpoint {
   /** Pending activation challenges, oldest first. */
   readonly #challenges = new Map<string, Challenge>();
+  readonly #sharedBodyMembers = new SharedBodyMembers();
 
   /**
    * `urls.mqtt`: the broker's `host:port` as boards reach it, when it runs. `transportFor`: the
@@ -313,6 +366,8 @@ export class OtaEndpoint {
       });
       return;
     }
+    // Kept with the device's record: what boards of one build send alike is held once.
+    this.#sharedBodyMembers.share(request.body as Record<string, unknown>);
     const recorded = this.registry.recordOtaCheck({
       at: new Date().toISOString(),
       deviceId,
