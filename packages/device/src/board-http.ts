@@ -7,8 +7,9 @@
  * `content-length`), without `fetch`'s streams, pool and abort signals, which cost a fleet of
  * virtual boards more CPU than the exchange itself.
  */
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { createConnection, type NetConnectOpts } from 'node:net';
 import type { Readable } from 'node:stream';
 import { constants, createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 
@@ -32,8 +33,9 @@ export interface BoardHttpReply {
   close(): void;
 }
 
-// Without keep-alive, an agent closes each socket once its exchange is over.
-const httpAgent = new HttpAgent({ keepAlive: false });
+// Plain HTTP goes without an agent (its per-origin socket list costs a fleet connecting at
+// once a scan per socket); over TLS an agent without keep-alive sets up SNI and closes each
+// socket once its exchange is over.
 const httpsAgent = new HttpsAgent({ keepAlive: false });
 
 /**
@@ -105,7 +107,9 @@ export function boardHttp(target: string, request: BoardHttpRequest): Promise<Bo
     let body: Readable | undefined;
     const req = (https ? httpsRequest : httpRequest)(url, {
       method: request.method,
-      agent: https ? httpsAgent : httpAgent,
+      ...(https
+        ? { agent: httpsAgent }
+        : { createConnection: (options: object) => createConnection(options as NetConnectOpts) }),
       setHost: false,
       headers: requestHeaderLines(url, request),
     });
@@ -116,6 +120,11 @@ export function boardHttp(target: string, request: BoardHttpRequest): Promise<Bo
     }, request.timeoutMs);
     timer.unref();
     const done = () => clearTimeout(timer);
+    // One request per connection: the board closes it once the reply is in.
+    const hangUp = () => {
+      done();
+      req.destroy();
+    };
     // A connection that fails after the reply's head ends the body instead: nothing to reject.
     req.on('error', (error) => {
       done();
@@ -126,7 +135,7 @@ export function boardHttp(target: string, request: BoardHttpRequest): Promise<Bo
       body = stream;
       // Whoever reads the body sees its errors; one nobody reads must not take the process down.
       stream.on('error', () => {});
-      stream.once('end', done);
+      stream.once('end', hangUp);
       stream.once('close', done);
       resolve({
         status: response.statusCode ?? 0,
