@@ -106,6 +106,35 @@ describe('walkToolsPages', () => {
     expect(walk.pages.every((p) => p.withinBudget && p.maximal)).toBe(true);
   });
 
+  it('judges frozen pages (whose prints it remembers) as it judges fresh ones, walk after walk', async () => {
+    const tools = Array.from({ length: 30 }, (_, i) => tool(`t${i}`, 900, i % 7 === 0));
+    const fresh = await walkToolsPages(firmwareDevice(tools), { withUserTools: true });
+    const pages: unknown[] = [];
+    const device = firmwareDevice(tools);
+    await walkToolsPages(
+      async (params) => {
+        const page = await device(params);
+        pages.push(page);
+        return page;
+      },
+      { withUserTools: true },
+    );
+    const deepFreeze = (value: unknown): unknown => {
+      if (typeof value === 'object' && value !== null) {
+        for (const member of Object.values(value)) deepFreeze(member);
+        Object.freeze(value);
+      }
+      return value;
+    };
+    pages.forEach(deepFreeze);
+    for (let walk = 0; walk < 2; walk++) {
+      const replay = [...pages];
+      const frozen = await walkToolsPages(async () => replay.shift(), { withUserTools: true });
+      expect(frozen.pages).toEqual(fresh.pages);
+      expect(frozen.violations).toEqual(fresh.violations);
+    }
+  });
+
   it('stops with PAGE_ERROR on an error page, naming the cursor', async () => {
     const tools = [tool('a'), tool('self.big', 8000), tool('b')];
     await expect(walkToolsPages(firmwareDevice(tools))).rejects.toMatchObject({

@@ -132,6 +132,23 @@ export interface WalkOptions {
   readonly onBudgetViolation?: 'throw' | 'report';
 }
 
+/**
+ * The firmware's print of each frozen tool seen: a backend that shares the (deeply frozen)
+ * pages boards of one build send alike prints each tool once, not once per board.
+ */
+const printedTools = new WeakMap<object, string>();
+
+/** `printCJson(tool)`; remembered for a frozen tool, which cannot change. */
+function toolJson(tool: Record<string, unknown>): string {
+  if (!Object.isFrozen(tool)) return printCJson(tool);
+  let json = printedTools.get(tool);
+  if (json === undefined) {
+    json = printCJson(tool);
+    printedTools.set(tool, json);
+  }
+  return json;
+}
+
 function toolName(tool: Record<string, unknown>): string {
   return typeof tool.name === 'string' ? tool.name : '';
 }
@@ -165,6 +182,7 @@ function asReceivedPage(result: unknown, cursor: string | undefined): ReceivedTo
  * `result`, or rejects (a `WireError` for an error reply). The walk stops with a
  * typed error on an error page (`PAGE_ERROR`), a cursor seen before (`PAGE_LOOP`) or
  * too many pages (`PAGE_LIMIT`). An empty `nextCursor` ends the walk (seed-style servers).
+ * A tool object that is frozen is taken as deeply frozen: its print is remembered.
  */
 export async function walkToolsPages(
   requestPage: (params: ToolsListParams) => Promise<unknown>,
@@ -203,7 +221,7 @@ export async function walkToolsPages(
       );
     }
     const page = asReceivedPage(result, cursor);
-    const jsons = page.tools.map((tool) => printCJson(tool));
+    const jsons = page.tools.map(toolJson);
     const budgetBytes = pageBudgetBytes(jsons);
     const withinBudget = budgetBytes + PAGE_SLACK_BYTES <= PAGE_BUDGET_BYTES;
     if (!withinBudget) {

@@ -28,12 +28,20 @@ import {
   toDeviceLink,
 } from './device-link.js';
 import { ServerError } from './errors.js';
+import { SharedPages } from './tool-lists.js';
 
 export interface RequestOptions {
   /** Default: the session's call timeout (30 s unless configured); 1 ms to 24.8 days (Node's timer). */
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
 }
+
+/** What a request's caller gets of a result, given it and its exact text when known. */
+type Reader = (result: unknown, resultText: string | undefined) => unknown;
+
+/** tools/list pages, shared by the sessions whose boards send the same ones. */
+const SHARED_PAGES = new SharedPages();
+const sharePage: Reader = (result, resultText) => SHARED_PAGES.share(result, resultText);
 
 /** A request in flight: a class, not closures, since every call makes one. */
 class Pending {
@@ -51,7 +59,7 @@ class Pending {
     readonly resolve: (result: unknown) => void,
     readonly reject: (error: Error) => void,
     /** What the caller gets of the result (callTool's reading), instead of the result itself. */
-    readonly read: ((result: unknown) => unknown) | undefined,
+    readonly read: Reader | undefined,
   ) {}
 }
 
@@ -190,7 +198,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     method: string,
     params: unknown,
     options: RequestOptions,
-    read: ((result: unknown) => unknown) | undefined,
+    read: Reader | undefined,
   ): Promise<unknown> {
     if (this.#closedReason !== undefined) {
       return Promise.reject(
@@ -377,7 +385,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   /** Walks every `tools/list` page (the protocol core checks each page's budget). */
   listTools(withUserTools: boolean, options?: RequestOptions): Promise<ToolsWalk> {
     return walkToolsPages(
-      (params: ToolsListParams) => this.request('tools/list', params, options),
+      (params: ToolsListParams) => this.#request('tools/list', params, options ?? {}, sharePage),
       { withUserTools },
     );
   }
@@ -477,7 +485,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
           if (pending.read === undefined) pending.resolve(message.result);
           else {
             try {
-              pending.resolve(pending.read(message.result));
+              pending.resolve(pending.read(message.result, message.resultText));
             } catch (error) {
               pending.reject(error instanceof Error ? error : new Error(String(error)));
             }

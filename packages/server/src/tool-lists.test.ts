@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ToolLists, toolListKey } from './tool-lists.js';
+import { SharedPages, ToolLists, toolListKey } from './tool-lists.js';
 
 const tool = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
@@ -55,5 +55,39 @@ describe('ToolLists', () => {
     ]);
     expect(tools[3]).toMatchObject({ description: '', inputSchema: {} });
     expect(tools[0]?.raw).toBe(all[0]);
+  });
+});
+
+describe('SharedPages', () => {
+  it('gives every session the first copy of a page with the same text, deeply frozen', () => {
+    const pages = new SharedPages();
+    const text = '{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}';
+    const first = JSON.parse(text) as { tools: { inputSchema: object }[] };
+    expect(pages.share(first, text)).toBe(first);
+    expect(pages.share(JSON.parse(text), text)).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(Object.isFrozen(first.tools[0]?.inputSchema)).toBe(true);
+    const other = JSON.parse('{"tools":[]}');
+    expect(pages.share(other, '{"tools":[]}')).toBe(other);
+  });
+
+  it('keeps a page without its exact text, or a long one, as it came (not frozen)', () => {
+    const pages = new SharedPages();
+    const page = { tools: [] };
+    expect(pages.share(page, undefined)).toBe(page);
+    expect(Object.isFrozen(page)).toBe(false);
+    const long = { tools: [] };
+    expect(pages.share(long, 'x'.repeat(20_000))).toBe(long);
+    expect(Object.isFrozen(long)).toBe(false);
+  });
+
+  it('keeps the most recent pages only', () => {
+    const pages = new SharedPages(2);
+    const a = { n: 1 };
+    pages.share(a, 'a');
+    pages.share({ n: 2 }, 'b');
+    pages.share({ n: 3 }, 'c');
+    const again = { n: 1 };
+    expect(pages.share(again, 'a')).toBe(again);
   });
 });

@@ -87,3 +87,37 @@ export class ToolLists {
     if (shared !== undefined && --shared.refs <= 0) this.#lists.delete(key);
   }
 }
+
+/** Longest page text shared; the firmware's pages are at most 8000 bytes. */
+const SHARED_PAGE_MAX_CHARS = 16_384;
+
+function deepFreeze(value: unknown): void {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
+  Object.freeze(value);
+  for (const member of Object.values(value)) deepFreeze(member);
+}
+
+/**
+ * `tools/list` results by their exact wire text: boards of one build send the same pages, and
+ * share one deeply frozen copy, which the protocol's walker prints once (not once per board).
+ * The most recent `max` distinct pages are kept.
+ */
+export class SharedPages {
+  readonly #pages = new Map<string, unknown>();
+
+  constructor(readonly max = 64) {}
+
+  /** The shared copy of a page read from `text`, or `result` itself when it cannot be shared. */
+  share(result: unknown, text: string | undefined): unknown {
+    if (text === undefined || text.length > SHARED_PAGE_MAX_CHARS) return result;
+    const shared = this.#pages.get(text);
+    if (shared !== undefined) return shared;
+    deepFreeze(result);
+    this.#pages.set(text, result);
+    for (const oldest of this.#pages.keys()) {
+      if (this.#pages.size <= this.max) break;
+      this.#pages.delete(oldest);
+    }
+    return result;
+  }
+}
