@@ -13,6 +13,7 @@ import {
   readFirmwareVersion,
   readSegment,
 } from './ota-version.js';
+import { byteLength } from './tools.js';
 
 /**
  * Longest NVS key, in bytes (ESP-IDF `NVS_KEY_NAME_MAX_SIZE` is 16 including the NUL). The
@@ -31,11 +32,9 @@ export const OTA_NVS_STRING_MAX_BYTES = 3999;
 /** Real timezone offsets lie within ±14 h. */
 const TIMEZONE_OFFSET_MAX_MINUTES = 14 * 60;
 
-const encoder = new TextEncoder();
-
-/** NVS limits count bytes (`strlen`), not characters. */
+/** NVS limits count bytes (`strlen`), not characters (ASCII is counted without encoding). */
 function utf8Length(text: string): number {
-  return encoder.encode(text).length;
+  return byteLength(text);
 }
 
 /** What the backend knows about the device it answers. */
@@ -76,9 +75,12 @@ const MQTT_MEMBERS: Readonly<Record<string, 'string' | 'number'>> = {
   publish_topic: 'string',
 };
 
+const HAS_ASCII_UPPER = /[A-Z]/;
+
 /** ASCII-only lowering, as cJSON's case-insensitive key compare does it. */
 function asciiLower(text: string): string {
-  return text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+  // Most keys are lower case already: nothing to replace, nothing allocated.
+  return HAS_ASCII_UPPER.test(text) ? text.replace(/[A-Z]/g, (c) => c.toLowerCase()) : text;
 }
 
 /**
