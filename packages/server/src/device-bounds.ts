@@ -9,18 +9,37 @@ export const MAX_DEVICE_JSON_DEPTH = 32;
 const MAX_NOTE_CHARS = 1000;
 
 /**
+ * Frozen values (the tool pages boards of one build share) found to nest within a limit: the
+ * smallest limit each was checked against. A frozen value cannot change, so it is walked once.
+ */
+const checkedFrozen = new WeakMap<object, number>();
+
+/**
  * Whether `value` nests at most `limit` objects/arrays deep. Iterative, so any depth is safe to
  * ask about; what passes is then safe for `JSON.stringify`, which recurses.
  */
 export function nestsWithin(value: unknown, limit: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    const [node, depth] = item;
-    if (typeof node !== 'object' || node === null) continue;
+  if (typeof value !== 'object' || value === null) return true;
+  const frozen = Object.isFrozen(value);
+  if (frozen && (checkedFrozen.get(value) ?? Number.POSITIVE_INFINITY) <= limit) return true;
+  // Two parallel stacks, no tuple per node.
+  const nodes: object[] = [value];
+  const depths: number[] = [1];
+  for (;;) {
+    const node = nodes.pop();
+    const depth = depths.pop() as number;
+    if (node === undefined) break;
     if (depth > limit) return false;
-    for (const child of Array.isArray(node) ? node : Object.values(node))
-      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    const children = Array.isArray(node) ? node : Object.values(node);
+    for (let i = 0; i < children.length; i++) {
+      const child: unknown = children[i];
+      if (typeof child === 'object' && child !== null) {
+        nodes.push(child);
+        depths.push(depth + 1);
+      }
+    }
   }
+  if (frozen) checkedFrozen.set(value, limit);
   return true;
 }
 

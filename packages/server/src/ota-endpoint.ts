@@ -99,44 +99,106 @@ class FieldError extends Error {
   }
 }
 
-/** Checks every field of the request body against its limit; throws `FieldError` naming it. */
+/** The limits of `OTA_FIELD_LIMITS` as a tree of members (`[]`: any entry of an array). */
+interface LimitNode {
+  limit: number | undefined;
+  readonly members: Map<string, LimitNode>;
+}
+
+const BODY_LIMITS: LimitNode = (() => {
+  const root: LimitNode = { limit: undefined, members: new Map() };
+  for (const [pattern, limit] of Object.entries(OTA_FIELD_LIMITS)) {
+    if (!pattern.startsWith('body.')) continue;
+    let node = root;
+    for (const step of pattern.slice('body.'.length).replaceAll('[]', '.[]').split('.')) {
+      let next = node.members.get(step);
+      if (next === undefined) {
+        next = { limit: undefined, members: new Map() };
+        node.members.set(step, next);
+      }
+      node = next;
+    }
+    node.limit = limit;
+  }
+  return root;
+})();
+
+/** The field's name for a message: `body.a.b[2].c`, built only when one is refused. */
+function fieldName(path: readonly (string | number)[]): string {
+  let field = 'body';
+  for (const step of path) field += typeof step === 'number' ? `[${step}]` : `.${step}`;
+  return field;
+}
+
+/**
+ * Checks every field of the request body against its limit; throws `FieldError` naming it.
+ * Bounded by depth before anything is walked deeper (so the recursion is at most
+ * {@link OTA_MAX_DEPTH} deep); names are built only for a field that is refused.
+ */
 export function checkOtaBody(body: unknown): void {
-  // Iterative, and bounded by depth before anything is walked deeper.
-  const stack: [unknown, string, string, number][] = [[body, 'body', 'body', 1]];
-  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    const [value, field, pattern, depth] = item;
-    if (typeof value === 'string') {
-      const limit = OTA_FIELD_LIMITS[pattern] ?? OTA_STRING_MAX_BYTES;
-      const bytes = Buffer.byteLength(value, 'utf8');
-      if (bytes > limit)
-        throw new FieldError(field, `${field} is ${bytes} bytes, at most ${limit}`);
-      continue;
+  checkOtaValue(body, BODY_LIMITS, [], 1);
+}
+
+function checkOtaValue(
+  value: unknown,
+  limits: LimitNode | undefined,
+  path: (string | number)[],
+  depth: number,
+): void {
+  if (typeof value === 'string') {
+    const limit = limits?.limit ?? OTA_STRING_MAX_BYTES;
+    // A string of n UTF-16 units is at most 3n UTF-8 bytes: only a long one is counted.
+    if (value.length * 3 <= limit) return;
+    const bytes = Buffer.byteLength(value, 'utf8');
+    if (bytes > limit) {
+      const field = fieldName(path);
+      throw new FieldError(field, `${field} is ${bytes} bytes, at most ${limit}`);
     }
-    if (typeof value !== 'object' || value === null) continue;
-    if (depth > OTA_MAX_DEPTH)
-      throw new FieldError(field, `${field} nests deeper than ${OTA_MAX_DEPTH} levels`);
-    if (Array.isArray(value)) {
-      if (value.length > OTA_ARRAY_MAX)
-        throw new FieldError(
-          field,
-          `${field} has ${value.length} entries, at most ${OTA_ARRAY_MAX}`,
-        );
-      value.forEach((entry, i) => {
-        stack.push([entry, `${field}[${i}]`, `${pattern}[]`, depth + 1]);
-      });
-      continue;
+    return;
+  }
+  if (typeof value !== 'object' || value === null) return;
+  if (depth > OTA_MAX_DEPTH) {
+    const field = fieldName(path);
+    throw new FieldError(field, `${field} nests deeper than ${OTA_MAX_DEPTH} levels`);
+  }
+  if (Array.isArray(value)) {
+    if (value.length > OTA_ARRAY_MAX) {
+      const field = fieldName(path);
+      throw new FieldError(field, `${field} has ${value.length} entries, at most ${OTA_ARRAY_MAX}`);
     }
-    const entries = Object.entries(value);
-    if (entries.length > OTA_OBJECT_MAX_KEYS)
-      throw new FieldError(
-        field,
-        `${field} has ${entries.length} members, at most ${OTA_OBJECT_MAX_KEYS}`,
-      );
-    for (const [key, member] of entries) {
-      if (Buffer.byteLength(key, 'utf8') > 64)
-        throw new FieldError(field, `${field} has a member name over 64 bytes`);
-      stack.push([member, `${field}.${key}`, `${pattern}.${key}`, depth + 1]);
+    const entry = limits?.members.get('[]');
+    // Last entry first, as the checks have always been made (the first breach found is named).
+    for (let i = value.length - 1; i >= 0; i--) {
+      path.push(i);
+      checkOtaValue(value[i], entry, path, depth + 1);
+      path.pop();
     }
+    return;
+  }
+  const keys = Object.keys(value);
+  if (keys.length > OTA_OBJECT_MAX_KEYS) {
+    const field = fieldName(path);
+    throw new FieldError(
+      field,
+      `${field} has ${keys.length} members, at most ${OTA_OBJECT_MAX_KEYS}`,
+    );
+  }
+  for (const key of keys) {
+    if (key.length * 3 > 64 && Buffer.byteLength(key, 'utf8') > 64) {
+      const field = fieldName(path);
+      throw new FieldError(field, `${field} has a member name over 64 bytes`);
+    }
+  }
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const key = keys[i] as string;
+    path.push(key);
+    checkOtaValue(
+      (value as Record<string, unknown>)[key],
+      limits?.members.get(key),
+      path,
+      depth + 1,
+    );
+    path.pop();
   }
 }
 

@@ -521,7 +521,8 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     const all = await session.listTools(true);
     const entry = this.#devices.get(record.deviceId);
     if (entry === undefined || entry.record !== record || record.session !== session) return;
-    if (!nestsWithin(all.tools, MAX_DEVICE_JSON_DEPTH + 1)) {
+    // Tool by tool (the list adds one level): a shared, frozen tool is walked once.
+    if (!all.tools.every((tool) => nestsWithin(tool, MAX_DEVICE_JSON_DEPTH))) {
       throw new ServerError(
         'INVALID_REPLY',
         `tools/list from ${record.deviceId} nests deeper than ${MAX_DEVICE_JSON_DEPTH} levels`,
