@@ -58,6 +58,18 @@ describe('ToolLists', () => {
   });
 });
 
+describe('toolListKey of frozen tools', () => {
+  it('is the key of the same listing unfrozen, however often it is asked for', () => {
+    const frozen = [tool('a'), tool('b')].map((t) => Object.freeze(t));
+    const key = toolListKey(new Set(['a', 'b']), [tool('a'), tool('b')]);
+    expect(toolListKey(new Set(['a', 'b']), frozen)).toBe(key);
+    expect(toolListKey(new Set(['a', 'b']), [...frozen])).toBe(key);
+    expect(toolListKey(new Set(['a']), frozen)).not.toBe(key);
+    expect(toolListKey(new Set(['a', 'b']), frozen.slice(0, 1))).not.toBe(key);
+    expect(toolListKey(new Set(['a', 'b']), frozen)).toBe(key);
+  });
+});
+
 describe('SharedPages', () => {
   it('gives every session the first copy of a page with the same text, deeply frozen', () => {
     const pages = new SharedPages();

@@ -44,12 +44,34 @@ export function toolListKey(
   plainNames: ReadonlySet<string>,
   all: readonly Record<string, unknown>[],
 ): string {
-  return createHash('sha256')
-    .update([...plainNames].join('\n'))
+  const plain = [...plainNames].join('\n');
+  // The same frozen tools (shared pages) as the last listing: the same key, without hashing.
+  const last = lastKey;
+  if (
+    last !== undefined &&
+    last.plain === plain &&
+    last.tools.length === all.length &&
+    all.every((tool, i) => tool === last.tools[i])
+  )
+    return last.key;
+  const key = createHash('sha256')
+    .update(plain)
     .update('\u0000')
     .update(JSON.stringify(all))
     .digest('base64');
+  lastKey = all.every((tool) => Object.isFrozen(tool))
+    ? { plain, tools: [...all], key }
+    : undefined;
+  return key;
 }
+
+/**
+ * The last key made from frozen tools (deeply frozen, as shared pages are: they cannot change),
+ * with what it was made from.
+ */
+let lastKey:
+  | { readonly plain: string; readonly tools: readonly object[]; readonly key: string }
+  | undefined;
 
 /** The distinct tool lists held by device records, each counted by the records holding it. */
 export class ToolLists {
