@@ -158,6 +158,34 @@ describe('hostile frames', () => {
   });
 });
 
+describe('boards of one build', () => {
+  it('share one parsed hello, and each session keeps it as the board sent it', async () => {
+    const { target } = await start({ auth: 'off' });
+    const one = await readyBoard(target);
+    const two = await readyBoard(target);
+    const a = target.registry.session(one.mac).info;
+    const b = target.registry.session(two.mac).info;
+    expect(b.helloText).toBe(a.helloText);
+    expect(b.hello).toBe(a.hello);
+    expect(JSON.parse(a.helloText)).toMatchObject({ type: 'hello', features: { mcp: true } });
+    expect(a.hello.features?.mcp).toBe(true);
+    // A board that says something else gets its own.
+    const { ws } = await rawDevice(target, {
+      'Device-Id': 'f4:12:fa:30:01:01',
+      'Client-Id': INTRUDER,
+      Authorization: 'Bearer x',
+    });
+    await until(() => target.registry.get('f4:12:fa:30:01:01')?.session !== undefined, {
+      timeoutMs: 5000,
+    });
+    const other = target.registry.session('f4:12:fa:30:01:01').info;
+    expect(a.helloText).not.toBe(HELLO);
+    expect(other.helloText).toBe(HELLO);
+    expect(other.hello).not.toBe(a.hello);
+    ws.terminate();
+  });
+});
+
 describe('a second client using a known board’s Device-Id', () => {
   /** The board's session stays, and only the board receives the calls. */
   async function boardKeepsItsSession(
