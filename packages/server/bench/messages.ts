@@ -211,6 +211,8 @@ export type ServerMessage =
       otaDoneAtMs: number | undefined;
       connectedAtMs: number | undefined;
       loop: LoopDelay;
+      /** process.cpuUsage() of the server process from its last memory sample (just before the storm) to then, µs. */
+      cpuUs: number;
     }
   | { type: 'error'; id: number; message: string }
   | { type: 'fatal'; message: string };

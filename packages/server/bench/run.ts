@@ -579,6 +579,8 @@ interface PhaseResult {
   connectedDoneMs?: number | undefined;
   devicesPerSecond: number;
   serverLoop: { storm: LoopDelay; load: LoopDelay };
+  /** CPU time per device over the storm: where the storm's time went, on a machine whose cores both sides share. */
+  stormCpuPerDeviceUs: { server: number; simulators: number };
   simLoops: SimLoop[];
   listenOverflows: number;
   listenDrops: number;
@@ -711,6 +713,7 @@ async function phase(
   // The clock starts once every simulator has loaded its modules (the boards' are heavier than
   // the echo clients'), so the storm times the devices' work and the server's, not node's start-up.
   await Promise.all(sims.map((s) => s.loaded()));
+  const startMarks = await Promise.all(sims.map((s) => s.mark()));
   const startedAt = now();
   const fds = new FdSampler([server.pid, ...sims.map((s) => s.pid)]);
   let offset = 0;
@@ -798,6 +801,14 @@ async function phase(
     connectedDoneMs: done.connectedAtMs === undefined ? undefined : done.connectedAtMs - startedAt,
     devicesPerSecond: n / (stormMs / 1000),
     serverLoop: { storm: done.loop, load: loaded.loop },
+    stormCpuPerDeviceUs: {
+      server: done.cpuUs / n,
+      simulators:
+        stormMarks.reduce(
+          (sum, m, i) => sum + cpuOf(m.cpu) - cpuOf((startMarks[i] as MarkMessage).cpu),
+          0,
+        ) / n,
+    },
     simLoops: sims.map((s, i) => ({
       process: s.name,
       pid: s.pid,
@@ -878,6 +889,8 @@ function metrics(options: Options, withPing: boolean): Metric[] {
     ['server CPU per call (µs)', (r) => r.load.serverCpuPerCallUs],
     ['simulator CPU per call (µs)', (r) => r.load.simCpuPerCallUs],
     ['simulator heap per device (KiB)', (r) => r.simMemory.perDevice.heapUsedKiB],
+    ['server CPU per device, storm (µs)', (r) => r.stormCpuPerDeviceUs.server],
+    ['simulator CPU per device, storm (µs)', (r) => r.stormCpuPerDeviceUs.simulators],
     ['server loop p99, storm (ms)', (r) => r.serverLoop.storm.p99Ms],
     ['server loop p99, load (ms)', (r) => r.serverLoop.load.p99Ms],
     ['sim loop p99 max, storm (ms)', (r) => Math.max(...r.simLoops.map((s) => s.storm.p99Ms))],
@@ -938,6 +951,19 @@ function table(options: Options, r: Rounds): string[] {
   out.push(
     '',
     `storm breakdown (${xt}, medians, from the command to the simulators, which took ${med((p) => p.simStartupMs)} s to load): all OTA checks ${med((p) => p.otaChecksDoneMs)} s · all ${r.transport === 'mqtt' ? 'MQTT' : 'WS'} sessions ${med((p) => p.connectedDoneMs)} s · all ready (initialize + 2× tools/list) ${med((p) => p.stormMs)} s`,
+  );
+  // Where the storm's time went: on a machine whose cores the server and the simulators share,
+  // the storm lasts about as long as their CPU time together divided by the cores.
+  const cpu = (phases: PhaseResult[], side: 'server' | 'simulators') =>
+    spreadOf(phases.map((p) => p.stormCpuPerDeviceUs[side])).median;
+  const times = (a: number, b: number) => `${ratioOf(a, b).toFixed(2)}×`;
+  const share = (phases: PhaseResult[]) => {
+    const server = cpu(phases, 'server');
+    const sims = cpu(phases, 'simulators');
+    return `${Math.round((100 * sims) / (server + sims))}%`;
+  };
+  out.push(
+    `storm CPU per device: server ${fmt(cpu(x, 'server'))} µs (${times(cpu(x, 'server'), cpu(r.echo, 'server'))} the echo server's), simulators ${fmt(cpu(x, 'simulators'))} µs (${times(cpu(x, 'simulators'), cpu(r.echo, 'simulators'))} the echo clients'); the simulators did ${share(x)} of the storm's CPU (echo: ${share(r.echo)})`,
   );
   return out;
 }

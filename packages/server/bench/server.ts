@@ -57,6 +57,8 @@ interface Target {
 let target: Target | undefined;
 let progressTimer: NodeJS.Timeout | undefined;
 const stormLoop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+/** CPU counters at the last memory sample: the one before the storm starts the storm's CPU time. */
+let cpuMark = process.cpuUsage();
 
 function stormDone(
   otaDoneAtMs: number | undefined = undefined,
@@ -66,7 +68,15 @@ function stormDone(
   stormLoop.disable();
   clearInterval(progressTimer);
   if (target !== undefined) send({ type: 'progress', progress: target.progress() });
-  send({ type: 'storm-done', atMs, otaDoneAtMs, connectedAtMs, loop: loopOf(stormLoop) });
+  const used = process.cpuUsage(cpuMark);
+  send({
+    type: 'storm-done',
+    atMs,
+    otaDoneAtMs,
+    connectedAtMs,
+    loop: loopOf(stormLoop),
+    cpuUs: used.user + used.system,
+  });
 }
 
 async function startEcho({ transport, n }: ServerStart): Promise<Target> {
@@ -233,6 +243,7 @@ async function handle(command: ServerCommand) {
         await sleep(20);
       }
       send({ type: 'memory', id: command.id, memory: process.memoryUsage() });
+      cpuMark = process.cpuUsage();
       return;
     }
     case 'load': {
