@@ -83,3 +83,25 @@ export {
   type VirtualPortListing,
   virtualMac,
 } from './serial/virtual-store.js';
+
+// Replicas: a board recorded on a rig or written from a tools file, run by a virtual board
+// (hil's `virtual.replica`, apps/cli's `replica` and `sim --replica`):
+
+export {
+  findReplicaSecret,
+  formatReplica,
+  isSecretKey,
+  parseReplica,
+  REPLICA_SCHEMA_VERSION,
+  type ReplicaBoard,
+  type ReplicaCall,
+  ReplicaError,
+  type ReplicaErrorCode,
+  type ReplicaFile,
+  type ReplicaProperty,
+  type ReplicaTool,
+  validateReplica,
+} from './replica/replica-file.js';
+export { REPLICA_BOARD_DEFAULTS, replicaFromTools } from './replica/replica-from-tools.js';
+export { checkReplicaPages, producePages } from './replica/replica-pages.js';
+export { replicaBoardOptions, replicaPreset } from './replica/replica-preset.js';

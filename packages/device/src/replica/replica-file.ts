@@ -1,0 +1,406 @@
+/**
+ * A replica: one board's identity, hello, `initialize` reply, tool set (the corpus's tool
+ * definition shape, the firmware's own terms), its `tools/list` pages as sent and the
+ * `tools/call` exchanges seen. Read with {@link parseReplica}, which refuses what a replica
+ * must not hold (secrets) and pages the firmware's pager would not have produced.
+ */
+import { CHIPS } from '@xiaozhi-mcp/firmware';
+import { ProtocolError, parseToolSet } from '@xiaozhi-mcp/protocol';
+import { checkReplicaPages } from './replica-pages.js';
+
+export const REPLICA_SCHEMA_VERSION = 1;
+
+/** A tool property in the firmware's terms; `min`/`max` only on integers, always together. */
+export interface ReplicaProperty {
+  name: string;
+  type: 'boolean' | 'integer' | 'string';
+  default?: boolean | number | string;
+  min?: number;
+  max?: number;
+}
+
+/** A tool as the corpus README defines one: listing order is the array's order. */
+export interface ReplicaTool {
+  name: string;
+  description: string;
+  user_only?: boolean;
+  properties?: ReplicaProperty[];
+}
+
+export interface ReplicaBoard {
+  variant: string;
+  name?: string;
+  firmwareVersion: string;
+  chip: string;
+  flashSizeMb: number;
+  mac?: string;
+  protocolVersion?: number;
+  transport?: 'websocket' | 'mqtt';
+}
+
+export interface ReplicaCall {
+  tool: string;
+  arguments: Record<string, unknown>;
+  /** The `tools/call` reply payload text as sent. */
+  reply: string;
+  delayMs: number;
+}
+
+export interface ReplicaFile {
+  schemaVersion: 1;
+  board: ReplicaBoard;
+  /** The device hello's text as sent. */
+  hello?: string;
+  /** The `initialize` reply payload text as sent. */
+  initialize?: string;
+  tools: ReplicaTool[];
+  /** `tools/list` reply payload texts, in walk order; an empty walk was not recorded. */
+  pages?: { plain: string[]; withUserTools: string[] };
+  calls?: ReplicaCall[];
+  /** Per tool, what an unrecorded call answers. */
+  defaults?: Record<string, { text: string; isError?: boolean }>;
+}
+
+export type ReplicaErrorCode =
+  | 'REPLICA_SCHEMA_VERSION'
+  | 'REPLICA_INVALID'
+  | 'REPLICA_SECRET'
+  | 'REPLICA_PAGES_DIFFER';
+
+/** A replica refused: `field` is the path in the file, e.g. `tools[3].properties[0].min`. */
+export class ReplicaError extends Error {
+  override readonly name = 'ReplicaError';
+  constructor(
+    readonly code: ReplicaErrorCode,
+    readonly field: string,
+    message: string,
+    options: { cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+  }
+}
+
+type Json = Record<string, unknown>;
+
+const FLASH_SIZES = [4, 8, 16, 32];
+const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function where(source: string | undefined): string {
+  return source === undefined ? 'replica' : `replica ${source}`;
+}
+
+// Keys that name a credential. Tool property names are values (`name`), so a tool may
+// declare a `password` property; only a recorded value under such a key is refused.
+const SECRET_KEY = /token|passw(or)?d|pwd|secret|activation_?key|authori[sz]ation|api_?key/;
+
+/** True when a key names a secret (token, password, activation key, authorization...). */
+export function isSecretKey(key: string): boolean {
+  return (
+    SECRET_KEY.test(key.toLowerCase().replace(/[\s-]/g, '_').replace(/_+/g, '_')) ||
+    SECRET_KEY.test(key.toLowerCase().replace(/[^a-z]/g, ''))
+  );
+}
+
+function secretPath(value: unknown, path: string): string | undefined {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = secretPath(value[i], `${path}[${i}]`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (!isObject(value)) return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const field = /^[A-Za-z_$][\w$]*$/.test(key)
+      ? `${path}.${key}`
+      : `${path}[${JSON.stringify(key)}]`;
+    if (isSecretKey(key)) return field;
+    const found = secretPath(child, field);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+function parsedOrUndefined(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The first field holding a secret: any key named like one, in the file or in the texts it keeps. */
+export function findReplicaSecret(file: Json): string | undefined {
+  const { tools: _tools, pages: _pages, hello, initialize, calls, ...rest } = file;
+  // Tools and pages carry tool schemas only (their property names are no values); pages are
+  // checked against the tools byte for byte.
+  let found = secretPath(rest, '');
+  if (found !== undefined) return found.replace(/^\./, '');
+  for (const [name, text] of [
+    ['hello', hello],
+    ['initialize', initialize],
+  ] as const) {
+    if (typeof text !== 'string') continue;
+    found = secretPath(parsedOrUndefined(text), name);
+    if (found !== undefined) return found;
+  }
+  if (Array.isArray(calls)) {
+    for (let i = 0; i < calls.length; i++) {
+      const call = calls[i];
+      if (!isObject(call)) continue;
+      found = secretPath(call.arguments, `calls[${i}].arguments`);
+      if (found !== undefined) return found;
+      if (typeof call.reply === 'string') {
+        found = secretPath(parsedOrUndefined(call.reply), `calls[${i}].reply`);
+        if (found !== undefined) return found;
+      }
+    }
+  }
+  return undefined;
+}
+
+function invalid(field: string, message: string, source: string | undefined): never {
+  throw new ReplicaError('REPLICA_INVALID', field, `${where(source)}: ${field} ${message}`);
+}
+
+function readBoard(raw: unknown, source: string | undefined): ReplicaBoard {
+  if (!isObject(raw)) invalid('board', 'must be an object', source);
+  const need = (key: string, ok: boolean, what: string) => {
+    if (!ok) invalid(`board.${key}`, what, source);
+  };
+  need(
+    'variant',
+    typeof raw.variant === 'string' && raw.variant !== '',
+    'must be a non-empty string',
+  );
+  need(
+    'firmwareVersion',
+    typeof raw.firmwareVersion === 'string' && raw.firmwareVersion !== '',
+    'must be a non-empty string',
+  );
+  need(
+    'chip',
+    typeof raw.chip === 'string' && CHIPS.some((c) => c.name === raw.chip),
+    `must be one of ${CHIPS.map((c) => c.name).join(', ')}`,
+  );
+  need('flashSizeMb', FLASH_SIZES.includes(raw.flashSizeMb as number), 'must be 4, 8, 16 or 32');
+  if (raw.name !== undefined) need('name', typeof raw.name === 'string', 'must be a string');
+  if (raw.mac !== undefined)
+    need(
+      'mac',
+      typeof raw.mac === 'string' && MAC.test(raw.mac),
+      'must be a lowercase MAC, aa:bb:cc:dd:ee:ff',
+    );
+  if (raw.protocolVersion !== undefined)
+    need('protocolVersion', Number.isInteger(raw.protocolVersion), 'must be an integer');
+  if (raw.transport !== undefined)
+    need(
+      'transport',
+      raw.transport === 'websocket' || raw.transport === 'mqtt',
+      'must be websocket or mqtt',
+    );
+  return raw as unknown as ReplicaBoard;
+}
+
+function readTools(raw: unknown, source: string | undefined): ReplicaTool[] {
+  if (!Array.isArray(raw)) invalid('tools', 'must be an array of tool definitions', source);
+  for (let i = 0; i < raw.length; i++) {
+    const tool = raw[i];
+    if (!isObject(tool)) continue; // parseToolSet names it
+    if (tool.user_only !== undefined && typeof tool.user_only !== 'boolean')
+      invalid(`tools[${i}].user_only`, 'must be a boolean', source);
+    for (const [j, p] of (
+      (Array.isArray(tool.properties) ? tool.properties : []) as unknown[]
+    ).entries()) {
+      if (!isObject(p)) continue;
+      if (p.type === 'integer' && (p.min === undefined) !== (p.max === undefined))
+        invalid(
+          `tools[${i}].properties[${j}].${p.min === undefined ? 'min' : 'max'}`,
+          'must be given with its pair: the firmware takes min and max together',
+          source,
+        );
+      if (p.type !== 'integer' && (p.min !== undefined || p.max !== undefined))
+        invalid(
+          `tools[${i}].properties[${j}].${p.min === undefined ? 'max' : 'min'}`,
+          'is for integer properties only',
+          source,
+        );
+    }
+  }
+  try {
+    parseToolSet(raw);
+  } catch (error) {
+    if (error instanceof ProtocolError) {
+      const field = error.field ?? 'tools';
+      throw new ReplicaError('REPLICA_INVALID', field, `${where(source)}: ${error.message}`, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+  // The firmware lists user-only tools after the others (they are registered last).
+  const firstUser = raw.findIndex((t) => (t as Json).user_only === true);
+  if (firstUser !== -1) {
+    const later = raw.findIndex((t, i) => i > firstUser && (t as Json).user_only !== true);
+    if (later !== -1)
+      invalid(
+        `tools[${later}].user_only`,
+        `must be true: the firmware lists user-only tools last, and tools[${firstUser}] is one`,
+        source,
+      );
+  }
+  return raw as ReplicaTool[];
+}
+
+function readStrings(raw: unknown, field: string, source: string | undefined): string[] {
+  if (!Array.isArray(raw)) invalid(field, 'must be an array of strings', source);
+  raw.forEach((s, i) => {
+    if (typeof s !== 'string') invalid(`${field}[${i}]`, 'must be a string', source);
+  });
+  return raw as string[];
+}
+
+/**
+ * Validates a replica already parsed from JSON: schema version, required fields, no secrets,
+ * pages equal to what the firmware's pager produces for the tools. Throws {@link ReplicaError}.
+ */
+export function validateReplica(value: unknown, source?: string): ReplicaFile {
+  if (!isObject(value)) invalid('(root)', 'must be a JSON object', source);
+  if (value.schemaVersion !== REPLICA_SCHEMA_VERSION) {
+    throw new ReplicaError(
+      'REPLICA_SCHEMA_VERSION',
+      'schemaVersion',
+      `${where(source)}: schemaVersion is ${JSON.stringify(value.schemaVersion) ?? 'missing'}; this version reads schemaVersion ${REPLICA_SCHEMA_VERSION}`,
+    );
+  }
+  const secret = findReplicaSecret(value);
+  if (secret !== undefined) {
+    throw new ReplicaError(
+      'REPLICA_SECRET',
+      secret,
+      `${where(source)}: ${secret} holds a secret (token, password, activation key or authorization); a replica never carries one: remove it`,
+    );
+  }
+  readBoard(value.board, source);
+  if (value.hello !== undefined && typeof value.hello !== 'string')
+    invalid('hello', 'must be a string', source);
+  if (value.initialize !== undefined && typeof value.initialize !== 'string')
+    invalid('initialize', 'must be a string', source);
+  const tools = readTools(value.tools, source);
+  const names = new Set(tools.map((t) => t.name));
+  if (value.pages !== undefined) {
+    if (!isObject(value.pages)) invalid('pages', 'must be an object', source);
+    readStrings(value.pages.plain, 'pages.plain', source);
+    readStrings(value.pages.withUserTools, 'pages.withUserTools', source);
+  }
+  if (value.calls !== undefined) {
+    if (!Array.isArray(value.calls)) invalid('calls', 'must be an array', source);
+    value.calls.forEach((call: unknown, i: number) => {
+      const field = `calls[${i}]`;
+      if (!isObject(call)) invalid(field, 'must be an object', source);
+      if (typeof call.tool !== 'string') invalid(`${field}.tool`, 'must be a string', source);
+      if (!names.has(call.tool))
+        invalid(`${field}.tool`, `names no tool of the replica (${call.tool})`, source);
+      if (!isObject(call.arguments)) invalid(`${field}.arguments`, 'must be an object', source);
+      if (typeof call.reply !== 'string') invalid(`${field}.reply`, 'must be a string', source);
+      if (
+        typeof call.delayMs !== 'number' ||
+        !(call.delayMs >= 0) ||
+        !Number.isFinite(call.delayMs)
+      )
+        invalid(`${field}.delayMs`, 'must be a number of milliseconds, 0 or more', source);
+    });
+  }
+  if (value.defaults !== undefined) {
+    if (!isObject(value.defaults)) invalid('defaults', 'must be an object', source);
+    for (const [tool, answer] of Object.entries(value.defaults)) {
+      const field = `defaults[${JSON.stringify(tool)}]`;
+      if (!names.has(tool)) invalid(field, 'names no tool of the replica', source);
+      if (!isObject(answer)) invalid(field, 'must be an object', source);
+      if (typeof answer.text !== 'string') invalid(`${field}.text`, 'must be a string', source);
+      if (answer.isError !== undefined && typeof answer.isError !== 'boolean')
+        invalid(`${field}.isError`, 'must be a boolean', source);
+    }
+  }
+  const replica = value as unknown as ReplicaFile;
+  checkReplicaPages(replica, source);
+  return replica;
+}
+
+/** Reads a replica file's text; see {@link validateReplica}. Throws {@link ReplicaError}. */
+export function parseReplica(text: string, source?: string): ReplicaFile {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (cause) {
+    throw new ReplicaError(
+      'REPLICA_INVALID',
+      '(root)',
+      `${where(source)} is not valid JSON: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+  }
+  return validateReplica(value, source);
+}
+
+/** The replica as a file: stable key order, 2-space indent, a final newline. */
+export function formatReplica(replica: ReplicaFile): string {
+  const { schemaVersion, board, hello, initialize, tools, pages, calls, defaults, ...extra } =
+    replica;
+  const {
+    variant,
+    name,
+    firmwareVersion,
+    chip,
+    flashSizeMb,
+    mac,
+    protocolVersion,
+    transport,
+    ...boardExtra
+  } = board;
+  const ordered = {
+    schemaVersion,
+    board: {
+      variant,
+      name,
+      firmwareVersion,
+      chip,
+      flashSizeMb,
+      mac,
+      protocolVersion,
+      transport,
+      ...boardExtra,
+    },
+    hello,
+    initialize,
+    tools: tools.map(({ name, description, user_only, properties, ...rest }) => ({
+      name,
+      description,
+      user_only: user_only ?? false,
+      properties: (properties ?? []).map(({ name, type, default: d, min, max, ...p }) => ({
+        name,
+        type,
+        default: d,
+        min,
+        max,
+        ...p,
+      })),
+      ...rest,
+    })),
+    pages,
+    calls: calls?.map(({ tool, arguments: args, reply, delayMs, ...rest }) => ({
+      tool,
+      arguments: args,
+      reply,
+      delayMs,
+      ...rest,
+    })),
+    defaults,
+    ...extra,
+  };
+  return `${JSON.stringify(ordered, null, 2)}\n`;
+}

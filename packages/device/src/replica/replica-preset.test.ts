@@ -1,0 +1,191 @@
+/**
+ * A virtual board made from a replica: its identity, its tools/list pages (the recorded ones,
+ * byte for byte), recorded calls answered with the recorded reply bytes, and the fallbacks.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { type DeviceConnection, TestBackend } from '../testing/backend.js';
+import { FAST_TIMING } from '../testing/timing.js';
+import { VirtualBoard } from '../virtual-board.js';
+import { formatReplica, parseReplica, type ReplicaCall, type ReplicaFile } from './replica-file.js';
+import { replicaFromTools } from './replica-from-tools.js';
+import { replicaBoardOptions } from './replica-preset.js';
+
+let backend: TestBackend | undefined;
+const boards: VirtualBoard[] = [];
+
+afterEach(async () => {
+  for (const board of boards.splice(0)) board.powerOff();
+  await backend?.close();
+  backend = undefined;
+});
+
+const TOOLS = {
+  board: {
+    variant: 'arm-cn',
+    firmwareVersion: '2.0.1',
+    chip: 'esp32c3',
+    flashSizeMb: 8,
+    mac: 'f4:12:fa:aa:00:01',
+  },
+  tools: [
+    {
+      name: 'self.servo.move',
+      description: '把舵机转到目标角度',
+      properties: [
+        { name: 'angle', type: 'integer', min: 0, max: 180 },
+        { name: 'speed', type: 'integer', default: 50, min: 1, max: 100 },
+      ],
+    },
+    { name: 'self.servo.get', description: 'Reads the servo' },
+    { name: 'self.lamp.set', description: 'Lamp', properties: [{ name: 'on', type: 'boolean' }] },
+    { name: 'self.system.reboot', description: 'Reboots', user_only: true },
+  ],
+  defaults: { 'self.lamp.set': { text: 'lamp busy', isError: true } },
+};
+
+/** Recorded by hand in the firmware's bytes: a text result, an unescaped error, a delayed reply. */
+const CALLS: ReplicaCall[] = [
+  {
+    tool: 'self.servo.move',
+    arguments: { angle: 30 },
+    reply:
+      '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"{\\"angle\\":30,\\"speed\\":50}"}],"isError":false}}',
+    delayMs: 0,
+  },
+  {
+    tool: 'self.servo.move',
+    arguments: { angle: 180, speed: 100 },
+    reply: '{"jsonrpc":"2.0","id":8,"error":{"message":"Servo "jammed" at 180"}}',
+    delayMs: 20,
+  },
+  {
+    tool: 'self.servo.get',
+    arguments: {},
+    reply:
+      '{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"角度 30"}],"isError":false}}',
+    delayMs: 5,
+  },
+];
+
+function replica(): ReplicaFile {
+  const written = replicaFromTools(JSON.stringify(TOOLS));
+  return parseReplica(formatReplica({ ...written, calls: CALLS }));
+}
+
+async function connect(
+  r: ReplicaFile,
+  mac?: string,
+): Promise<{ board: VirtualBoard; connection: DeviceConnection }> {
+  backend = await TestBackend.start();
+  const board = new VirtualBoard({
+    ...replicaBoardOptions(r, mac === undefined ? {} : { mac }),
+    wifi: { ssid: 'rig-wifi' },
+    otaUrl: backend.otaUrl,
+    timing: FAST_TIMING,
+  });
+  boards.push(board);
+  board.powerOn();
+  await board.waitForState('idle', 20_000);
+  board.click();
+  const connection = await backend.connection(0);
+  await board.waitForState('listening', 20_000);
+  return { board, connection };
+}
+
+async function reply(connection: DeviceConnection, request: string): Promise<string> {
+  const id = /"id":(\d+)/.exec(request)?.[1];
+  const prefix = `{"jsonrpc":"2.0","id":${id},`;
+  connection.sendPayload(request);
+  return connection.until(
+    () => connection.mcpPayloads.find((p) => p.startsWith(prefix)),
+    5000,
+    `reply ${id}`,
+  );
+}
+
+describe('a virtual board from a replica', () => {
+  it('is the replica board: identity, initialize, pages and recorded replies byte for byte', async () => {
+    const r = replica();
+    const { board, connection } = await connect(r);
+    expect(board.preset.chip).toBe('esp32c3');
+    expect(board.preset.flashSizeMb).toBe(8);
+    expect(connection.upgrade.headers['device-id']).toBe('f4:12:fa:aa:00:01');
+
+    expect(
+      await reply(connection, '{"jsonrpc":"2.0","id":100,"method":"initialize","params":{}}'),
+    ).toBe(
+      '{"jsonrpc":"2.0","id":100,"result":{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"arm-cn","version":"2.0.1"}}}',
+    );
+    // The pages, asked with the recorded ids and cursors.
+    const pages = r.pages as { plain: string[]; withUserTools: string[] };
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":""}}',
+      ),
+    ).toBe(pages.plain[0]);
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"","withUserTools":true}}',
+      ),
+    ).toBe(pages.withUserTools[0]);
+
+    // Recorded calls, with their recorded ids: the recorded reply bytes. Defaults apply first:
+    // {angle:30} is {angle:30, speed:50} as the firmware receives it.
+    const calls = CALLS;
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":30,"speed":50}}}',
+      ),
+    ).toBe(calls[0]?.reply);
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"speed":100,"angle":180}}}',
+      ),
+    ).toBe(calls[1]?.reply);
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"self.servo.get","arguments":{}}}',
+      ),
+    ).toBe(calls[2]?.reply);
+  });
+
+  it('answers other calls: stated default, else the last recorded reply, else true; validation is the firmware', async () => {
+    const { connection } = await connect(replica(), 'f4:12:fa:aa:00:02');
+    expect(connection.upgrade.headers['device-id']).toBe('f4:12:fa:aa:00:02');
+    // No recording with these arguments: the tool's last recorded reply.
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":90}}}',
+      ),
+    ).toBe('{"jsonrpc":"2.0","id":20,"error":{"message":"Servo "jammed" at 180"}}');
+    // A stated default that is an error.
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"self.lamp.set","arguments":{"on":true}}}',
+      ),
+    ).toBe('{"jsonrpc":"2.0","id":21,"error":{"message":"lamp busy"}}');
+    // Nothing recorded, nothing stated: true. User-only tools are callable.
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"self.system.reboot","arguments":{}}}',
+      ),
+    ).toBe(
+      '{"jsonrpc":"2.0","id":22,"result":{"content":[{"type":"text","text":"true"}],"isError":false}}',
+    );
+    // Out of range: the firmware's own validation answers, not the replica.
+    expect(
+      await reply(
+        connection,
+        '{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":200}}}',
+      ),
+    ).toMatch(/^\{"jsonrpc":"2\.0","id":23,"error":\{"message":"[^"]*"\}\}$/);
+  });
+});

@@ -1,0 +1,161 @@
+/**
+ * A replica as a board preset: the MCP server registers the replica's tools in listing order
+ * (user-only ones as user tools, listed last), so paging and argument validation are the
+ * firmware's own. A tool answers a call with recorded arguments with its recorded reply after
+ * its recorded delay; any other call with the replica's default for the tool, else the tool's
+ * last recorded reply, else `true` (what a firmware callback returning true sends).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  ImageContent,
+  type Property,
+  type PropertyValue,
+  parseToolSet,
+  type ToolReturn,
+} from '@xiaozhi-mcp/protocol';
+import type { BoardPreset, ChipModel } from '../board-api.js';
+import type { ToolHandler } from '../mcp-server.js';
+import type { ReplicaCall, ReplicaFile } from './replica-file.js';
+
+/** What a tool's callback returns so that the firmware's encoder sends `reply` again. */
+interface Answer {
+  readonly value?: ToolReturn;
+  /** The tool fails with this message: the firmware's error reply. */
+  readonly error?: string;
+}
+
+const ERROR_REPLY = /"error":\{"message":"([\s\S]*)"\}\}$/;
+
+function base64Bytes(data: string): Uint8Array {
+  return Uint8Array.from(Buffer.from(data, 'base64'));
+}
+
+/**
+ * Reads a recorded `tools/call` reply payload back into what the tool returned: the text of a
+ * text item, the bytes of an image item, or the message of an error reply (whose text the
+ * firmware does not escape, so it is cut out of the payload rather than parsed).
+ */
+export function replyAnswer(reply: string): Answer {
+  let payload: unknown;
+  try {
+    payload = JSON.parse(reply);
+  } catch {
+    payload = undefined;
+  }
+  const record = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<
+    string,
+    unknown
+  >;
+  if (record.result === undefined) {
+    const error = ERROR_REPLY.exec(reply);
+    return {
+      error: error?.[1] ?? (record.error as { message?: string } | undefined)?.message ?? reply,
+    };
+  }
+  const result = record.result as { content?: unknown[]; isError?: unknown };
+  const item = (Array.isArray(result.content) ? result.content[0] : undefined) as
+    | Record<string, unknown>
+    | undefined;
+  let value: ToolReturn = '';
+  if (item?.type === 'image' && typeof item.image === 'string') {
+    const inner = JSON.parse(item.image) as { mimeType?: string; data?: string };
+    value = new ImageContent(inner.mimeType ?? 'image/jpeg', base64Bytes(inner.data ?? ''));
+  } else if (typeof item?.text === 'string') {
+    value = item.text;
+  }
+  // The firmware never sends isError true for a tool; a failing tool is an error reply.
+  if (result.isError === true) return { error: typeof value === 'string' ? value : '' };
+  return { value };
+}
+
+/** The values a call's arguments give a tool after the firmware applies its defaults, as JSON. */
+export function argumentsKey(
+  properties: readonly Property[],
+  values: (name: string) => unknown,
+): string {
+  const out: Record<string, unknown> = {};
+  for (const property of properties) {
+    const value = values(property.name);
+    out[property.name] = value === undefined ? property.default : value;
+  }
+  return JSON.stringify(out);
+}
+
+function answer(result: Answer): ToolReturn {
+  if (result.error !== undefined) throw new Error(result.error);
+  return result.value ?? true;
+}
+
+function toolHandler(
+  replica: ReplicaFile,
+  name: string,
+  properties: readonly Property[],
+): ToolHandler {
+  const recorded = new Map<string, ReplicaCall>();
+  let last: ReplicaCall | undefined;
+  for (const call of replica.calls ?? []) {
+    if (call.tool !== name) continue;
+    const key = argumentsKey(properties, (p) => call.arguments[p]);
+    if (!recorded.has(key)) recorded.set(key, call);
+    last = call;
+  }
+  const stated = replica.defaults?.[name];
+  const fallback: Answer | undefined =
+    stated !== undefined
+      ? stated.isError === true
+        ? { error: stated.text }
+        : { value: stated.text }
+      : last !== undefined
+        ? replyAnswer(last.reply)
+        : undefined;
+  return async (args) => {
+    const call = recorded.get(
+      argumentsKey(properties, (p) => args.values.get(p) as PropertyValue | undefined),
+    );
+    if (call === undefined) return fallback === undefined ? true : answer(fallback);
+    if (call.delayMs > 0) await sleep(call.delayMs);
+    return answer(replyAnswer(call.reply));
+  };
+}
+
+/** A board preset running the replica's tools; `new VirtualBoard({ preset })` boots it. */
+export function replicaPreset(replica: ReplicaFile): BoardPreset {
+  const entries = parseToolSet(replica.tools);
+  return {
+    name: replica.board.variant,
+    chip: replica.board.chip as ChipModel,
+    flashSizeMb: replica.board.flashSizeMb as BoardPreset['flashSizeMb'],
+    display: undefined,
+    camera: false,
+    backlight: false,
+    hardware: () => ({
+      volume: 70,
+      brightness: 100,
+      theme: 'light',
+      lamp: false,
+      battery: undefined,
+      extra: {},
+    }),
+    registerTools: (server) => {
+      for (const { tool } of entries) {
+        const { name, description, properties } = tool;
+        const handler = toolHandler(replica, name, properties);
+        if (tool.userOnly) server.addUserOnlyTool({ name, description, properties }, handler);
+        else server.addTool({ name, description, properties }, handler);
+      }
+    },
+  };
+}
+
+/** Options to spread into `VirtualBoardOptions`: the preset, the MAC and the app version. */
+export function replicaBoardOptions(
+  replica: ReplicaFile,
+  overrides: { mac?: string } = {},
+): { preset: BoardPreset; mac?: string; app: { version: string } } {
+  const mac = overrides.mac ?? replica.board.mac;
+  return {
+    preset: replicaPreset(replica),
+    ...(mac === undefined ? {} : { mac }),
+    app: { version: replica.board.firmwareVersion },
+  };
+}
