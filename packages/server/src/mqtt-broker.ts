@@ -40,7 +40,7 @@ import {
   parseMqttClientId,
   publishTopic,
 } from './mqtt-link.js';
-import { MqttWire } from './mqtt-wire.js';
+import { boundMqttPackets } from './mqtt-wire.js';
 import { oneOfSecrets } from './secret.js';
 
 /** A board's connection, once its CONNACK is sent and its delivery topic subscribed. */
@@ -113,7 +113,11 @@ function refusal(returnCode: number, message: string): AuthenticateError {
 }
 
 function payloadText(payload: PublishPacket['payload']): string {
-  return typeof payload === 'string' ? payload : Buffer.from(payload).toString('utf8');
+  if (typeof payload === 'string') return payload;
+  // mqtt-packet hands a Buffer: read it where it lies, no copy.
+  return Buffer.isBuffer(payload)
+    ? payload.toString('utf8')
+    : Buffer.from(payload).toString('utf8');
 }
 
 export class MqttBroker {
@@ -125,7 +129,7 @@ export class MqttBroker {
   readonly #endings = new WeakMap<Client, string>();
   /** The subscriptions the broker makes for boards (they pass `authorizeSubscribe`). */
   readonly #ownSubscriptions = new WeakSet<object>();
-  readonly #wires = new Set<MqttWire>();
+  readonly #sockets = new Set<Socket>();
   readonly #logger: Logger;
 
   private constructor(options: MqttBrokerOptions) {
@@ -250,7 +254,7 @@ export class MqttBroker {
   async stop(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     await new Promise<void>((resolve) => this.#aedes.close(() => resolve()));
-    for (const wire of this.#wires) wire.destroy();
+    for (const socket of this.#sockets) socket.destroy();
     await closed;
   }
 
@@ -263,17 +267,15 @@ export class MqttBroker {
         socket.destroy();
         return;
       }
-      const wire = new MqttWire(socket, this.#options.maxPacketBytes);
-      this.#wires.add(wire);
-      wire.once('close', () => this.#wires.delete(wire));
-      wire.on('error', () => {
-        if (wire.refusal !== undefined)
-          this.#logger.warn(
-            { remote: socket.remoteAddress, reason: wire.refusal },
-            'MQTT connection dropped: a packet over the bound',
-          );
-      });
-      this.#aedes.handle(wire);
+      this.#sockets.add(socket);
+      socket.once('close', () => this.#sockets.delete(socket));
+      this.#aedes.handle(socket);
+      boundMqttPackets(socket, this.#options.maxPacketBytes, (reason) =>
+        this.#logger.warn(
+          { remote: socket.remoteAddress, reason },
+          'MQTT connection dropped: a packet over the bound',
+        ),
+      );
     } catch (error) {
       this.#logger.error({ err: error }, 'accepting an MQTT connection failed');
       socket.destroy();
@@ -281,7 +283,7 @@ export class MqttBroker {
   }
 
   #remote(client: Client): string | undefined {
-    return (client.conn as Partial<MqttWire>).remoteAddress;
+    return (client.conn as Partial<Socket>).remoteAddress;
   }
 
   #authenticate(

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MqttPacketBound, MqttWire } from './mqtt-wire.js';
+import { boundMqttPackets, MqttPacketBound } from './mqtt-wire.js';
 
 /** MQTT 3.1.1 §2.2.3's examples of Remaining Length encodings, as literals. */
 const LENGTHS: [number, number[]][] = [
@@ -60,16 +60,20 @@ describe('MqttPacketBound', () => {
   });
 });
 
-describe('MqttWire', () => {
+describe('boundMqttPackets', () => {
   let server: Server | undefined;
   afterEach(() => {
     server?.close();
     server = undefined;
   });
 
-  async function pair(
-    maxPacketBytes: number,
-  ): Promise<{ wire: MqttWire; client: Socket; writes: () => number }> {
+  /** A server socket read as aedes reads it (`readable`, `read()`), bounded; and its client. */
+  async function pair(maxPacketBytes: number): Promise<{
+    socket: Socket;
+    client: Socket;
+    read: number[];
+    refusals: string[];
+  }> {
     let resolveAccepted: (socket: Socket) => void = () => {};
     const accepted = new Promise<Socket>((resolve) => {
       resolveAccepted = resolve;
@@ -82,52 +86,56 @@ describe('MqttWire', () => {
     const client = tcpConnect(port, '127.0.0.1');
     client.on('error', () => {});
     const socket = await accepted;
-    // Counts the writes that reach the socket (each one a separate send for Nagle's algorithm).
-    let writes = 0;
-    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
-    socket.write = ((...args: unknown[]) => {
-      writes++;
-      return write(...args);
-    }) as typeof socket.write;
-    const wire = new MqttWire(socket, maxPacketBytes);
-    wire.on('error', () => {});
-    return { wire, client, writes: () => writes };
+    socket.on('error', () => {});
+    const read: number[] = [];
+    socket.on('readable', () => {
+      for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read())
+        read.push(...chunk);
+    });
+    const refusals: string[] = [];
+    boundMqttPackets(socket, maxPacketBytes, (reason) => refusals.push(reason));
+    return { socket, client, read, refusals };
   }
 
-  it('passes bytes both ways', async () => {
-    const { wire, client } = await pair(100);
-    client.write(Buffer.from([0xc0, 0x00]));
-    const [chunk] = (await once(wire, 'data')) as [Buffer];
-    expect([...chunk]).toEqual([0xc0, 0x00]);
-    wire.write(Buffer.from([0xd0, 0x00]));
-    const [back] = (await once(client, 'data')) as [Buffer];
-    expect([...back]).toEqual([0xd0, 0x00]);
+  it('lets packets within the bound through to the reader, and the socket stays out of flowing mode', async () => {
+    const { socket, client, read, refusals } = await pair(100);
+    client.write(Buffer.from([0xc0, 0x00, 0x30, 0x03, 0x00, 0x01, 0x74]));
+    await until(() => read.length >= 7, { what: 'the bytes at the reader', seen: () => read });
+    expect(read).toEqual([0xc0, 0x00, 0x30, 0x03, 0x00, 0x01, 0x74]);
+    expect(refusals).toEqual([]);
+    expect(socket.readableFlowing).toBe(false);
+    expect(socket.destroyed).toBe(false);
     client.destroy();
-    await once(wire, 'close');
   });
 
   it('writes the pieces of one packet to the socket in one write (no Nagle wait between them)', async () => {
-    const { wire, client, writes } = await pair(100);
+    const { socket, client } = await pair(100);
     const got: number[] = [];
     client.on('data', (chunk: Buffer) => got.push(...chunk));
-    // What aedes does for one PUBLISH: header, topic, payload, written together.
-    wire.cork();
-    wire.write(Buffer.from([0x30, 0x05]));
-    wire.write(Buffer.from([0x00, 0x01, 0x74]));
-    wire.write(Buffer.from([0x68, 0x69]));
-    process.nextTick(() => wire.uncork());
+    let writes = 0;
+    const writev = socket._writev?.bind(socket);
+    socket._writev = (chunks, callback) => {
+      writes++;
+      writev?.(chunks, callback);
+    };
+    // As aedes writes one PUBLISH (mqtt-packet's writeToStream): header, topic, payload, corked.
+    socket.cork();
+    socket.write(Buffer.from([0x30, 0x05]));
+    socket.write(Buffer.from([0x00, 0x01, 0x74]));
+    socket.write(Buffer.from([0x68, 0x69]));
+    process.nextTick(() => socket.uncork());
     await until(() => got.length >= 7, { what: 'the packet at the client', seen: () => got });
     expect(got).toEqual([0x30, 0x05, 0x00, 0x01, 0x74, 0x68, 0x69]);
-    expect(writes()).toBe(1);
+    expect(writes).toBe(1);
     client.destroy();
   });
 
   it('cuts the connection at a header over the bound, before the body is read', async () => {
-    const { wire, client } = await pair(1000);
-    const closed = new Promise((resolve) => wire.once('close', resolve));
+    const { socket, client, refusals } = await pair(1000);
+    const closed = new Promise((resolve) => socket.once('close', resolve));
     client.write(Buffer.from([0x30, 0xe9, 0x07])); // 1001
     await closed;
-    expect(wire.refusal).toMatch(/1001 bytes, over the 1000 accepted/);
+    expect(refusals).toEqual([expect.stringMatching(/1001 bytes, over the 1000 accepted/)]);
     client.resume();
     if (!client.destroyed) await once(client, 'close');
   });

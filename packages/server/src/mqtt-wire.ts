@@ -1,12 +1,11 @@
 /**
- * One MQTT client's TCP connection, as the broker reads it, with a bound on packet size. The
+ * The bound on the size of the packets an MQTT client sends. The
  * parser under aedes (mqtt-packet) has none: it buffers a packet until the Remaining Length its
  * fixed header declares has arrived, and MQTT 3.1.1 §2.2.3 allows 268,435,455 bytes. Each
  * packet's fixed header is read here as the bytes pass, and a connection that declares a
  * packet over the bound is dropped before its body is buffered.
  */
 import type { Socket } from 'node:net';
-import { Duplex } from 'node:stream';
 
 /**
  * Reads MQTT fixed headers from a byte stream (MQTT 3.1.1 §2.2: one byte of type and flags,
@@ -62,82 +61,26 @@ export class MqttPacketBound {
 }
 
 /**
- * The socket as a stream the broker reads (`handle(stream)`), checked by {@link MqttPacketBound}.
- * Writes go straight to the socket; ending or destroying either side ends both.
+ * Bounds the packets a client's socket carries, as the broker reads it: aedes reads the socket
+ * itself (`readable` and `read()`), and every chunk it reads passes a `data` listener first, so
+ * each fixed header is checked before the parser under aedes buffers the packet's body. A
+ * socket that declares a packet over the bound is destroyed, with `onRefusal` told why. The
+ * socket is handed to aedes as is: no stream in between, so no second buffer or write path per
+ * packet (aedes corks the socket for each packet's pieces, which leave in one write).
+ *
+ * Call after `aedes.handle(socket)`: with aedes's `readable` listener in place, this listener
+ * sees the chunks aedes reads and does not switch the socket to flowing mode.
  */
-export class MqttWire extends Duplex {
-  readonly #socket: Socket;
-  readonly #bound: MqttPacketBound;
-  /** Why the wire was cut, when it was cut for a packet over the bound. */
-  refusal: string | undefined;
-
-  constructor(socket: Socket, maxPacketBytes: number) {
-    super({ allowHalfOpen: false });
-    this.#socket = socket;
-    this.#bound = new MqttPacketBound(maxPacketBytes);
-    socket.on('data', (chunk: Buffer) => {
-      const refusal = this.#bound.feed(chunk);
-      if (refusal !== undefined) {
-        this.refusal = refusal;
-        this.destroy(new Error(`MQTT client sent ${refusal}`));
-        return;
-      }
-      if (!this.push(chunk)) socket.pause();
-    });
-    socket.on('end', () => this.push(null));
-    socket.on('error', (error) => this.destroy(error));
-    socket.on('close', () => this.destroy());
-  }
-
-  get remoteAddress(): string | undefined {
-    return this.#socket.remoteAddress;
-  }
-
-  override _read(): void {
-    this.#socket.resume();
-  }
-
-  override _write(
-    chunk: Buffer,
-    _encoding: BufferEncoding,
-    callback: (error?: Error | null) => void,
-  ): void {
-    if (this.#socket.destroyed) {
-      callback(new Error('the MQTT connection is closed'));
-      return;
-    }
-    this.#socket.write(chunk, callback);
-  }
-
-  /**
-   * aedes writes one packet as several small pieces (fixed header, topic, payload) meant to go
-   * out together. Passed on one by one, the second piece waits behind Nagle's algorithm for the
-   * board's delayed ACK (about 40 ms on Linux): every message to a board took that long (measured
-   * by the MQTT benchmark: tools/call p50 44 ms, 0.45 ms with this). One write per batch.
-   */
-  override _writev(
-    chunks: { chunk: Buffer; encoding: BufferEncoding }[],
-    callback: (error?: Error | null) => void,
-  ): void {
-    if (this.#socket.destroyed) {
-      callback(new Error('the MQTT connection is closed'));
-      return;
-    }
-    this.#socket.write(
-      chunks.length === 1
-        ? (chunks[0]?.chunk ?? Buffer.alloc(0))
-        : Buffer.concat(chunks.map((c) => c.chunk)),
-      callback,
-    );
-  }
-
-  override _final(callback: (error?: Error | null) => void): void {
-    this.#socket.end();
-    callback();
-  }
-
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#socket.destroy();
-    callback(error);
-  }
+export function boundMqttPackets(
+  socket: Socket,
+  maxPacketBytes: number,
+  onRefusal: (reason: string) => void,
+): void {
+  const bound = new MqttPacketBound(maxPacketBytes);
+  socket.on('data', (chunk: Buffer) => {
+    const refusal = bound.feed(chunk);
+    if (refusal === undefined) return;
+    onRefusal(refusal);
+    socket.destroy(new Error(`MQTT client sent ${refusal}`));
+  });
 }
