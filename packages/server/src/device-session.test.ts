@@ -35,7 +35,7 @@ afterEach(() => {
   for (const session of sessions.splice(0)) session.close();
 });
 
-function open(onError?: (error: unknown, where: string) => void) {
+function open(onError?: (error: unknown, where: string) => void, callTimeoutMs = 2000) {
   const socket = new FakeSocket();
   const session = new DeviceSession(
     socket as unknown as WebSocket,
@@ -48,7 +48,7 @@ function open(onError?: (error: unknown, where: string) => void) {
       helloText: '{}',
       remoteAddress: undefined,
     },
-    { callTimeoutMs: 2000, ...(onError === undefined ? {} : { onError }) },
+    { callTimeoutMs, ...(onError === undefined ? {} : { onError }) },
   );
   sessions.push(session);
   return { socket, session };
@@ -149,6 +149,34 @@ describe('a guarded DeviceSession', () => {
     await expect(session.request('tools/call', {}, { timeoutMs })).rejects.toThrow(RangeError);
     expect(session.pending).toBe(0);
     expect(socket.sent).toEqual([]);
+  });
+
+  it('one call after another on the call timeout: each answered call settles, an unanswered one times out, and the next goes on', async () => {
+    const { socket, session } = open(undefined, 40);
+    const answer = () => {
+      const id = JSON.parse(socket.sent.at(-1) as string).payload.id as number;
+      socket.device(reply(id, '{"content":[{"type":"text","text":"ok"}],"isError":false}'));
+    };
+    for (let i = 0; i < 3; i++) {
+      const call = session.callTool('self.get_device_status');
+      answer();
+      await expect(call).resolves.toMatchObject({ isError: false });
+    }
+    const silent = await session.callTool('self.get_device_status').catch((e: unknown) => e);
+    expect((silent as ServerError).code).toBe('REQUEST_TIMEOUT');
+    expect((silent as ServerError).message).toMatch(/got no reply within 40 ms/);
+    // A call with a timeout of its own beside one on the call timeout: each keeps its own.
+    const first = session.callTool('self.get_device_status');
+    const own = session.callTool('self.get_device_status', {}, { timeoutMs: 20 });
+    const ownError = await own.catch((e: unknown) => e);
+    expect((ownError as ServerError).message).toMatch(/within 20 ms/);
+    const firstError = await first.catch((e: unknown) => e);
+    expect((firstError as ServerError).message).toMatch(/within 40 ms/);
+    const after = session.callTool('self.get_device_status');
+    answer();
+    await expect(after).resolves.toMatchObject({ isError: false });
+    expect(session.pending).toBe(0);
+    expect(session.stats.timeouts).toBe(3);
   });
 
   it('refuses parameters that cannot be serialised, with nothing left pending', async () => {

@@ -45,6 +45,7 @@ const sharePage: Reader = (result, resultText) => SHARED_PAGES.share(result, res
 
 /** A request in flight: a class, not closures, since every call makes one. */
 class Pending {
+  /** Its own deadline; undefined when it runs on the session's reused timer. */
   timer: NodeJS.Timeout | undefined;
   /** Removes the abort listener (requests with a signal only). */
   cleanup: (() => void) | undefined;
@@ -156,6 +157,11 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   /** The envelope's text up to the payload, for the session id it was made with. */
   #head = '';
   #headSessionId: string | undefined;
+  /**
+   * The deadline of `#one` when it has the session's call timeout: one timer per session,
+   * re-armed per request (no timer object per call), unref'd while no request waits on it.
+   */
+  #oneTimer: NodeJS.Timeout | undefined;
 
   /**
    * `connection`: a WebSocket, or any {@link DeviceLink} (an MQTT connection): the session is
@@ -253,7 +259,11 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       reject,
       read,
     );
-    pending.timer = setTimeout(DeviceSession.#expire, timeoutMs, pending);
+    const onSessionTimer = this.#one === undefined && timeoutMs === this.#callTimeoutMs;
+    if (!onSessionTimer) pending.timer = setTimeout(DeviceSession.#expire, timeoutMs, pending);
+    else if (this.#oneTimer === undefined)
+      this.#oneTimer = setTimeout(DeviceSession.#expireOne, timeoutMs, this);
+    else this.#oneTimer.ref().refresh();
     if (signal !== undefined) {
       const onAbort = () => {
         this.#settle(id)?.reject(
@@ -303,6 +313,12 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       this.#headSessionId = sessionId;
     }
     return `${this.#head}${payloadText}}`;
+  }
+
+  /** The session's timer fired: `#one`'s deadline passed, if `#one` runs on it. */
+  static #expireOne(session: DeviceSession): void {
+    const pending = session.#one;
+    if (pending !== undefined && pending.timer === undefined) DeviceSession.#expire(pending);
   }
 
   /** A request's deadline passed. */
@@ -464,7 +480,9 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     if (pending === undefined) return undefined;
     if (pending === this.#one) this.#one = undefined;
     else this.#more?.delete(id);
-    clearTimeout(pending.timer);
+    if (pending.timer !== undefined) clearTimeout(pending.timer);
+    // Only `#one` runs on the session's timer; idle, it must not hold the process open.
+    else this.#oneTimer?.unref();
     pending.cleanup?.();
     return pending;
   }
@@ -528,6 +546,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   #onClose(reason: string): void {
     if (this.#closedReason !== undefined) return;
     this.#closedReason = reason;
+    clearTimeout(this.#oneTimer);
     for (const { id } of this.#inFlight()) {
       const pending = this.#settle(id);
       pending?.reject(
