@@ -92,6 +92,7 @@ export {
   formatReplica,
   isSecretKey,
   parseReplica,
+  REPLICA_ERROR_CODES,
   REPLICA_SCHEMA_VERSION,
   type ReplicaBoard,
   type ReplicaCall,

@@ -47,6 +47,8 @@ export interface ReplicaCall {
 }
 
 export interface ReplicaFile {
+  /** Where editors find replica.schema.json. */
+  $schema?: string;
   schemaVersion: 1;
   board: ReplicaBoard;
   /** The device hello's text as sent. */
@@ -61,11 +63,14 @@ export interface ReplicaFile {
   defaults?: Record<string, { text: string; isError?: boolean }>;
 }
 
-export type ReplicaErrorCode =
-  | 'REPLICA_SCHEMA_VERSION'
-  | 'REPLICA_INVALID'
-  | 'REPLICA_SECRET'
-  | 'REPLICA_PAGES_DIFFER';
+/** What a {@link ReplicaError} can say; each is in the README's error table. */
+export const REPLICA_ERROR_CODES = [
+  'REPLICA_SCHEMA_VERSION',
+  'REPLICA_INVALID',
+  'REPLICA_SECRET',
+  'REPLICA_PAGES_DIFFER',
+] as const;
+export type ReplicaErrorCode = (typeof REPLICA_ERROR_CODES)[number];
 
 /** A replica refused: `field` is the path in the file, e.g. `tools[3].properties[0].min`. */
 export class ReplicaError extends Error {
@@ -167,8 +172,57 @@ function invalid(field: string, message: string, source: string | undefined): ne
   throw new ReplicaError('REPLICA_INVALID', field, `${where(source)}: ${field} ${message}`);
 }
 
+// The fields of each object of the file (replica.schema.json's): another key is a typo or a
+// newer format, refused rather than silently ignored.
+const FIELDS = {
+  '': [
+    '$schema',
+    'schemaVersion',
+    'board',
+    'hello',
+    'initialize',
+    'tools',
+    'pages',
+    'calls',
+    'defaults',
+  ],
+  board: [
+    'variant',
+    'name',
+    'firmwareVersion',
+    'chip',
+    'flashSizeMb',
+    'mac',
+    'protocolVersion',
+    'transport',
+  ],
+  tool: ['name', 'description', 'user_only', 'properties'],
+  property: ['name', 'type', 'default', 'min', 'max'],
+  pages: ['plain', 'withUserTools'],
+  call: ['tool', 'arguments', 'reply', 'delayMs'],
+  default: ['text', 'isError'],
+} as const;
+
+function onlyFields(
+  value: Json,
+  known: readonly string[],
+  field: string,
+  source: string | undefined,
+): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      invalid(
+        field === '' ? key : `${field}.${key}`,
+        `is not a replica field (${known.join(', ')})`,
+        source,
+      );
+    }
+  }
+}
+
 function readBoard(raw: unknown, source: string | undefined): ReplicaBoard {
   if (!isObject(raw)) invalid('board', 'must be an object', source);
+  onlyFields(raw, FIELDS.board, 'board', source);
   const need = (key: string, ok: boolean, what: string) => {
     if (!ok) invalid(`board.${key}`, what, source);
   };
@@ -211,12 +265,14 @@ function readTools(raw: unknown, source: string | undefined): ReplicaTool[] {
   for (let i = 0; i < raw.length; i++) {
     const tool = raw[i];
     if (!isObject(tool)) continue; // parseToolSet names it
+    onlyFields(tool, FIELDS.tool, `tools[${i}]`, source);
     if (tool.user_only !== undefined && typeof tool.user_only !== 'boolean')
       invalid(`tools[${i}].user_only`, 'must be a boolean', source);
     for (const [j, p] of (
       (Array.isArray(tool.properties) ? tool.properties : []) as unknown[]
     ).entries()) {
       if (!isObject(p)) continue;
+      onlyFields(p, FIELDS.property, `tools[${i}].properties[${j}]`, source);
       if (p.type === 'integer' && (p.min === undefined) !== (p.max === undefined))
         invalid(
           `tools[${i}].properties[${j}].${p.min === undefined ? 'min' : 'max'}`,
@@ -285,6 +341,9 @@ export function validateReplica(value: unknown, source?: string): ReplicaFile {
       `${where(source)}: ${secret} holds a secret (token, password, activation key or authorization); a replica never carries one: remove it`,
     );
   }
+  onlyFields(value, FIELDS[''], '', source);
+  if (value.$schema !== undefined && typeof value.$schema !== 'string')
+    invalid('$schema', 'must be a string', source);
   readBoard(value.board, source);
   if (value.hello !== undefined && typeof value.hello !== 'string')
     invalid('hello', 'must be a string', source);
@@ -294,6 +353,7 @@ export function validateReplica(value: unknown, source?: string): ReplicaFile {
   const names = new Set(tools.map((t) => t.name));
   if (value.pages !== undefined) {
     if (!isObject(value.pages)) invalid('pages', 'must be an object', source);
+    onlyFields(value.pages, FIELDS.pages, 'pages', source);
     readStrings(value.pages.plain, 'pages.plain', source);
     readStrings(value.pages.withUserTools, 'pages.withUserTools', source);
   }
@@ -302,6 +362,7 @@ export function validateReplica(value: unknown, source?: string): ReplicaFile {
     value.calls.forEach((call: unknown, i: number) => {
       const field = `calls[${i}]`;
       if (!isObject(call)) invalid(field, 'must be an object', source);
+      onlyFields(call, FIELDS.call, field, source);
       if (typeof call.tool !== 'string') invalid(`${field}.tool`, 'must be a string', source);
       if (!names.has(call.tool))
         invalid(`${field}.tool`, `names no tool of the replica (${call.tool})`, source);
@@ -321,6 +382,7 @@ export function validateReplica(value: unknown, source?: string): ReplicaFile {
       const field = `defaults[${JSON.stringify(tool)}]`;
       if (!names.has(tool)) invalid(field, 'names no tool of the replica', source);
       if (!isObject(answer)) invalid(field, 'must be an object', source);
+      onlyFields(answer, FIELDS.default, field, source);
       if (typeof answer.text !== 'string') invalid(`${field}.text`, 'must be a string', source);
       if (answer.isError !== undefined && typeof answer.isError !== 'boolean')
         invalid(`${field}.isError`, 'must be a boolean', source);
@@ -349,8 +411,18 @@ export function parseReplica(text: string, source?: string): ReplicaFile {
 
 /** The replica as a file: stable key order, 2-space indent, a final newline. */
 export function formatReplica(replica: ReplicaFile): string {
-  const { schemaVersion, board, hello, initialize, tools, pages, calls, defaults, ...extra } =
-    replica;
+  const {
+    $schema,
+    schemaVersion,
+    board,
+    hello,
+    initialize,
+    tools,
+    pages,
+    calls,
+    defaults,
+    ...extra
+  } = replica;
   const {
     variant,
     name,
@@ -363,6 +435,7 @@ export function formatReplica(replica: ReplicaFile): string {
     ...boardExtra
   } = board;
   const ordered = {
+    $schema,
     schemaVersion,
     board: {
       variant,
