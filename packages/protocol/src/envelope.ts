@@ -115,10 +115,15 @@ function valueEnd(text: string, at: number): number {
 // An escaped key is at most six characters per character, plus the quotes.
 const ESCAPED_PAYLOAD_MAX = 'payload'.length * 6 + 2;
 
-function isPayloadKey(keyText: string): boolean {
-  if (keyText === '"payload"') return true;
-  if (keyText.length > ESCAPED_PAYLOAD_MAX || !keyText.includes('\\')) return false;
-  return JSON.parse(keyText) === 'payload';
+/** Whether the key text from `start` to `end` (quotes included) is `payload`; sliced only when escaped. */
+function isPayloadKey(text: string, start: number, end: number): boolean {
+  const length = end - start;
+  if (length === 9 && text.startsWith('"payload"', start)) return true;
+  if (length > ESCAPED_PAYLOAD_MAX) return false;
+  for (let i = start; i < end; i++)
+    if (text.charCodeAt(i) === 0x5c /* \\ */)
+      return JSON.parse(text.slice(start, end)) === 'payload';
+  return false;
 }
 
 /**
@@ -134,7 +139,7 @@ function payloadMemberText(text: string): string | undefined {
   for (;;) {
     const keyEnd = text.charCodeAt(i) === 0x22 ? stringEnd(text, i) : -1;
     if (keyEnd === -1) return undefined;
-    const isPayload = isPayloadKey(text.slice(i, keyEnd));
+    const isPayload = isPayloadKey(text, i, keyEnd);
     i = skipSpace(text, keyEnd);
     if (text.charCodeAt(i) !== 0x3a /* : */) return undefined;
     const start = skipSpace(text, i + 1);

@@ -88,7 +88,7 @@ function classify(value: unknown, text: string | undefined): JsonRpcMessage {
       kind: 'result',
       id: m.id,
       result: m.result,
-      resultText: text === undefined ? undefined : firmwareResult(text)?.resultText,
+      resultText: text === undefined ? undefined : firmwareResultText(text),
     };
   }
   return { kind: 'invalid', reason: 'neither a request, a notification, a result nor an error' };
@@ -127,6 +127,26 @@ function cutShape(
 function firmwareResult(text: string): { id: string; resultText: string } | undefined {
   const shape = cutShape(text, FIRMWARE_RESULT_HEAD, '}');
   return shape && { id: shape.groups[1] ?? '0', resultText: shape.between };
+}
+
+const RESULT_HEAD = '{"jsonrpc":"2.0","id":';
+const RESULT_MEMBER = ',"result":';
+
+/**
+ * {@link firmwareResult}'s `resultText` alone, read without a regular expression: every reply
+ * is read through here, and a match array per reply is garbage the server makes per call.
+ */
+function firmwareResultText(text: string): string | undefined {
+  if (!text.startsWith(RESULT_HEAD)) return undefined;
+  let i = RESULT_HEAD.length;
+  if (text.charCodeAt(i) === 0x2d /* - */) i++;
+  const digits = i;
+  while (text.charCodeAt(i) >= 0x30 && text.charCodeAt(i) <= 0x39) i++;
+  if (i === digits || !text.startsWith(RESULT_MEMBER, i)) return undefined;
+  const from = i + RESULT_MEMBER.length;
+  const to = text.length - 1;
+  if (to < from || text.charCodeAt(to) !== 0x7d /* } */) return undefined;
+  return text.slice(from, to);
 }
 
 /**
