@@ -104,5 +104,6 @@ export {
   validateReplica,
 } from './replica/replica-file.js';
 export { REPLICA_BOARD_DEFAULTS, replicaFromTools } from './replica/replica-from-tools.js';
+export { replicaFromTranscript } from './replica/replica-from-transcript.js';
 export { checkReplicaPages, producePages } from './replica/replica-pages.js';
 export { replicaBoardOptions, replicaPreset } from './replica/replica-preset.js';

@@ -8,10 +8,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ImageContent,
-  type Property,
   type PropertyValue,
   parseToolSet,
+  type Tool,
   type ToolReturn,
+  validateArgumentValues,
 } from '@xiaozhi-mcp/protocol';
 import type { BoardPreset, ChipModel } from '../board-api.js';
 import type { ToolHandler } from '../mcp-server.js';
@@ -68,17 +69,9 @@ export function replyAnswer(reply: string): Answer {
   return { value };
 }
 
-/** The values a call's arguments give a tool after the firmware applies its defaults, as JSON. */
-export function argumentsKey(
-  properties: readonly Property[],
-  values: (name: string) => unknown,
-): string {
-  const out: Record<string, unknown> = {};
-  for (const property of properties) {
-    const value = values(property.name);
-    out[property.name] = value === undefined ? property.default : value;
-  }
-  return JSON.stringify(out);
+/** A call's values as the firmware received them (defaults applied, declaration order), as JSON. */
+function valuesKey(values: ReadonlyMap<string, PropertyValue>): string {
+  return JSON.stringify([...values]);
 }
 
 function answer(result: Answer): ToolReturn {
@@ -86,20 +79,19 @@ function answer(result: Answer): ToolReturn {
   return result.value ?? true;
 }
 
-function toolHandler(
-  replica: ReplicaFile,
-  name: string,
-  properties: readonly Property[],
-): ToolHandler {
+function toolHandler(replica: ReplicaFile, tool: Tool): ToolHandler {
   const recorded = new Map<string, ReplicaCall>();
   let last: ReplicaCall | undefined;
   for (const call of replica.calls ?? []) {
-    if (call.tool !== name) continue;
-    const key = argumentsKey(properties, (p) => call.arguments[p]);
+    if (call.tool !== tool.name) continue;
+    // Arguments the firmware refuses never reach the tool: the board answers those itself.
+    const outcome = validateArgumentValues(tool, call.arguments);
+    if (!outcome.ok) continue;
+    const key = valuesKey(outcome.values);
     if (!recorded.has(key)) recorded.set(key, call);
     last = call;
   }
-  const stated = replica.defaults?.[name];
+  const stated = replica.defaults?.[tool.name];
   const fallback: Answer | undefined =
     stated !== undefined
       ? stated.isError === true
@@ -109,9 +101,7 @@ function toolHandler(
         ? replyAnswer(last.reply)
         : undefined;
   return async (args) => {
-    const call = recorded.get(
-      argumentsKey(properties, (p) => args.values.get(p) as PropertyValue | undefined),
-    );
+    const call = recorded.get(valuesKey(args.values));
     if (call === undefined) return fallback === undefined ? true : answer(fallback);
     if (call.delayMs > 0) await sleep(call.delayMs);
     return answer(replyAnswer(call.reply));
@@ -139,7 +129,7 @@ export function replicaPreset(replica: ReplicaFile): BoardPreset {
     registerTools: (server) => {
       for (const { tool } of entries) {
         const { name, description, properties } = tool;
-        const handler = toolHandler(replica, name, properties);
+        const handler = toolHandler(replica, tool);
         if (tool.userOnly) server.addUserOnlyTool({ name, description, properties }, handler);
         else server.addTool({ name, description, properties }, handler);
       }
