@@ -68,3 +68,39 @@ export function interrupted(): Promise<'SIGINT' | 'SIGTERM'> {
     process.on('SIGTERM', stop);
   });
 }
+
+/** Six bytes in hex, with `:`, `-` or nothing between them. */
+export function parseMac(text: string): number[] | undefined {
+  const match =
+    /^([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})$/i.exec(
+      text.trim(),
+    );
+  return match?.slice(1).map((byte) => Number.parseInt(byte, 16));
+}
+
+/** A MAC option (`--first-mac`, `--mac`): six bytes, unicast (a board's own address never has the group bit). */
+export function checkMac(text: string, flag = '--first-mac'): string {
+  const bytes = parseMac(text);
+  if (bytes === undefined)
+    throw new CliError(
+      `${flag} must be a MAC such as f4:12:fa:00:00:01, got ${JSON.stringify(text)}`,
+      ExitCode.usage,
+    );
+  if (((bytes[0] ?? 0) & 1) !== 0)
+    throw new CliError(
+      `${flag} must be a unicast MAC (the first byte even), got ${JSON.stringify(text)}`,
+      ExitCode.usage,
+    );
+  return bytes.map((byte) => byte.toString(16).padStart(2, '0')).join(':');
+}
+
+/** Reads a text file, naming it in the one-line error (exit 2). */
+export async function readTextFile(io: CliIo, path: string): Promise<string> {
+  try {
+    return await io.readFile(path);
+  } catch (error) {
+    const reason =
+      (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : String(error);
+    throw new CliError(`cannot read ${path}: ${reason}`, ExitCode.usage);
+  }
+}

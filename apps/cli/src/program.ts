@@ -4,6 +4,7 @@ import { registerCheckOta } from './commands/check-ota.js';
 import { registerClient } from './commands/client.js';
 import { registerImage } from './commands/image.js';
 import { registerPage } from './commands/page.js';
+import { registerReplica } from './commands/replica.js';
 import { registerSerial } from './commands/serial.js';
 import { registerServe } from './commands/serve.js';
 import { registerSim } from './commands/sim.js';
@@ -29,6 +30,7 @@ export function createProgram(io: CliIo, setExit: (code: number) => void): Comma
   registerPage(program, io, setExit);
   registerCheckOta(program, io, setExit);
   registerSim(program, io, setExit);
+  registerReplica(program, io, setExit);
   registerImage(program, io, setExit);
   registerServe(program, io, setExit);
   registerClient(program, io, setExit);

@@ -7,8 +7,11 @@ import {
   registerProvisionCommand,
   type SerialCommandContext,
 } from '@xiaozhi-mcp/serial/commands';
+import type { PortProvider } from '@xiaozhi-mcp/serial/provider';
 import type { Command } from 'commander';
-import { type CliIo, processIo } from '../io.js';
+import { CliError, type CliIo, ExitCode, processIo } from '../io.js';
+import { loadReplica } from './replica.js';
+import { ReplicaBoardProvider } from './replica-port.js';
 
 /**
  * `ports`, `flash`, `provision`, `monitor` and `port serve`: the serial operations layer's
@@ -16,10 +19,13 @@ import { type CliIo, processIo } from '../io.js';
  * come from the device SDK's store, registered here as a port provider.
  */
 export function registerSerial(program: Command, io: CliIo, setExit: (code: number) => void): void {
+  const store = new VirtualBoardStore({ dir: defaultVirtualDir() });
+  // `port serve --replica` swaps in a provider running the replica on the stored board.
+  const providers: PortProvider[] = [store];
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
     out: { stdout: (text) => io.stdout(text), stderr: (text) => io.stderr(text) },
-    providers: [new VirtualBoardStore({ dir: defaultVirtualDir() })],
+    providers,
     // Only the real stdout gets a progress bar and colour; tests capture plain text.
     ...(io === processIo ? { terminal: process.stdout } : {}),
   };
@@ -27,5 +33,23 @@ export function registerSerial(program: Command, io: CliIo, setExit: (code: numb
   registerFlashCommand(program, context, setExit);
   registerProvisionCommand(program, context, setExit);
   registerMonitorCommand(program, context, setExit);
-  registerPortCommand(program, context, setExit);
+  const port = registerPortCommand(program, context, setExit);
+  const serve = port.commands.find((command) => command.name() === 'serve');
+  serve
+    ?.option(
+      '--replica <file>',
+      "virtual:NAME runs this replica (`xiaozhi-mcp replica`, hil's <board>/replica.json) instead of its preset",
+    )
+    .hook('preAction', async (command) => {
+      const file = command.opts<{ replica?: string }>().replica;
+      if (file === undefined) return;
+      const selector = String(command.args[0] ?? '');
+      if (!selector.toLowerCase().startsWith('virtual:'))
+        throw new CliError(
+          `--replica runs on a virtual board (virtual:NAME), not on ${selector}`,
+          ExitCode.usage,
+        );
+      // Read and checked before the port is touched: a bad file is exit 2.
+      providers[0] = new ReplicaBoardProvider(store, await loadReplica(io, file));
+    });
 }

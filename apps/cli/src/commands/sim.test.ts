@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +15,11 @@ import { simMac, simUuid } from './sim.js';
 const bin = join(
   resolve(dirname(fileURLToPath(import.meta.url)), '../../..'),
   'cli/bin/xiaozhi-mcp.js',
+);
+/** 40 tools with Chinese descriptions, four of them user-only. */
+const homeTools = join(
+  resolve(dirname(fileURLToPath(import.meta.url)), '../..'),
+  'fixtures/home-tools.json',
 );
 let backend: TestBackend | undefined;
 const children: ChildProcess[] = [];
@@ -269,6 +276,52 @@ describe('xiaozhi-mcp sim', () => {
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((closed) => broker.close(closed));
+    }
+  });
+
+  it('--replica: boards run the replica, their MACs derived from its variant, or from --first-mac', {
+    timeout: 60_000,
+  }, async () => {
+    const target = await TestBackend.start();
+    backend = target;
+    const dir = mkdtempSync(join(tmpdir(), 'xiaozhi-sim-replica-'));
+    try {
+      const replica = join(dir, 'hub.replica.json');
+      const made = await runCli('replica', '--tools', homeTools, '--out', replica);
+      expect(made.code, made.stderr).toBe(0);
+      const sims = [
+        startSim(
+          '--ota-url',
+          target.otaUrl,
+          '--replica',
+          replica,
+          '--count',
+          '2',
+          '--session',
+          'none',
+        ),
+        startSim(
+          '--ota-url',
+          target.otaUrl,
+          '--replica',
+          replica,
+          '--first-mac',
+          'f4:12:fa:20:00:01',
+          '--session',
+          'none',
+        ),
+      ];
+      await otaChecks(target, 3, sims);
+      expect(await stop(sims)).toEqual([130, 130]);
+      expect(target.otaRequests.map((r) => r.headers['device-id']).sort()).toEqual(
+        [simMac('smart-home-hub', 0), simMac('smart-home-hub', 1), 'f4:12:fa:20:00:01'].sort(),
+      );
+      // The replica's identity: its variant and firmware version, as a real board's OTA check says them.
+      for (const request of target.otaRequests)
+        expect(request.headers['user-agent']).toBe('smart-home-hub/2.4.2');
+      expect(sims[0]?.output.stderr).toMatch(/2 smart-home-hub \(replica\) boards against /);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

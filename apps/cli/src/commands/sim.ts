@@ -1,12 +1,22 @@
 import { createHash } from 'node:crypto';
-import { BOARD_PRESETS, type McpProfile, NvsStorage, VirtualBoard } from '@xiaozhi-mcp/device';
+import {
+  BOARD_PRESETS,
+  type McpProfile,
+  NvsStorage,
+  type ReplicaFile,
+  replicaBoardOptions,
+  VirtualBoard,
+} from '@xiaozhi-mcp/device';
 import { ProtocolError, parseFirmwareVersion } from '@xiaozhi-mcp/protocol';
 import { type Command, Option } from 'commander';
-import { CliError, type CliIo, ExitCode, interrupted } from '../io.js';
+import { CliError, type CliIo, checkMac, ExitCode, interrupted, parseMac } from '../io.js';
+import { loadReplica } from './replica.js';
 
 export interface SimOptions {
   otaUrl: string;
   board: string;
+  /** A replica file (`xiaozhi-mcp replica`, hil's `<board>/replica.json`): the boards run it. */
+  replica?: string;
   count: number;
   session: 'auto' | 'none';
   profile: McpProfile;
@@ -32,14 +42,6 @@ function positiveInt(value: string): number {
 }
 
 const ESPRESSIF_OUI = [0xf4, 0x12, 0xfa];
-
-function parseMac(text: string): number[] | undefined {
-  const match =
-    /^([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})[:-]?([0-9a-f]{2})$/i.exec(
-      text.trim(),
-    );
-  return match?.slice(1).map((byte) => Number.parseInt(byte, 16));
-}
 
 /**
  * The MAC of board `index` of a `sim` run: the first board's MAC (`first`, else Espressif's OUI
@@ -75,22 +77,6 @@ export function simUuid(mac: string): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
-/** `--first-mac`: six bytes, unicast (a board's own address never has the group bit). */
-function checkFirstMac(text: string): string {
-  const bytes = parseMac(text);
-  if (bytes === undefined)
-    throw new CliError(
-      `--first-mac must be a MAC such as f4:12:fa:00:00:01, got ${JSON.stringify(text)}`,
-      ExitCode.usage,
-    );
-  if (((bytes[0] ?? 0) & 1) !== 0)
-    throw new CliError(
-      `--first-mac must be a unicast MAC (the first byte even), got ${JSON.stringify(text)}`,
-      ExitCode.usage,
-    );
-  return text;
-}
-
 /** `--fw-version` (or the old `--version`): a version the firmware reads as it is meant. */
 function firmwareVersion(options: SimOptions): string | undefined {
   const { fwVersion, version } = options;
@@ -117,18 +103,30 @@ export async function simCommand(io: CliIo, options: SimOptions): Promise<number
       `--ota-url must be an http:// or https:// URL, got ${JSON.stringify(options.otaUrl)}`,
       ExitCode.usage,
     );
-  if (!(options.board in BOARD_PRESETS)) {
+  if (options.replica === undefined && !(options.board in BOARD_PRESETS)) {
     throw new CliError(
       `unknown board preset ${JSON.stringify(options.board)}; known: ${Object.keys(BOARD_PRESETS).join(', ')}`,
       ExitCode.usage,
     );
   }
   const version = firmwareVersion(options);
-  const firstMac = options.firstMac === undefined ? undefined : checkFirstMac(options.firstMac);
+  const firstMac = options.firstMac === undefined ? undefined : checkMac(options.firstMac);
+  // Read and checked whole before any board starts: a bad file is exit 2 with nothing running.
+  const replica: ReplicaFile | undefined =
+    options.replica === undefined ? undefined : await loadReplica(io, options.replica);
+  const recordedMac =
+    replica?.board.mac === undefined
+      ? undefined
+      : checkMac(replica.board.mac, `${options.replica}: board.mac`);
+  // A replica's boards count up from its own MAC, or from its variant's as a preset's do.
+  const family = replica === undefined ? options.board : replica.board.variant;
+  const name = replica === undefined ? options.board : `${replica.board.variant} (replica)`;
   const boards = Array.from({ length: options.count }, (_, index) => {
-    const mac = simMac(options.board, index, firstMac);
+    const mac = simMac(family, index, firstMac ?? recordedMac);
     return new VirtualBoard({
-      preset: options.board,
+      ...(replica === undefined
+        ? { preset: options.board }
+        : replicaBoardOptions(replica, { mac })),
       mac,
       storage: new NvsStorage({ board: { uuid: simUuid(mac) } }),
       wifi: { ssid: options.ssid, password: 'virtual' },
@@ -162,7 +160,7 @@ export async function simCommand(io: CliIo, options: SimOptions): Promise<number
     board.powerOn();
   }
   io.stderr(
-    `xiaozhi-mcp sim: ${options.count} ${options.board} board${options.count === 1 ? '' : 's'} against ${options.otaUrl}; Ctrl-C to stop\n`,
+    `xiaozhi-mcp sim: ${options.count} ${name} board${options.count === 1 ? '' : 's'} against ${options.otaUrl}; Ctrl-C to stop\n`,
   );
   const signal = await (options.until ?? interrupted());
   for (const timer of timers) clearTimeout(timer);
@@ -187,6 +185,10 @@ export function registerSim(program: Command, io: CliIo, setExit: (code: number)
       `board preset: ${Object.keys(BOARD_PRESETS).join(', ')}`,
       'bread-compact-wifi',
     )
+    .option(
+      '--replica <file>',
+      "run a board's replica (`xiaozhi-mcp replica`, hil's <board>/replica.json) instead of a preset",
+    )
     .option('--count <n>', 'how many boards', positiveInt, 1)
     .option(
       '--session <mode>',
@@ -207,9 +209,14 @@ export function registerSim(program: Command, io: CliIo, setExit: (code: number)
     .addOption(new Option('--version <version>', 'same as --fw-version').hideHelp())
     .option(
       '--first-mac <mac>',
-      "the first board's MAC; the others count up from it (default: derived from the preset, the same every run)",
+      "the first board's MAC; the others count up from it (default: the replica's MAC, else derived from the preset or the replica's variant, the same every run)",
     )
-    .action(async (options: SimOptions) => {
+    .action(async (options: SimOptions, command: Command) => {
+      if (options.replica !== undefined && command.getOptionValueSource('board') === 'cli')
+        throw new CliError(
+          '--replica and --board are exclusive: a replica is its own board',
+          ExitCode.usage,
+        );
       if (options.session !== 'auto' && options.session !== 'none') {
         throw new CliError(
           `--session must be auto or none, got ${JSON.stringify(options.session)}`,
