@@ -43,6 +43,19 @@ type Reader = (result: unknown, resultText: string | undefined) => unknown;
 const SHARED_PAGES = new SharedPages();
 const sharePage: Reader = (result, resultText) => SHARED_PAGES.share(result, resultText);
 
+/**
+ * A new promise's functions, left here by the one shared executor and read at once: no
+ * executor closure (and no context for it) per request.
+ */
+const captured: { resolve: (result: unknown) => void; reject: (error: Error) => void } = {
+  resolve: () => {},
+  reject: () => {},
+};
+const CAPTURE = (resolve: (result: unknown) => void, reject: (error: Error) => void): void => {
+  captured.resolve = resolve;
+  captured.reject = reject;
+};
+
 /** A request in flight: a class, not closures, since every call makes one. */
 class Pending {
   /** Its own deadline; undefined when it runs on the session's reused timer. */
@@ -243,20 +256,15 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       );
     }
     this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
-    let resolve!: (result: unknown) => void;
-    let reject!: (error: Error) => void;
-    const promise = new Promise<unknown>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
+    const promise = new Promise<unknown>(CAPTURE);
     const pending = new Pending(
       this,
       id,
       method,
       timeoutMs,
       performance.now(),
-      resolve,
-      reject,
+      captured.resolve,
+      captured.reject,
       read,
     );
     const onSessionTimer = this.#one === undefined && timeoutMs === this.#callTimeoutMs;
