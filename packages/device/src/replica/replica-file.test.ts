@@ -357,6 +357,27 @@ describe('parseReplica refusals', () => {
     );
   });
 
+  it("an initialize reply that is not the board's", () => {
+    const reply = (name: string) =>
+      `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"${name}","version":"1.0.0"}}}`;
+    expect(() =>
+      parseReplica(
+        edited((f) => {
+          f.initialize = reply('replica');
+        }),
+      ),
+    ).not.toThrow();
+    const error = refusal(() =>
+      parseReplica(
+        edited((f) => {
+          f.initialize = reply('otto-robot');
+        }),
+      ),
+    );
+    expect([error.code, error.field]).toEqual(['REPLICA_INVALID', 'initialize']);
+    expect(error.message).toContain('board.variant is "replica"');
+  });
+
   it('a user-only tool listed before another tool', () => {
     const error = refusal(() =>
       parseReplica(

@@ -321,6 +321,28 @@ function readStrings(raw: unknown, field: string, source: string | undefined): s
 }
 
 /**
+ * A replica board answers `initialize` from its board's variant and firmware version; a recorded
+ * reply naming others would be answered differently, so the two must agree.
+ */
+function checkInitialize(replica: ReplicaFile, source: string | undefined): void {
+  if (replica.initialize === undefined) return;
+  const info = (
+    parsedOrUndefined(replica.initialize) as { result?: { serverInfo?: Json } } | undefined
+  )?.result?.serverInfo;
+  if (!isObject(info)) {
+    invalid('initialize', 'must be an initialize reply with result.serverInfo', source);
+  }
+  const { variant, firmwareVersion } = replica.board;
+  if (info.name !== variant || info.version !== firmwareVersion) {
+    invalid(
+      'initialize',
+      `reports serverInfo ${JSON.stringify(info.name)} ${JSON.stringify(info.version)}, but board.variant is ${JSON.stringify(variant)} and board.firmwareVersion ${JSON.stringify(firmwareVersion)}: a replica board answers initialize with its board's`,
+      source,
+    );
+  }
+}
+
+/**
  * Validates a replica already parsed from JSON: schema version, required fields, no secrets,
  * pages equal to what the firmware's pager produces for the tools. Throws {@link ReplicaError}.
  */
@@ -389,6 +411,7 @@ export function validateReplica(value: unknown, source?: string): ReplicaFile {
     }
   }
   const replica = value as unknown as ReplicaFile;
+  checkInitialize(replica, source);
   checkReplicaPages(replica, source);
   return replica;
 }

@@ -147,10 +147,11 @@ describe('replicaFromTranscript', () => {
     expect(again.connection.upgrade.headers['device-id']).toBe(mac);
   });
 
-  it("takes the identity from the board note, and the caller's over it", async () => {
+  it("takes the identity from the board note, the name and version from initialize, and the caller's over both", async () => {
     const recorded = await recordedSession({
       preset: 'bread-compact-wifi',
       mac: 'f4:12:fa:00:00:07',
+      app: { version: '1.0.0' },
     });
     await drive(recorded.exchange);
     const note = JSON.stringify({
@@ -164,14 +165,22 @@ describe('replicaFromTranscript', () => {
     });
     const jsonl = [note, ...recorded.lines].join('\n');
     const replica = replicaFromTranscript(jsonl, { name: 'desk-1', mac: 'f4:12:fa:00:00:09' });
+    // The variant and version are what the board said in initialize, not what the rig believed.
     expect(replica.board).toMatchObject({
       variant: 'bread-compact-wifi',
-      firmwareVersion: '9.9.9',
+      firmwareVersion: '1.0.0',
       chip: 'esp32c3',
       flashSizeMb: 4,
       name: 'desk-1',
       mac: 'f4:12:fa:00:00:09',
     });
+    expect(replica.initialize).toContain(
+      '"serverInfo":{"name":"bread-compact-wifi","version":"1.0.0"}',
+    );
+    // Renamed by the caller: the recorded initialize reply no longer applies and is left out.
+    const renamed = replicaFromTranscript(jsonl, { firmwareVersion: '3.0.0' });
+    expect(renamed.board.firmwareVersion).toBe('3.0.0');
+    expect(renamed.initialize).toBeUndefined();
   });
 
   it('never copies a secret: calls carrying one are left out, a hello carrying one is dropped', () => {

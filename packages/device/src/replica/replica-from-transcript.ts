@@ -244,8 +244,10 @@ function boardFacts(note: Json | undefined): Partial<ReplicaBoard> {
  * Rebuilds a replica from a transcript: the first session's hello, the first `initialize`
  * reply, the first complete `tools/list` walk of each kind (the tools are read back from its
  * pages), and every answered `tools/call` of a listed tool with arguments the firmware took.
- * The identity is the `board` note's, else the `initialize` reply's (name, version) and the
- * session's device id (MAC); `identity` overrides both. The result passes `parseReplica`.
+ * The identity is the `board` note's, else the session's device id (MAC) and the hello's
+ * protocol version and transport; the variant and firmware version are what the board's
+ * `initialize` reply said, when there is one. `identity` overrides all (a variant or version
+ * other than the recorded reply's leaves that reply out). The result passes `parseReplica`.
  */
 export function replicaFromTranscript(
   jsonl: string,
@@ -299,14 +301,22 @@ export function replicaFromTranscript(
   if (typeof serverInfo.name === 'string') fromInitialize.variant = serverInfo.name;
   if (typeof serverInfo.version === 'string') fromInitialize.firmwareVersion = serverInfo.version;
   const deviceId = sessions.find((s) => s.deviceId !== undefined)?.deviceId;
+  const given = boardFacts(identity as Json);
   const board = {
     ...REPLICA_BOARD_DEFAULTS,
     ...(deviceId === undefined ? {} : { mac: deviceId.toLowerCase() }),
-    ...fromInitialize,
     ...helloFacts(first?.hello),
     ...boardFacts(note),
-    ...boardFacts(identity as Json),
+    // What the board said in initialize is its name and version, whatever the rig believed.
+    ...fromInitialize,
+    ...given,
   } as ReplicaBoard;
+  // A caller renaming the board: the recorded initialize reply no longer applies.
+  const renamed =
+    (given.variant !== undefined && given.variant !== fromInitialize.variant) ||
+    (given.firmwareVersion !== undefined &&
+      given.firmwareVersion !== fromInitialize.firmwareVersion);
+  if (renamed) initialize = undefined;
 
   const replica: ReplicaFile = {
     schemaVersion: REPLICA_SCHEMA_VERSION,

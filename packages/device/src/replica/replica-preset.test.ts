@@ -2,13 +2,15 @@
  * A virtual board made from a replica: its identity, its tools/list pages (the recorded ones,
  * byte for byte), recorded calls answered with the recorded reply bytes, and the fallbacks.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { BoardApi } from '../board-api.js';
+import { McpServer } from '../mcp-server.js';
 import { type DeviceConnection, TestBackend } from '../testing/backend.js';
 import { FAST_TIMING } from '../testing/timing.js';
 import { VirtualBoard } from '../virtual-board.js';
 import { formatReplica, parseReplica, type ReplicaCall, type ReplicaFile } from './replica-file.js';
 import { replicaFromTools } from './replica-from-tools.js';
-import { replicaBoardOptions } from './replica-preset.js';
+import { replicaBoardOptions, replicaPreset } from './replica-preset.js';
 
 let backend: TestBackend | undefined;
 const boards: VirtualBoard[] = [];
@@ -187,5 +189,33 @@ describe('a virtual board from a replica', () => {
         '{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":200}}}',
       ),
     ).toMatch(/^\{"jsonrpc":"2\.0","id":23,"error":\{"message":"[^"]*"\}\}$/);
+  });
+});
+
+describe('a replica tool', () => {
+  it('answers a recorded call after its recorded delay, and others at once', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    try {
+      const server = new McpServer({ board: { name: 'arm-cn', version: '2.0.1' } });
+      const sent: string[] = [];
+      server.setSender((payload) => sent.push(payload));
+      // Only the MCP server is used by a replica's tools: no hardware behind them.
+      replicaPreset(replica()).registerTools(server, {} as BoardApi);
+      server.handlePayload(
+        '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":180,"speed":100}}}',
+      );
+      await vi.advanceTimersByTimeAsync(19);
+      expect(sent).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      await server.idle();
+      expect(sent).toEqual([CALLS[1]?.reply]);
+      server.handlePayload(
+        '{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":1}}}',
+      );
+      await server.idle();
+      expect(sent[1]).toBe('{"jsonrpc":"2.0","id":30,"error":{"message":"Servo "jammed" at 180"}}');
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -5,7 +5,6 @@
  * its recorded delay; any other call with the replica's default for the tool, else the tool's
  * last recorded reply, else `true` (what a firmware callback returning true sends).
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ImageContent,
   type PropertyValue,
@@ -103,7 +102,7 @@ function toolHandler(replica: ReplicaFile, tool: Tool): ToolHandler {
   return async (args) => {
     const call = recorded.get(valuesKey(args.values));
     if (call === undefined) return fallback === undefined ? true : answer(fallback);
-    if (call.delayMs > 0) await sleep(call.delayMs);
+    if (call.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, call.delayMs));
     return answer(replyAnswer(call.reply));
   };
 }
