@@ -4,8 +4,10 @@
  * bounded; a failure names the step and the reason, and the board's console log and protocol
  * transcript are kept whatever happens.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SerialPortStream } from '@serialport/stream';
+import { formatReplica, type ReplicaFile, replicaFromTranscript } from '@xiaozhi-mcp/device';
 import {
   PARTITION_TABLE_MAX_SIZE,
   PARTITION_TABLE_OFFSET,
@@ -112,6 +114,11 @@ export interface BoardRunOptions {
    * than waiting for nobody. Default false.
    */
   readonly attended?: boolean;
+  /**
+   * A board without port that hil runs itself (a replica, `virtual.replica`): started once the
+   * rig has offered the board its transport, so that its first OTA check counts.
+   */
+  readonly startNetworkBoard?: () => void;
 }
 
 export interface RunnerTimeouts {
@@ -381,7 +388,10 @@ export class BoardRunner {
         ? this.#skipSerialSteps()
         : await this.#bringUpOverSerial();
       const ota = await this.#step('ota-check', async () => {
-        if (booted === undefined) this.#offerTransport();
+        if (booted === undefined) {
+          this.#offerTransport();
+          this.#options.startNetworkBoard?.();
+        }
         const check =
           booted === undefined
             ? await this.#waitForNetworkBoard()
@@ -413,6 +423,7 @@ export class BoardRunner {
       });
       this.report.firmwareVersion = record.initialize?.serverInfo.version ?? record.version;
       this.report.variant ??= record.initialize?.serverInfo.name;
+      this.#noteBoard();
       // What `hil compare` diffs between builds (docs/ci.md §1): the tool list and the pages.
       this.report.tools = record.tools.map(({ name, description, inputSchema, userOnly }) => ({
         name,
@@ -471,10 +482,73 @@ export class BoardRunner {
         last !== this.report.firmwareVersion
       )
         this.report.upgradedVersion = last;
+      // Before the transcript closes: a session that failed its checks still reached a session.
+      this.#noteBoard();
       await this.#close();
+      this.#writeReplica();
       this.report.durationMs = performance.now() - started;
     }
     return this.report;
+  }
+
+  /** Whether the board's identity note is in the transcript. */
+  #boardNoted = false;
+
+  /**
+   * The board's identity as the rig knows it once a session opened, for the transcript (so a
+   * replica can be rebuilt from the transcript alone) and the replica: no secrets, only what the
+   * board says of itself (initialize, its OTA check) or the chip said at identify.
+   */
+  #identity(): Partial<ReplicaFile['board']> {
+    const body = this.report.otaRequest;
+    const flashSize = typeof body?.flash_size === 'number' ? body.flash_size : undefined;
+    const chipModel = typeof body?.chip_model_name === 'string' ? body.chip_model_name : undefined;
+    const chip = this.report.chip ?? chipModel ?? this.#options.config.chip;
+    const flashSizeMb =
+      flashSize === undefined
+        ? this.#options.config.virtual?.flashSizeMb
+        : Math.round(flashSize / (1024 * 1024));
+    return {
+      ...(this.report.variant === undefined ? {} : { variant: this.report.variant }),
+      ...(this.report.firmwareVersion === undefined
+        ? {}
+        : { firmwareVersion: this.report.firmwareVersion }),
+      ...(chip === undefined ? {} : { chip: chip.toLowerCase().replace(/-/g, '') }),
+      ...(flashSizeMb === undefined ? {} : { flashSizeMb }),
+      ...(this.report.mac === undefined ? {} : { mac: this.report.mac.toLowerCase() }),
+    };
+  }
+
+  /** The `board` note, once, when the board reached a session. */
+  #noteBoard(): void {
+    const transcript = this.#transcript;
+    if (this.#boardNoted || transcript === undefined || transcript.sessions === 0) return;
+    this.#boardNoted = true;
+    transcript.note('board', this.#identity());
+  }
+
+  /**
+   * `<board>/replica.json` beside the transcript, for a board that reached a session: the board
+   * as it was recorded, which `virtual.replica` and `xiaozhi-mcp sim --replica` run anywhere. A
+   * replica that cannot be built is said, and changes no verdict.
+   */
+  #writeReplica(): void {
+    const transcript = this.#transcript;
+    if (transcript === undefined || transcript.sessions === 0) return;
+    const name = this.#options.config.name;
+    try {
+      const replica = replicaFromTranscript(
+        readFileSync(transcript.path, 'utf8'),
+        this.#identity(),
+      );
+      writeFileSync(join(this.#options.outDir, name, 'replica.json'), formatReplica(replica));
+      this.report.replica = `${name}/replica.json`;
+    } catch (error) {
+      this.#options.reporter.log(
+        name,
+        `no replica.json: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
   }
 
   /**

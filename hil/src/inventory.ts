@@ -9,7 +9,13 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BOARD_PRESETS } from '@xiaozhi-mcp/device';
+import {
+  BOARD_PRESETS,
+  parseReplica,
+  ReplicaError,
+  type ReplicaFile,
+  virtualMac,
+} from '@xiaozhi-mcp/device';
 import type { RegressionName } from '@xiaozhi-mcp/device/testing';
 import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import {
@@ -90,7 +96,18 @@ export interface BoardConfig {
   readonly safeToolTimeoutMs?: number;
   readonly skip?: readonly string[];
   readonly latency?: LatencyConfig;
+  /**
+   * The replica `virtual.replica` names, read and checked when the inventory was read
+   * (loadInventory): not an inventory setting of its own.
+   */
+  readonly replicaFile?: ReplicaFile;
   readonly virtual?: {
+    /**
+     * A replica file (`replica.json`, relative to the inventory file): on a `virtual:<name>`
+     * port, the virtual board runs its tool set with its identity; on a board without port, hil
+     * itself runs it as a network-only virtual board.
+     */
+    readonly replica?: string;
     readonly preset?: 'bread-compact-wifi' | 'otto-robot';
     readonly flashSizeMb?: 4 | 8 | 16;
     /**
@@ -221,6 +238,8 @@ function virtualBoardRefusal(
   index: number,
 ): { message: string; field: string } | undefined {
   if (board.port?.startsWith('virtual:') !== true) return undefined;
+  // A replica is its own board: its tool set stands in, whatever the variant.
+  if (board.virtual?.replica !== undefined) return undefined;
   const known = Object.keys(BOARD_PRESETS);
   const preset = board.virtual?.preset;
   if (preset !== undefined)
@@ -265,10 +284,17 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
       );
     names.add(board.name);
     if (board.virtual !== undefined && board.port?.startsWith('virtual:') !== true) {
-      throw new InventoryError(
-        `${source}: boards[${index}].virtual is only for virtual:<name> ports`,
-        `boards[${index}].virtual`,
-      );
+      // A board without port takes a replica, which hil runs itself: nothing else of `virtual`.
+      const other = Object.keys(board.virtual).find((key) => key !== 'replica');
+      if (board.port !== undefined || other !== undefined)
+        throw new InventoryError(
+          board.port === undefined
+            ? `${source}: boards[${index}].virtual.${other} is only for virtual:<name> ports; a board without port takes only virtual.replica`
+            : `${source}: boards[${index}].virtual is only for virtual:<name> ports and boards without port (virtual.replica)`,
+          board.port === undefined
+            ? `boards[${index}].virtual.${other}`
+            : `boards[${index}].virtual`,
+        );
     }
     const virtualBoard = virtualBoardRefusal(board, index);
     if (virtualBoard !== undefined)
@@ -293,9 +319,13 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
     }
   }
   // A board without port and without deviceId or clientId takes the first device nobody
-  // claims: only one such board can tell which device is whose.
+  // claims: only one such board can tell which device is whose. A replica hil runs is known
+  // by its MAC.
   const anonymous = config.boards.flatMap((board, index) =>
-    board.port === undefined && board.deviceId === undefined && board.clientId === undefined
+    board.port === undefined &&
+    board.deviceId === undefined &&
+    board.clientId === undefined &&
+    board.virtual?.replica === undefined
       ? [index]
       : [],
   );
@@ -325,7 +355,80 @@ export function loadInventory(path: string): RigConfig {
   } catch (error) {
     throw new InventoryError(`${path} is not valid JSON: ${(error as Error).message}`, undefined);
   }
-  return withPathsFrom(parseInventory(value, path), dirname(path));
+  return withReplicas(withPathsFrom(parseInventory(value, path), dirname(path)), path);
+}
+
+/** The chips a virtual board can be (the inventory's `chip`). */
+const VIRTUAL_CHIPS: readonly string[] = [
+  'esp32',
+  'esp32s3',
+  'esp32c3',
+  'esp32c5',
+  'esp32c6',
+  'esp32p4',
+];
+
+/**
+ * Reads each board's `virtual.replica` (bad input, exit 2, before any board is touched: the
+ * message names the file and the replica's field), checks that the inventory's `variant` and
+ * `chip` agree with the replica's, takes them from it where the inventory leaves them out, and
+ * gives a board without port the replica's MAC (its `deviceId`) unless the inventory names one.
+ */
+function withReplicas(config: RigConfig, source: string): RigConfig {
+  return {
+    ...config,
+    boards: config.boards.map((board, index) => {
+      const file = board.virtual?.replica;
+      if (file === undefined) return board;
+      const at = `boards[${index}].virtual.replica`;
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        throw new InventoryError(
+          `${source}: ${at} ${file}: ${code === 'ENOENT' ? 'no such file' : (error as Error).message}`,
+          at,
+        );
+      }
+      let replica: ReplicaFile;
+      try {
+        replica = parseReplica(text, file);
+      } catch (error) {
+        if (!(error instanceof ReplicaError)) throw error;
+        const message = error.message.includes(file) ? error.message : `${file}: ${error.message}`;
+        throw new InventoryError(
+          `${source}: ${at} ${message}${message.includes(error.field) ? '' : ` (${error.field})`}`,
+          `${at}: ${error.field}`,
+        );
+      }
+      const { variant, chip, mac } = replica.board;
+      if (board.variant !== undefined && board.variant !== variant)
+        throw new InventoryError(
+          `${source}: boards[${index}].variant "${board.variant}" is not the replica's: ${file} is a ${variant} (board.variant); leave variant out to take the replica's`,
+          `boards[${index}].variant`,
+        );
+      if (board.chip !== undefined && board.chip !== chip)
+        throw new InventoryError(
+          `${source}: boards[${index}].chip "${board.chip}" is not the replica's: ${file} runs on ${chip} (board.chip); leave chip out to take the replica's`,
+          `boards[${index}].chip`,
+        );
+      if (!VIRTUAL_CHIPS.includes(chip))
+        throw new InventoryError(
+          `${source}: ${at} ${file}: board.chip "${chip}" is not a chip a virtual board can be: ${VIRTUAL_CHIPS.join(', ')}`,
+          `${at}: board.chip`,
+        );
+      const deviceId =
+        board.deviceId ?? (board.port === undefined ? (mac ?? virtualMac(board.name)) : undefined);
+      return {
+        ...board,
+        variant,
+        chip: chip as XiaozhiChipName,
+        ...(deviceId === undefined ? {} : { deviceId }),
+        replicaFile: replica,
+      };
+    }),
+  };
 }
 
 /** The inventory's image paths, which are relative to its file, resolved from its folder. */
@@ -340,11 +443,16 @@ function withPathsFrom(config: RigConfig, folder: string): RigConfig {
             Object.entries(firmware).map(([variant, path]) => [variant, resolve(folder, path)]),
           ),
         }),
-    boards: config.boards.map((board) =>
-      board.firmware === undefined
-        ? board
-        : { ...board, firmware: resolve(folder, board.firmware) },
-    ),
+    boards: config.boards.map((board) => {
+      const replica = board.virtual?.replica;
+      const withReplica =
+        replica === undefined
+          ? board
+          : { ...board, virtual: { ...board.virtual, replica: resolve(folder, replica) } };
+      return board.firmware === undefined
+        ? withReplica
+        : { ...withReplica, firmware: resolve(folder, board.firmware) };
+    }),
   };
 }
 

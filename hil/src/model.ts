@@ -185,6 +185,8 @@ export interface BoardReport {
   /** Paths of the board's artefacts, relative to the output directory. */
   consoleLog?: string;
   transcript?: string;
+  /** The board as recorded (`replica.json`), for a board that reached a session. */
+  replica?: string;
   readonly startedAt: string;
   durationMs: number;
 }

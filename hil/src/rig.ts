@@ -39,6 +39,7 @@ import {
 } from './run-inputs.js';
 import { HIL_VERSION } from './version.js';
 import {
+  networkReplica,
   openVirtual,
   storedVirtualBoard,
   VIRTUAL_RIG_TIMING,
@@ -158,10 +159,14 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
   const boards = selectBoards(rig, options.boards);
   const baselineFile = options.baselinePath ?? DEFAULT_BASELINE_PATH;
   const baseline: Baseline = loadBaseline(baselineFile);
-  const virtual = boards.every((b) => b.port?.startsWith('virtual:') === true);
+  // A replica without port is a virtual board too: hil runs it.
+  const virtual = boards.every(
+    (b) => b.port?.startsWith('virtual:') === true || b.replicaFile !== undefined,
+  );
   const host = options.listen?.host ?? rig.server?.host ?? '127.0.0.1';
   const listenPort = options.listen?.port ?? rig.server?.port ?? 0;
-  const network = boards.find(isNetworkBoard);
+  // A replica hil runs itself is pointed at wherever the backend listens.
+  const network = boards.find((b) => isNetworkBoard(b) && b.replicaFile === undefined);
   if (network !== undefined && listenPort === 0) {
     throw new InventoryError(
       `board ${network.name} has no port: it is met at its OTA check, so hil must listen at a fixed address the device is pointed at: give --listen HOST:PORT (e.g. --listen 0.0.0.0:8000 with server.publicUrl, the address the device reaches) or server.port in the inventory`,
@@ -240,21 +245,34 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
       boards.map(async (config: BoardConfig) => {
         const isVirtual = config.port?.startsWith('virtual:') === true;
         const selector = config.port;
+        // A replica without port: hil runs it, over the network only, until the board's run ends.
+        const replicaBoard =
+          selector === undefined && config.replicaFile !== undefined
+            ? networkReplica(config, config.replicaFile, {
+                ssid: wifi.ssid,
+                password: wifi.password ?? '',
+                otaUrl: server.urls.ota,
+              })
+            : undefined;
         // The virtual rig flashes a virtual firmware image built for each board unless told what to flash.
         const image = images.get(config.name);
         const stored =
           isVirtual && store !== undefined ? storedVirtualBoard(config, store) : undefined;
-        // A stored board keeps its own firmware unless told what to flash.
+        // A stored board keeps its own firmware unless told what to flash. A replica without port
+        // is not flashed, but its build is the one under test: initialize expects its version,
+        // and ota-upgrade offers the next.
         const boardFirmware: FirmwareUnderTest | undefined =
           image === undefined
-            ? isVirtual && stored === undefined
+            ? (isVirtual && stored === undefined) || replicaBoard !== undefined
               ? virtualFirmwareFor(config)
               : undefined
             : underTest(image);
         const runs = boardFirmware?.version ?? stored?.firmware;
         const candidate =
           otaImage ??
-          (isVirtual && runs !== undefined ? virtualCandidateFor(config, runs) : undefined);
+          ((isVirtual || replicaBoard !== undefined) && runs !== undefined
+            ? virtualCandidateFor(config, runs)
+            : undefined);
         // A remote port's notes (connection lost, reconnected) go to the board's lines.
         const notify = (_stream: 'stdout' | 'stderr', text: string) =>
           reporter.log(config.name, text.trim());
@@ -296,13 +314,18 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
           reporter,
           signal,
           attended: options.attended ?? isLiveTerminal(process.stdout, process.env),
+          ...(replicaBoard === undefined ? {} : { startNetworkBoard: () => replicaBoard.start() }),
         });
         // What the report says was flashed: the file, or the image the rig built (a board
         // without a port is not flashed by the rig).
         if (boardFirmware !== undefined && selector !== undefined)
           runner.report.image =
             image?.info ?? imageInfo('virtual firmware built by hil', boardFirmware.image);
-        reports.push(await runner.run());
+        try {
+          reports.push(await runner.run());
+        } finally {
+          replicaBoard?.stop();
+        }
       }),
     );
   } finally {

@@ -20,6 +20,7 @@ export class ConsoleLog {
 /** Follows a device's sessions in the registry and writes their frames as JSON lines. */
 export class Transcript {
   #sessions = new WeakSet<DeviceSession>();
+  #followed = 0;
   readonly #detach: () => void;
 
   constructor(
@@ -45,6 +46,11 @@ export class Transcript {
     );
   }
 
+  /** How many sessions of the device the transcript followed. */
+  get sessions(): number {
+    return this.#followed;
+  }
+
   close(): void {
     this.#detach();
   }
@@ -52,6 +58,7 @@ export class Transcript {
   #follow(session: DeviceSession): void {
     if (this.#sessions.has(session)) return;
     this.#sessions.add(session);
+    this.#followed += 1;
     const sessionId = session.info.sessionId;
     // The device's hello opened the session: it is not one of the session's frames.
     this.note('session', {

@@ -5,10 +5,15 @@
  */
 import {
   type BoardTiming,
+  FlashStorage,
+  type ReplicaFile,
   type ResolvedVirtual,
+  replicaBoardOptions,
+  VirtualBoard,
   VirtualBoardStore,
   type VirtualBus,
   type VirtualPortListing,
+  virtualPort,
 } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { placeImage, Rfc2217Server, resolvePort } from '@xiaozhi-mcp/serial';
@@ -43,6 +48,7 @@ function factoryFlashFor(config: BoardConfig): Uint8Array {
  * board on `reset: none`.
  */
 export function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
+  if (config.replicaFile !== undefined) return plugReplica(bus, config, config.replicaFile);
   const port = bus.plug(
     {
       preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
@@ -71,6 +77,106 @@ export function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
     ...port,
     pressBoot: () => port.board.click(),
     pressReset: (options) => bus.binding.pressReset(port.device, options),
+  };
+}
+
+/** Replica boards plugged so far: each its own path on the bus. */
+let replicasPlugged = 0;
+
+/**
+ * A `virtual:<name>` board with `virtual.replica`: the virtual board (serial port, flash, ROM,
+ * console) running the replica's tool set with its identity, plugged into the rig's bus holding
+ * its factory flash, as {@link plugVirtual}'s boards are; its MAC the inventory's `deviceId`,
+ * else the replica's.
+ */
+function plugReplica(bus: VirtualBus, config: BoardConfig, replica: ReplicaFile): RigPort {
+  const options = replicaBoardOptions(
+    replica,
+    config.deviceId === undefined ? {} : { mac: config.deviceId.toLowerCase() },
+  );
+  const { unplugOnCall, ...faults } = config.virtual?.faults ?? {};
+  const flash = new FlashStorage({
+    size: (config.virtual?.flashSizeMb ?? options.preset.flashSizeMb) * 1024 * 1024,
+  });
+  flash.write(0, factoryFlashFor(config));
+  const board = new VirtualBoard({
+    ...options,
+    flash,
+    timing: VIRTUAL_RIG_TIMING,
+    ...(config.virtual?.faults === undefined ? {} : { faults }),
+    silicon: {
+      ...(config.virtual?.secureBoot === true ? { secureBoot: true } : {}),
+      ...(config.virtual?.flashEncryption === true ? { flashEncryption: true } : {}),
+    },
+  });
+  const native = config.virtual?.usb === 'native';
+  const device = native
+    ? bus.binding.attach(board, {
+        usbJtag: true,
+        reenumerateMs: config.virtual?.reenumerateMs ?? 250,
+      })
+    : bus.binding.attach(board, { path: `/dev/ttyVIRTR${replicasPlugged++}` });
+  if (unplugOnCall !== undefined)
+    board.on('tool-call', (name) => {
+      if (name === unplugOnCall && device.plugged) bus.binding.unplug(device.path);
+    });
+  board.powerOn();
+  const port = virtualPort(bus.binding, device, `virtual:${config.name}`, () => {});
+  return {
+    ...port,
+    pressBoot: () => board.click(),
+    pressReset: (pressed) => bus.binding.pressReset(device, pressed),
+  };
+}
+
+/**
+ * A board without port with `virtual.replica`: hil runs the replica itself as a network-only
+ * virtual board, provisioned in memory with the rig's Wi-Fi and OTA URL, its MAC the board's
+ * `deviceId` (the replica's, unless the inventory names another), opening a session whenever it
+ * is idle, as `xiaozhi-mcp sim --session auto` does (a person pressing BOOT). `start` powers it
+ * on; `stop` powers it off for good.
+ */
+export function networkReplica(
+  config: BoardConfig,
+  replica: ReplicaFile,
+  rig: { readonly ssid: string; readonly password: string; readonly otaUrl: string },
+): { readonly board: VirtualBoard; start(): void; stop(): void } {
+  const board = new VirtualBoard({
+    ...replicaBoardOptions(
+      replica,
+      config.deviceId === undefined ? {} : { mac: config.deviceId.toLowerCase() },
+    ),
+    wifi: { ssid: rig.ssid, password: rig.password },
+    otaUrl: rig.otaUrl,
+    timing: VIRTUAL_RIG_TIMING,
+  });
+  const timers = new Set<NodeJS.Timeout>();
+  let stopped = false;
+  let delay = 250;
+  board.on('session', () => {
+    delay = 250;
+  });
+  board.on('state', (state) => {
+    // Over MQTT MCP needs no session (docs/protocol.md §5): no clicks.
+    if (stopped || state !== 'idle' || board.transport === 'mqtt') return;
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      if (!stopped && board.state === 'idle') board.click();
+    }, delay);
+    timers.add(timer);
+    // Backing off while sessions fail, as a person would.
+    delay = Math.min(delay * 2, 5_000);
+  });
+  return {
+    board,
+    start: () => {
+      if (!stopped) board.powerOn();
+    },
+    stop: () => {
+      stopped = true;
+      for (const timer of timers) clearTimeout(timer);
+      board.powerOff();
+    },
   };
 }
 
@@ -160,6 +266,7 @@ export async function openVirtual(
 
 /** What a stored board's own file says, which the inventory's `virtual` settings cannot change. */
 const STORED_SETTINGS = [
+  'replica',
   'preset',
   'flashSizeMb',
   'secureBoot',
@@ -238,11 +345,14 @@ function nextVersion(version: string): string {
   return parts.join('.');
 }
 
-/** The virtual firmware the rig flashes into a virtual board when not told what to flash. */
+/**
+ * The virtual firmware the rig flashes into a virtual board when not told what to flash: for a
+ * replica, of the replica's firmware version, so `initialize.version` holds the board to it.
+ */
 export function virtualFirmwareFor(config: BoardConfig): FirmwareUnderTest & { app: Uint8Array } {
   const built = buildVirtualFirmware({
     chip: config.chip ?? 'esp32s3',
-    version: '2.4.2',
+    version: config.replicaFile?.board.firmwareVersion ?? '2.4.2',
     board: config.variant ?? config.virtual?.preset ?? 'bread-compact-wifi',
   });
   return {

@@ -419,6 +419,7 @@ function boardCard(board: BoardReport, index: number): string {
     board.transcript === undefined
       ? ''
       : `<a href="${h(artefactHref(board.transcript))}">transcript</a>`,
+    board.replica === undefined ? '' : `<a href="${h(artefactHref(board.replica))}">replica</a>`,
   ].filter((l) => l !== '');
   const status = board.status === 'rig-failed' ? 'rig failed' : board.status;
   const failure =

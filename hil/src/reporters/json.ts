@@ -53,6 +53,7 @@ const BOARD: Shape = {
     'durationMs',
     'consoleLog',
     'transcript',
+    'replica',
     'steps',
     'checks',
     'latency',

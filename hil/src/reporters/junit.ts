@@ -191,6 +191,7 @@ function testsuite(board: BoardReport, report: RunReport): { xml: string; counts
     ]),
     ['consoleLog', board.consoleLog],
     ['transcript', board.transcript],
+    ['replica', board.replica],
     ...runProperties(report),
     ['host', report.host?.hostname],
     ['host.os', report.host?.os],
