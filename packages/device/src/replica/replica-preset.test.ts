@@ -2,6 +2,7 @@
  * A virtual board made from a replica: its identity, its tools/list pages (the recorded ones,
  * byte for byte), recorded calls answered with the recorded reply bytes, and the fallbacks.
  */
+import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BoardApi } from '../board-api.js';
 import { McpServer } from '../mcp-server.js';
@@ -189,6 +190,32 @@ describe('a virtual board from a replica', () => {
         '{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":200}}}',
       ),
     ).toMatch(/^\{"jsonrpc":"2\.0","id":23,"error":\{"message":"[^"]*"\}\}$/);
+  });
+});
+
+describe("the firmware's board actions", () => {
+  it('self.reboot reboots a replica board, its reply lost as on the firmware', async () => {
+    const r = replicaFromTools(
+      JSON.stringify({
+        tools: [
+          { name: 'self.ping', description: 'Ping' },
+          { name: 'self.reboot', description: 'Restarts the device.', user_only: true },
+        ],
+      }),
+    );
+    const { board, connection } = await connect(r);
+    const boots: number[] = [];
+    board.on('boot', (_reason, count) => boots.push(count));
+    connection.sendPayload(
+      '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"self.reboot","arguments":{}}}',
+    );
+    await until(() => boots.length > 0 && connection.closeCode !== undefined, {
+      what: 'the reboot',
+    });
+    expect(connection.mcpPayloads.some((p) => p.startsWith('{"jsonrpc":"2.0","id":5,'))).toBe(
+      false,
+    );
+    await board.waitForState('idle', 20_000);
   });
 });
 

@@ -4,6 +4,7 @@
  * firmware's own. A tool answers a call with recorded arguments with its recorded reply after
  * its recorded delay; any other call with the replica's default for the tool, else the tool's
  * last recorded reply, else `true` (what a firmware callback returning true sends).
+ * `self.reboot` and `self.upgrade_firmware` do what the firmware's do to the board.
  */
 import {
   ImageContent,
@@ -13,7 +14,7 @@ import {
   type ToolReturn,
   validateArgumentValues,
 } from '@xiaozhi-mcp/protocol';
-import type { BoardPreset, ChipModel } from '../board-api.js';
+import type { BoardApi, BoardPreset, ChipModel } from '../board-api.js';
 import type { ToolHandler } from '../mcp-server.js';
 import type { ReplicaCall, ReplicaFile } from './replica-file.js';
 
@@ -107,6 +108,36 @@ function toolHandler(replica: ReplicaFile, tool: Tool): ToolHandler {
   };
 }
 
+/**
+ * The firmware's tools that act on the board itself keep their effect on a replica board: a
+ * recording holds no reply of theirs (the board rebooted first), and a rig's reboot and OTA
+ * checks need the board to do it.
+ */
+const BOARD_ACTIONS: Record<string, (board: BoardApi) => ToolHandler> = {
+  'self.reboot': (board) => () => {
+    // Queued ahead of this call's reply, so the reply is lost, as on the firmware.
+    board.schedule(() => {
+      board.log('W', 'MCP', 'User requested reboot');
+      board.reboot();
+    });
+    return true;
+  },
+  'self.upgrade_firmware': (board) => (args) => {
+    const url = args.values.get('url');
+    board.schedule(async () => {
+      board.log('I', 'MCP', `User requested firmware upgrade from URL: ${String(url)}`);
+      let ok = false;
+      try {
+        ok = typeof url === 'string' && (await board.upgradeFirmware(url));
+      } catch (error) {
+        board.log('E', 'MCP', `Firmware upgrade error: ${String(error)}`);
+      }
+      if (!ok) board.log('E', 'MCP', 'Failed to upgrade firmware');
+    });
+    return true;
+  },
+};
+
 /** A board preset running the replica's tools; `new VirtualBoard({ preset })` boots it. */
 export function replicaPreset(replica: ReplicaFile): BoardPreset {
   const entries = parseToolSet(replica.tools);
@@ -125,10 +156,11 @@ export function replicaPreset(replica: ReplicaFile): BoardPreset {
       battery: undefined,
       extra: {},
     }),
-    registerTools: (server) => {
+    registerTools: (server, board) => {
       for (const { tool } of entries) {
         const { name, description, properties } = tool;
-        const handler = toolHandler(replica, tool);
+        const action = Object.hasOwn(BOARD_ACTIONS, name) ? BOARD_ACTIONS[name] : undefined;
+        const handler = action === undefined ? toolHandler(replica, tool) : action(board);
         if (tool.userOnly) server.addUserOnlyTool({ name, description, properties }, handler);
         else server.addTool({ name, description, properties }, handler);
       }
