@@ -310,6 +310,18 @@ describe('parseReplica refusals', () => {
       ),
     );
     expect([error.code, error.field]).toEqual(['REPLICA_SECRET', 'hello.token']);
+    const reply = `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":${JSON.stringify('{"wifi":{"ssid":"rig","passwd":"x"}}')}}],"isError":false}}`;
+    error = refusal(() =>
+      parseReplica(
+        edited((f) => {
+          f.calls = [{ tool: 'self.lamp.set', arguments: { on: true }, reply, delayMs: 0 }];
+        }),
+      ),
+    );
+    expect([error.code, error.field]).toEqual([
+      'REPLICA_SECRET',
+      'calls[0].reply.result.content[0].text.wifi.passwd',
+    ]);
   });
 
   it('a tool property named password is a schema, not a secret', () => {

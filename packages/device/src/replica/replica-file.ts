@@ -100,14 +100,12 @@ function where(source: string | undefined): string {
 
 // Keys that name a credential. Tool property names are values (`name`), so a tool may
 // declare a `password` property; only a recorded value under such a key is refused.
-const SECRET_KEY = /token|passw(or)?d|pwd|secret|activation_?key|authori[sz]ation|api_?key/;
+// Read with case and separators removed: `access_token`, `Activation-Key`, `wifiPassword`.
+const SECRET_KEY = /token|password|passwd|pwd|secret|activationkey|authori[sz]ation|apikey/;
 
 /** True when a key names a secret (token, password, activation key, authorization...). */
 export function isSecretKey(key: string): boolean {
-  return (
-    SECRET_KEY.test(key.toLowerCase().replace(/[\s-]/g, '_').replace(/_+/g, '_')) ||
-    SECRET_KEY.test(key.toLowerCase().replace(/[^a-z]/g, ''))
-  );
+  return SECRET_KEY.test(key.toLowerCase().replace(/[^a-z]/g, ''));
 }
 
 function secretPath(value: unknown, path: string): string | undefined {
@@ -160,8 +158,20 @@ export function findReplicaSecret(file: Json): string | undefined {
       found = secretPath(call.arguments, `calls[${i}].arguments`);
       if (found !== undefined) return found;
       if (typeof call.reply === 'string') {
-        found = secretPath(parsedOrUndefined(call.reply), `calls[${i}].reply`);
+        const reply = parsedOrUndefined(call.reply);
+        found = secretPath(reply, `calls[${i}].reply`);
         if (found !== undefined) return found;
+        // A tool's text is often JSON of its own (a status, a configuration): read it too.
+        const content = (reply as { result?: { content?: unknown } } | undefined)?.result?.content;
+        for (const [j, item] of (Array.isArray(content) ? content : []).entries()) {
+          const text = isObject(item) && typeof item.text === 'string' ? item.text : undefined;
+          if (text === undefined) continue;
+          found = secretPath(
+            parsedOrUndefined(text),
+            `calls[${i}].reply.result.content[${j}].text`,
+          );
+          if (found !== undefined) return found;
+        }
       }
     }
   }
