@@ -9,7 +9,7 @@ import {
   parseToolSet,
   type Tool,
 } from '@xiaozhi-mcp/protocol';
-import { ReplicaError, type ReplicaFile, type ReplicaTool } from './replica-file.js';
+import { ReplicaError, type ReplicaFile, type ReplicaTool } from './replica-types.js';
 
 /** The replica's tools as the firmware's tool model, in listing order. */
 export function replicaTools(tools: readonly ReplicaTool[]): Tool[] {
