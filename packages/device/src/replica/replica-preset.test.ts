@@ -220,6 +220,74 @@ describe("the firmware's board actions", () => {
 });
 
 describe('a replica tool', () => {
+  it('answers the n-th call with the same values with the n-th recorded reply, then the last', async () => {
+    const status = (id: number, volume: number) =>
+      `{"jsonrpc":"2.0","id":${id},"result":{"content":[{"type":"text","text":"{\\"volume\\":${volume}}"}],"isError":false}}`;
+    const r = replicaFromTools(
+      JSON.stringify({
+        tools: [
+          { name: 'self.status', description: 'Status' },
+          {
+            name: 'self.set_volume',
+            description: 'Volume',
+            properties: [{ name: 'volume', type: 'integer', min: 0, max: 100 }],
+          },
+        ],
+      }),
+    );
+    r.calls = [
+      { tool: 'self.status', arguments: {}, reply: status(1, 70), delayMs: 0 },
+      {
+        tool: 'self.set_volume',
+        arguments: { volume: 50 },
+        reply:
+          '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"true"}],"isError":false}}',
+        delayMs: 0,
+      },
+      { tool: 'self.status', arguments: {}, reply: status(3, 50), delayMs: 0 },
+    ];
+    const preset = replicaPreset(parseReplica(formatReplica(r)));
+    const storage = {};
+    const run = async (
+      server: McpServer,
+      sent: string[],
+      id: number,
+      name: string,
+      args: object,
+    ) => {
+      server.handlePayload(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id,
+          method: 'tools/call',
+          params: { name, arguments: args },
+        }),
+      );
+      await server.idle();
+      return sent.at(-1);
+    };
+    const boot = () => {
+      const server = new McpServer({ board: { name: 'replica', version: '1.0.0' } });
+      const sent: string[] = [];
+      server.setSender((payload) => sent.push(payload));
+      preset.registerTools(server, { storage } as unknown as BoardApi);
+      return { server, sent };
+    };
+    const first = boot();
+    expect(await run(first.server, first.sent, 1, 'self.status', {})).toBe(status(1, 70));
+    await run(first.server, first.sent, 2, 'self.set_volume', { volume: 50 });
+    // Counted per board across its reboots: a new MCP server on the same board goes on.
+    const second = boot();
+    expect(await run(second.server, second.sent, 3, 'self.status', {})).toBe(status(3, 50));
+    expect(await run(second.server, second.sent, 4, 'self.status', {})).toBe(status(4, 50));
+    // Another board from the same replica replays from the start.
+    const server = new McpServer({ board: { name: 'replica', version: '1.0.0' } });
+    const sent: string[] = [];
+    server.setSender((payload) => sent.push(payload));
+    preset.registerTools(server, { storage: {} } as unknown as BoardApi);
+    expect(await run(server, sent, 1, 'self.status', {})).toBe(status(1, 70));
+  });
+
   it('answers a recorded call after its recorded delay, and others at once', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     try {
@@ -227,7 +295,7 @@ describe('a replica tool', () => {
       const sent: string[] = [];
       server.setSender((payload) => sent.push(payload));
       // Only the MCP server is used by a replica's tools: no hardware behind them.
-      replicaPreset(replica()).registerTools(server, {} as BoardApi);
+      replicaPreset(replica()).registerTools(server, { storage: {} } as unknown as BoardApi);
       server.handlePayload(
         '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":180,"speed":100}}}',
       );

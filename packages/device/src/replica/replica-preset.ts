@@ -79,8 +79,15 @@ function answer(result: Answer): ToolReturn {
   return result.value ?? true;
 }
 
-function toolHandler(replica: ReplicaFile, tool: Tool): ToolHandler {
-  const recorded = new Map<string, ReplicaCall>();
+/**
+ * How many calls of each tool and values a board has answered: the n-th call with recorded
+ * values answers the n-th recorded reply for them (the last one once they run out), so a
+ * sequence replayed (set the volume, read it back) reads what the recorded board said.
+ */
+type CallCounts = Map<string, number>;
+
+function toolHandler(replica: ReplicaFile, tool: Tool, counts: CallCounts): ToolHandler {
+  const recorded = new Map<string, ReplicaCall[]>();
   let last: ReplicaCall | undefined;
   for (const call of replica.calls ?? []) {
     if (call.tool !== tool.name) continue;
@@ -88,7 +95,9 @@ function toolHandler(replica: ReplicaFile, tool: Tool): ToolHandler {
     const outcome = validateArgumentValues(tool, call.arguments);
     if (!outcome.ok) continue;
     const key = valuesKey(outcome.values);
-    if (!recorded.has(key)) recorded.set(key, call);
+    const calls = recorded.get(key);
+    if (calls === undefined) recorded.set(key, [call]);
+    else calls.push(call);
     last = call;
   }
   const stated = replica.defaults?.[tool.name];
@@ -101,8 +110,13 @@ function toolHandler(replica: ReplicaFile, tool: Tool): ToolHandler {
         ? replyAnswer(last.reply)
         : undefined;
   return async (args) => {
-    const call = recorded.get(valuesKey(args.values));
-    if (call === undefined) return fallback === undefined ? true : answer(fallback);
+    const key = valuesKey(args.values);
+    const calls = recorded.get(key);
+    if (calls === undefined) return fallback === undefined ? true : answer(fallback);
+    const counted = `${tool.name}\u0000${key}`;
+    const n = counts.get(counted) ?? 0;
+    counts.set(counted, n + 1);
+    const call = calls[Math.min(n, calls.length - 1)] as ReplicaCall;
     if (call.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, call.delayMs));
     return answer(replyAnswer(call.reply));
   };
@@ -141,6 +155,7 @@ const BOARD_ACTIONS: Record<string, (board: BoardApi) => ToolHandler> = {
 /** A board preset running the replica's tools; `new VirtualBoard({ preset })` boots it. */
 export function replicaPreset(replica: ReplicaFile): BoardPreset {
   const entries = parseToolSet(replica.tools);
+  const callCounts = new WeakMap<object, CallCounts>();
   return {
     name: replica.board.variant,
     chip: replica.board.chip as ChipModel,
@@ -157,10 +172,17 @@ export function replicaPreset(replica: ReplicaFile): BoardPreset {
       extra: {},
     }),
     registerTools: (server, board) => {
+      // Counted per board across its reboots (its NVS storage outlives them), not per preset:
+      // boards started from one replica each replay the recording on their own.
+      let counts = callCounts.get(board.storage);
+      if (counts === undefined) {
+        counts = new Map();
+        callCounts.set(board.storage, counts);
+      }
       for (const { tool } of entries) {
         const { name, description, properties } = tool;
         const action = Object.hasOwn(BOARD_ACTIONS, name) ? BOARD_ACTIONS[name] : undefined;
-        const handler = action === undefined ? toolHandler(replica, tool) : action(board);
+        const handler = action === undefined ? toolHandler(replica, tool, counts) : action(board);
         if (tool.userOnly) server.addUserOnlyTool({ name, description, properties }, handler);
         else server.addTool({ name, description, properties }, handler);
       }
