@@ -289,7 +289,7 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
       if (board.port !== undefined || other !== undefined)
         throw new InventoryError(
           board.port === undefined
-            ? `${source}: boards[${index}].virtual.${other} is only for virtual:<name> ports; a board without port takes only virtual.replica`
+            ? `${source}: boards[${index}].virtual is only for virtual:<name> ports: a board without port takes only virtual.replica, not virtual.${other}`
             : `${source}: boards[${index}].virtual is only for virtual:<name> ports and boards without port (virtual.replica)`,
           board.port === undefined
             ? `boards[${index}].virtual.${other}`
