@@ -237,6 +237,34 @@ describe('a replica recorded by hil run', () => {
     },
   );
 
+  it("that cannot be built is said, and the verdict stays the checks' own", async () => {
+    // The session opens, but initialize has no serverInfo: no tools/list walk to rebuild from.
+    const out = join(dir, 'no-walk');
+    const run = await hil(
+      'run',
+      '--config',
+      inventory('no-walk', {
+        port: 'virtual:no-walk',
+        variant: 'otto-robot',
+        session: 'boot-click',
+        virtual: { preset: 'otto-robot', faults: { initializeWithout: ['serverInfo'] } },
+      }),
+      '--out',
+      out,
+    );
+    expect(run.output).toMatch(/\[otto-robot\] no replica\.json: /);
+    const report = reportOf(out);
+    const board = ottoOf(report);
+    // A check failed (exit 1), as without replicas: not a rig failure.
+    expect(run.code).toBe(1);
+    expect(report.exitCode).toBe(1);
+    expect(board.status).toBe('failed');
+    expect(board.failure).toBeUndefined();
+    expect(board.checks.find((c) => c.id === 'session.initialize')?.status).toBe('failed');
+    expect(board.replica).toBeUndefined();
+    expect(existsSync(join(out, 'otto-robot', 'replica.json'))).toBe(false);
+  });
+
   it('is not written for a board that never reached a session', async () => {
     const out = join(dir, 'panicky');
     const run = await hil(
