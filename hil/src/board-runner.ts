@@ -115,10 +115,11 @@ export interface BoardRunOptions {
    */
   readonly attended?: boolean;
   /**
-   * A board without port that hil runs itself (a replica, `virtual.replica`): started once the
-   * rig has offered the board its transport, so that its first OTA check counts.
+   * A board without port that hil runs itself (a replica, `virtual.replica`): `start`ed once the
+   * rig has offered the board its transport, so that its first OTA check counts; `pressBoot` is
+   * hil's hand on its BOOT button (the `audio` suite's click).
    */
-  readonly startNetworkBoard?: () => void;
+  readonly networkBoard?: { readonly start: () => void; readonly pressBoot: () => void };
 }
 
 export interface RunnerTimeouts {
@@ -390,7 +391,7 @@ export class BoardRunner {
       const ota = await this.#step('ota-check', async () => {
         if (booted === undefined) {
           this.#offerTransport();
-          this.#options.startNetworkBoard?.();
+          this.#options.networkBoard?.start();
         }
         const check =
           booted === undefined
@@ -1316,6 +1317,14 @@ export class BoardRunner {
   /** A BOOT click the rig can give this board (the `audio` suite's), or why it cannot. */
   #bootButton(): BootButton {
     const { config, reporter } = this.#options;
+    const hand = this.#options.networkBoard;
+    if (isNetworkBoard(config) && hand !== undefined)
+      return {
+        press: async () => {
+          reporter.log(config.name, 'hil presses BOOT on the replica it runs');
+          hand.pressBoot();
+        },
+      };
     if (isNetworkBoard(config))
       return { unavailable: 'no serial port: nothing here can press its BOOT button' };
     const native = isNativeUsb(config, this.#port?.info.kind);

@@ -305,7 +305,13 @@ export function parseInventory(value: unknown, source = 'hil.config.json'): RigC
         `boards[${index}].virtual.reenumerateMs`,
       );
     }
-    if (board.port === undefined && board.session === 'mqtt' && board.deviceId === undefined) {
+    // A replica hil runs gives its MAC (loadInventory's withReplicas).
+    if (
+      board.port === undefined &&
+      board.session === 'mqtt' &&
+      board.deviceId === undefined &&
+      board.virtual?.replica === undefined
+    ) {
       throw new InventoryError(
         `${source}: boards[${index}].session mqtt needs the board's MAC before its OTA check (our reply offers MQTT by Device-Id): give its deviceId (aa:bb:cc:dd:ee:ff)`,
         `boards[${index}].deviceId`,

@@ -64,7 +64,8 @@ describe('a replica recorded by hil run', () => {
   let recordedReport: RunReport;
 
   beforeAll(async () => {
-    const run = await hil('run', '--board', 'otto-robot', '--out', recorded);
+    // Both boards: otto-robot over WebSocket, bread-compact-wifi over MQTT.
+    const run = await hil('run', '--out', recorded);
     expect(run.code, run.output).toBe(0);
     recordedReport = reportOf(recorded);
   }, 120_000);
@@ -135,6 +136,35 @@ describe('a replica recorded by hil run', () => {
     const rest = (b: BoardReport) =>
       stepsOf(b).filter((s) => !HARDWARE_STEPS.includes(s.split(' ')[0] ?? ''));
     expect(rest(board)).toEqual(rest(base));
+    expect(run.code, run.output).toBe(0);
+  }, 120_000);
+
+  it('of a board over MQTT passes hil run as a board without port on MQTT, audio uplink included', async () => {
+    const bread = DEFAULT_VIRTUAL_RIG.boards.find((b) => b.name === 'bread-compact-wifi');
+    const config = join(dir, 'bread.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        latency: DEFAULT_VIRTUAL_RIG.latency,
+        boards: [
+          {
+            name: 'bread-compact-wifi',
+            session: 'mqtt',
+            expectedTools: bread?.expectedTools,
+            virtual: { replica: join(recorded, 'bread-compact-wifi', 'replica.json') },
+          },
+        ],
+      }),
+    );
+    const out = join(dir, 'bread');
+    const run = await hil('run', '--config', config, '--out', out);
+    const board = reportOf(out).boards[0];
+    const base = recordedReport.boards.find((b) => b.name === 'bread-compact-wifi');
+    expect(board?.transport).toBe('mqtt');
+    expect(board?.mac).toBe(base?.mac);
+    // hil has a hand on the replica it runs: the audio suite's click opens its UDP session.
+    expect(board?.checks.find((c) => c.id === 'audio.uplink')?.status).toBe('passed');
+    expect(board && checksOf(board)).toEqual(base && checksOf(base));
     expect(run.code, run.output).toBe(0);
   }, 120_000);
 

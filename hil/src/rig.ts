@@ -314,7 +314,14 @@ export async function runRig(options: RigRunOptions): Promise<RunReport> {
           reporter,
           signal,
           attended: options.attended ?? isLiveTerminal(process.stdout, process.env),
-          ...(replicaBoard === undefined ? {} : { startNetworkBoard: () => replicaBoard.start() }),
+          ...(replicaBoard === undefined
+            ? {}
+            : {
+                networkBoard: {
+                  start: () => replicaBoard.start(),
+                  pressBoot: () => replicaBoard.board.click(),
+                },
+              }),
         });
         // What the report says was flashed: the file, or the image the rig built (a board
         // without a port is not flashed by the rig).
