@@ -381,6 +381,19 @@ const VIRTUAL_CHIPS: readonly string[] = [
  * gives a board without port the replica's MAC (its `deviceId`) unless the inventory names one.
  */
 function withReplicas(config: RigConfig, source: string): RigConfig {
+  // Two boards of a rig with one MAC could not be told apart at the backend.
+  const macs = new Map<string, number>();
+  const claim = (mac: string | undefined, index: number) => {
+    if (mac === undefined) return;
+    const other = macs.get(mac.toLowerCase());
+    if (other !== undefined)
+      throw new InventoryError(
+        `${source}: boards[${index}] would have the MAC ${mac.toLowerCase()} of boards[${other}] (a replica's): give one of them its own deviceId`,
+        `boards[${index}].deviceId`,
+      );
+    macs.set(mac.toLowerCase(), index);
+  };
+  for (const [index, board] of config.boards.entries()) claim(board.deviceId, index);
   return {
     ...config,
     boards: config.boards.map((board, index) => {
@@ -426,6 +439,8 @@ function withReplicas(config: RigConfig, source: string): RigConfig {
         );
       const deviceId =
         board.deviceId ?? (board.port === undefined ? (mac ?? virtualMac(board.name)) : undefined);
+      // The MAC the board will have: its deviceId, else the replica's.
+      if (board.deviceId === undefined) claim(deviceId ?? mac, index);
       return {
         ...board,
         variant,

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { hil } from './hil-main.test-helper.js';
-import { DEFAULT_VIRTUAL_RIG } from './inventory.js';
+import { DEFAULT_VIRTUAL_RIG, InventoryError, loadInventory } from './inventory.js';
 import type { BoardReport, ComparisonFinding, RunReport } from './model.js';
 
 /**
@@ -266,6 +266,41 @@ describe('a replica recorded by hil run', () => {
       expect(existsSync(join(out, 'report.json'))).toBe(false);
     },
   );
+
+  it('is read with the inventory: its identity fills in the board, one MAC per board, a missing file named', () => {
+    const twice = join(dir, 'twice.json');
+    const boards: Record<string, unknown>[] = [
+      { name: 'far', virtual: { replica: replicaPath } },
+      { name: 'near', port: 'virtual:near', virtual: { replica: replicaPath } },
+    ];
+    writeFileSync(twice, JSON.stringify({ boards }));
+    expect(() => loadInventory(twice)).toThrow(
+      expect.objectContaining({
+        name: 'InventoryError',
+        field: 'boards[1].deviceId',
+        message: expect.stringContaining('give one of them its own deviceId'),
+      }),
+    );
+    boards[1] = { ...boards[1], deviceId: 'f4:12:fa:00:00:02' };
+    writeFileSync(twice, JSON.stringify({ boards }));
+    const rig = loadInventory(twice);
+    const mac = ottoOf(recordedReport).mac;
+    expect(rig.boards.map((b) => [b.variant, b.chip, b.deviceId])).toEqual([
+      ['otto-robot', 'esp32s3', mac],
+      ['otto-robot', 'esp32s3', 'f4:12:fa:00:00:02'],
+    ]);
+    const missing = join(dir, 'missing.json');
+    writeFileSync(
+      missing,
+      JSON.stringify({ boards: [{ name: 'x', virtual: { replica: 'nope.json' } }] }),
+    );
+    expect(() => loadInventory(missing)).toThrow(
+      new InventoryError(
+        `${missing}: boards[0].virtual.replica ${join(dir, 'nope.json')}: no such file`,
+        'boards[0].virtual.replica',
+      ),
+    );
+  });
 
   it("that cannot be built is said, and the verdict stays the checks' own", async () => {
     // The session opens, but initialize has no serverInfo: no tools/list walk to rebuild from.
