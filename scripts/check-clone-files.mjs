@@ -141,7 +141,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
         files.set(path, { path, gitIgnored: !inventory.includes('/') });
       }
       for (const output of outputs) {
-        const path = `${base}${output}/report.json`;
+        // `--out X.json` is a file (a replica), any other `--out` a folder of reports.
+        const path = output.endsWith('.json') ? `${base}${output}` : `${base}${output}/report.json`;
         files.set(path, { path, gitIgnored: true });
       }
     }
