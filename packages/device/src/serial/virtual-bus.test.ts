@@ -14,6 +14,8 @@ import {
 import { until } from '@xiaozhi-mcp/test-kit';
 import { ESPLoader, Transport } from 'esptool-js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { replicaFromTools } from '../replica/replica-from-tools.js';
+import { replicaBoardOptions } from '../replica/replica-preset.js';
 import { FAST_TIMING } from '../testing/timing.js';
 import type { BoardTiming } from '../virtual-board.js';
 import { DEFAULT_REENUMERATE_MS } from './usb-device.js';
@@ -308,5 +310,41 @@ describe('what a plugged board holds', () => {
     expect(port.board.flash?.read(0x8000, 2)).toEqual(new Uint8Array([0xaa, 0x50]));
     await booted;
     expect(port.board.bootCount).toBe(1);
+  });
+});
+
+describe('a board plugged as a preset of its own (a replica)', () => {
+  it("runs the given preset with its MAC and app version, sized by the preset's flash, with the eFuses asked for", async () => {
+    const replica = replicaFromTools(
+      JSON.stringify({
+        board: {
+          variant: 'desk-lamp',
+          firmwareVersion: '2.0.7',
+          flashSizeMb: 8,
+          mac: 'f4:12:fa:55:00:07',
+        },
+        tools: [
+          {
+            name: 'self.lamp.set',
+            description: 'Turns the lamp on or off',
+            properties: [{ name: 'on', type: 'boolean' }],
+          },
+        ],
+      }),
+    );
+    const bus = newBus();
+    const port = bus.plug(
+      { ...replicaBoardOptions(replica), secureBoot: true, chipRevision: 'v0.2' },
+      'virtual:lamp',
+    );
+    expect(port.board.preset.name).toBe('desk-lamp');
+    expect(port.board.mac).toBe('f4:12:fa:55:00:07');
+    expect(port.board.app.version).toBe('2.0.7');
+    expect(port.board.flash?.size).toBe(8 * 1024 * 1024);
+    expect(port.board.silicon).toEqual({ secureBoot: true, revision: { major: 0, minor: 2 } });
+    expect(port.path).toBe('/dev/ttyVIRT0');
+    // A preset named as before still gets its MAC numbered in plug order.
+    const named = bus.plug({ preset: 'bread-compact-wifi', flashSizeMb: 4 }, 'virtual:named');
+    expect(named.board.mac).toBe('f4:12:fa:7e:00:02');
   });
 });

@@ -11,8 +11,10 @@ import {
   type ResolvedPort,
   SerialError,
 } from '@xiaozhi-mcp/serial/provider';
+import type { BoardPreset } from '../board-api.js';
 import { FlashStorage } from '../flash-storage.js';
 import { boardPreset } from '../presets.js';
+import type { RunningApp } from '../virtual-board/types.js';
 import { type BoardTiming, type FaultKnobs, VirtualBoard } from '../virtual-board.js';
 import { parseChipRevision } from './efuse.js';
 import { DEFAULT_REENUMERATE_MS, type VirtualSerialDevice } from './usb-device.js';
@@ -20,8 +22,12 @@ import { VirtualSerialBinding, type VirtualSerialBindingOptions } from './virtua
 
 /** A board to plug in: what it is, and the faults it is built with. */
 export interface VirtualBusBoard {
-  /** A preset name (`bread-compact-wifi`, `otto-robot`). */
-  readonly preset: string;
+  /** A preset name (`bread-compact-wifi`, `otto-robot`), or a preset (a replica's). */
+  readonly preset: string | BoardPreset;
+  /** Lowercase Wi-Fi MAC (a replica's). Default: numbered in plug order. */
+  readonly mac?: string;
+  /** The app it runs at first power-on (a replica's version). */
+  readonly app?: Partial<RunningApp>;
   /** Default: the preset's flash size. */
   readonly flashSizeMb?: number;
   /**
@@ -113,12 +119,12 @@ export class VirtualBus {
   }
 
   /**
-   * Plugs in a new board and powers it on: its MAC numbered in plug order, a bridge at
+   * Plugs in a new board and powers it on: its MAC numbered in plug order unless given, a bridge at
    * `/dev/ttyVIRT<index>`, a native-USB board at the bus's next `/dev/ttyACM<n>`.
    */
   plug(spec: VirtualBusBoard, label: string): VirtualBusPort {
     const index = this.#plugged++;
-    const preset = boardPreset(spec.preset);
+    const preset = typeof spec.preset === 'string' ? boardPreset(spec.preset) : spec.preset;
     const { unplugOnCall, ...faults } = spec.faults ?? {};
     const flash = new FlashStorage({
       size: (spec.flashSizeMb ?? preset.flashSizeMb) * 1024 * 1024,
@@ -126,7 +132,8 @@ export class VirtualBus {
     if (spec.flashImage !== undefined) flash.write(0, spec.flashImage);
     const board = new VirtualBoard({
       preset,
-      mac: `f4:12:fa:7e:00:${(index + 1).toString(16).padStart(2, '0')}`,
+      mac: spec.mac ?? `f4:12:fa:7e:00:${(index + 1).toString(16).padStart(2, '0')}`,
+      ...(spec.app === undefined ? {} : { app: spec.app }),
       flash,
       timing: this.#timing,
       ...(spec.faults === undefined ? {} : { faults }),

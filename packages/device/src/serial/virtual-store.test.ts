@@ -11,6 +11,8 @@ import {
 } from '@xiaozhi-mcp/serial';
 import { failureKind, runReported, type SerialCommandContext } from '@xiaozhi-mcp/serial/commands';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { replicaFromTools } from '../replica/replica-from-tools.js';
+import { replicaBoardOptions } from '../replica/replica-preset.js';
 import { FAST_TIMING } from '../testing/timing.js';
 import {
   defaultVirtualDir,
@@ -266,6 +268,78 @@ describe('VirtualBoardStore: virtual boards that persist in files', () => {
       virtualDir: dir,
     });
     expect(listing.none).toBe(`no virtual board in ${dir}`);
+  });
+});
+
+describe('VirtualBoardStore with a board of its own (a replica on a stored board)', () => {
+  const replica = (mac?: string) =>
+    replicaFromTools(
+      JSON.stringify({
+        board: {
+          variant: 'desk-lamp',
+          firmwareVersion: '2.0.7',
+          flashSizeMb: 8,
+          ...(mac === undefined ? {} : { mac }),
+        },
+        tools: [
+          {
+            name: 'self.lamp.set',
+            description: 'Turns the lamp on or off',
+            properties: [{ name: 'on', type: 'boolean' }],
+          },
+        ],
+      }),
+    );
+
+  it("runs it on the stored board, keeping the board's flash file, MAC and eFuses", async () => {
+    writeFileSync(
+      join(dir, 'fused.json'),
+      JSON.stringify({
+        preset: 'bread-compact-wifi',
+        chip: 'esp32s3',
+        mac: virtualMac('fused'),
+        flashSizeMb: 4,
+        secureBoot: true,
+        flashEncryption: true,
+        chipRevision: 'v0.1',
+      }),
+    );
+    store = new VirtualBoardStore({
+      dir,
+      timing: FAST,
+      onBoard: (virtual) => plugged.push(virtual),
+      board: replicaBoardOptions(replica()),
+    });
+    const port = await open('virtual:fused', false);
+    const { board, entry } = port.virtual;
+    expect(board.preset.name).toBe('desk-lamp');
+    expect(board.app.version).toBe('2.0.7');
+    expect(board.mac).toBe(virtualMac('fused'));
+    expect(board.silicon).toEqual({
+      secureBoot: true,
+      flashEncryption: true,
+      revision: { major: 0, minor: 1 },
+    });
+    expect(board.flash?.size).toBe(4 * 1024 * 1024);
+    expect(entry).toMatchObject({ preset: 'bread-compact-wifi', flashSizeMb: 4 });
+  });
+
+  it("creates a board the replica's size, and the first board plugged already runs it, with the replica's MAC", async () => {
+    store = new VirtualBoardStore({
+      dir,
+      timing: FAST,
+      onBoard: (virtual) => plugged.push(virtual),
+      board: replicaBoardOptions(replica('f4:12:fa:55:00:07')),
+    });
+    const notes: string[] = [];
+    const port = await open('virtual:lamp', {}, (s, t) => notes.push(`${s}: ${t}`));
+    expect(plugged).toHaveLength(1);
+    expect(port.virtual.created).toBe(true);
+    expect(port.virtual.board.preset.name).toBe('desk-lamp');
+    expect(port.virtual.board.mac).toBe('f4:12:fa:55:00:07');
+    expect(port.virtual.entry.flashSizeMb).toBe(8);
+    expect(statSync(join(dir, 'lamp.flash')).size).toBe(8 * 1024 * 1024);
+    expect(notes).toEqual([expect.stringMatching(/^stdout: created virtual board virtual:lamp: /)]);
   });
 });
 

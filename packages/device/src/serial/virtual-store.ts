@@ -42,9 +42,11 @@ import {
   type ResolvedPort,
   SerialError,
 } from '@xiaozhi-mcp/serial/provider';
+import type { BoardPreset } from '../board-api.js';
 import { DeviceError } from '../errors.js';
 import { FlashStorage } from '../flash-storage.js';
 import { BOARD_PRESETS } from '../presets.js';
+import type { RunningApp } from '../virtual-board/types.js';
 import { type BoardTiming, VirtualBoard } from '../virtual-board.js';
 import { type BoardSilicon, efuseRegisters, parseChipRevision } from './efuse.js';
 import { DEFAULT_REENUMERATE_MS, type VirtualSerialDevice } from './usb-device.js';
@@ -102,6 +104,19 @@ export interface ResolvedVirtual {
   readonly created: boolean;
 }
 
+/**
+ * What the store's boards run instead of their sidecar's preset (a replica's identity and tool
+ * set): the stored board keeps its flash file, its lock and its eFuses (Secure Boot, flash
+ * encryption, chip revision).
+ */
+export interface VirtualStoreBoard {
+  readonly preset: BoardPreset;
+  /** Default: the stored board's MAC. */
+  readonly mac?: string;
+  /** The app it runs at first power-on (a replica's version). */
+  readonly app?: Partial<RunningApp>;
+}
+
 export interface VirtualBoardStoreOptions {
   /** Default {@link defaultVirtualDir}. */
   readonly dir?: string;
@@ -117,6 +132,11 @@ export interface VirtualBoardStoreOptions {
   readonly usb?: 'uart' | 'native';
   /** Native USB: how long the port is gone on each reset. Default `DEFAULT_REENUMERATE_MS`. */
   readonly reenumerateMs?: number;
+  /**
+   * Every board resolved runs this instead of its sidecar's preset; a board `--create` makes
+   * gets this preset's flash size unless `--flash-size` says otherwise.
+   */
+  readonly board?: VirtualStoreBoard;
 }
 
 /** `$XIAOZHI_VIRTUAL_DIR`, else `~/.cache/xiaozhi-mcp/virtual`. */
@@ -232,7 +252,10 @@ function readSpec(path: string): VirtualBoardSpec {
  * The eFuses a sidecar gives its board's chip; one the chip cannot record is the sidecar's fault,
  * said before the board is built.
  */
-function siliconOf(entry: VirtualBoardEntry): BoardSilicon {
+function siliconOf(
+  entry: VirtualBoardEntry,
+  chip = BOARD_PRESETS[entry.preset]?.chip,
+): BoardSilicon {
   try {
     const silicon: BoardSilicon = {
       ...(entry.secureBoot === true ? { secureBoot: true } : {}),
@@ -241,8 +264,7 @@ function siliconOf(entry: VirtualBoardEntry): BoardSilicon {
         ? {}
         : { revision: parseChipRevision(entry.chipRevision) }),
     };
-    const preset = BOARD_PRESETS[entry.preset];
-    if (preset !== undefined) efuseRegisters(preset.chip, silicon);
+    if (chip !== undefined) efuseRegisters(chip, silicon);
     return silicon;
   } catch (error) {
     throw new PortProviderError(
@@ -353,6 +375,7 @@ export class VirtualBoardStore implements PortProvider {
   readonly #onBoard: ((virtual: ResolvedVirtual) => void) | undefined;
   readonly #usb: 'uart' | 'native';
   readonly #reenumerateMs: number;
+  readonly #board: VirtualStoreBoard | undefined;
 
   constructor(options: VirtualBoardStoreOptions = {}) {
     this.dir = options.dir ?? defaultVirtualDir();
@@ -360,6 +383,7 @@ export class VirtualBoardStore implements PortProvider {
     this.#onBoard = options.onBoard;
     this.#usb = options.usb ?? 'uart';
     this.#reenumerateMs = options.reenumerateMs ?? DEFAULT_REENUMERATE_MS;
+    this.#board = options.board;
   }
 
   /** The boards with what their flash holds. */
@@ -394,9 +418,12 @@ export class VirtualBoardStore implements PortProvider {
     const create =
       request.create === undefined
         ? undefined
-        : { preset: preset ?? DEFAULT_PRESET, flashSizeMb: flashSizeMb ?? DEFAULT_FLASH_SIZE_MB };
+        : {
+            preset: preset ?? DEFAULT_PRESET,
+            flashSizeMb: flashSizeMb ?? this.#boardFlashSize() ?? DEFAULT_FLASH_SIZE_MB,
+          };
     const { entry, created } = this.#entry(name, create);
-    const silicon = siliconOf(entry);
+    const silicon = siliconOf(entry, this.#board?.preset.chip);
     // A real port is opened by one process at a time; the same goes for a flash file, or two
     // processes' boards would overwrite each other's NVS.
     let release: () => void;
@@ -414,8 +441,9 @@ export class VirtualBoardStore implements PortProvider {
     let board: VirtualBoard;
     try {
       board = new VirtualBoard({
-        preset: entry.preset,
-        mac: entry.mac,
+        preset: this.#board?.preset ?? entry.preset,
+        mac: this.#board?.mac ?? entry.mac,
+        ...(this.#board?.app === undefined ? {} : { app: this.#board.app }),
         flash: new FlashStorage({ size: entry.flashSizeMb * 1024 * 1024, path: entry.flashPath }),
         silicon,
         ...(this.#timing === undefined ? {} : { timing: this.#timing }),
@@ -426,6 +454,12 @@ export class VirtualBoardStore implements PortProvider {
         throw new PortProviderError('failed', `cannot load ${entry.flashPath}: ${error.message}`, {
           cause: error,
         });
+      if (this.#board !== undefined)
+        throw new PortProviderError(
+          'failed',
+          `cannot run ${this.#board.preset.name} on ${entry.port}: ${errorMessage(error)}`,
+          { cause: error },
+        );
       throw error;
     }
     const binding = new VirtualSerialBinding();
@@ -435,8 +469,8 @@ export class VirtualBoardStore implements PortProvider {
         : binding.attach(board, { path: entry.port });
     // USB power: the board runs whatever its flash holds (an erased flash boot-loops).
     board.powerOn();
-    this.#onBoard?.({ board, device, binding, entry, created });
     this.#announce(entry, created, preset, flashSizeMb, request);
+    this.#onBoard?.({ board, device, binding, entry, created });
     let disposed = false;
     return virtualPort(binding, device, entry.port, () => {
       if (disposed) return;
@@ -445,6 +479,19 @@ export class VirtualBoardStore implements PortProvider {
       binding.detach(device);
       release();
     });
+  }
+
+  /** The flash size of the board the store runs, for a board it creates. */
+  #boardFlashSize(): FlashSizeMb | undefined {
+    if (this.#board === undefined) return undefined;
+    const size = this.#board.preset.flashSizeMb;
+    const fits = FLASH_SIZES_MB.find((s) => s === size);
+    if (fits === undefined)
+      throw new PortProviderError(
+        'usage',
+        `${this.#board.preset.name} has ${size} MB of flash; a virtual board has 4, 8 or 16: give --flash-size`,
+      );
+    return fits;
   }
 
   /** Says that a board was created, or that creation options were ignored for an existing one. */
