@@ -7,7 +7,12 @@ import { once } from 'node:events';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ResolvedVirtual, VirtualBoardStore, VirtualBus } from '@xiaozhi-mcp/device';
+import {
+  type ResolvedVirtual,
+  replicaFromTools,
+  VirtualBoardStore,
+  VirtualBus,
+} from '@xiaozhi-mcp/device';
 import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { buildVirtualFirmware, readPartitionTable } from '@xiaozhi-mcp/firmware';
 import { lineSetterFor, openSafely, RESET_SEQUENCES, runLineSteps } from '@xiaozhi-mcp/serial';
@@ -48,6 +53,31 @@ describe('a virtual board of the rig', () => {
     expect(app).toBeDefined();
     expect(flash?.read(app?.offset ?? 0, 1)[0]).toBe(0xe9);
     expect(await booted).toMatch(/App version:\s+2\.4\.0$/);
+  });
+
+  it("with virtual.replica runs the replica's identity on the bus, with the eFuses and chip revision the inventory gives", async () => {
+    const bus = new VirtualBus(FAST_TIMING);
+    buses.push(bus);
+    const replicaFile = replicaFromTools(
+      JSON.stringify({
+        board: { variant: 'desk-lamp', firmwareVersion: '2.0.7', mac: 'f4:12:fa:55:00:07' },
+        tools: [{ name: 'self.lamp.set', description: 'Turns the lamp on or off' }],
+      }),
+    );
+    const port = plugVirtual(bus, {
+      name: 'lamp',
+      port: 'virtual:lamp',
+      deviceId: 'F4:12:FA:55:00:09',
+      replicaFile,
+      virtual: { secureBoot: true, chipRevision: 'v0.2' },
+    });
+    const board = [...bus.binding.devices].find((d) => d.path === port.path)?.board;
+    if (board === undefined) throw new Error(`no board at ${port.path}`);
+    expect(port.path).toMatch(/^\/dev\/ttyVIRT\d+$/);
+    expect(board.preset.name).toBe('desk-lamp');
+    expect(board.app.version).toBe('2.0.7');
+    expect(board.mac).toBe('f4:12:fa:55:00:09');
+    expect(board.silicon).toEqual({ secureBoot: true, revision: { major: 0, minor: 2 } });
   });
 
   it('takes an app image alone as --firmware, writes it into its app partition and runs it', async () => {

@@ -5,7 +5,6 @@
  */
 import {
   type BoardTiming,
-  FlashStorage,
   type ReplicaFile,
   type ResolvedVirtual,
   replicaBoardOptions,
@@ -13,7 +12,6 @@ import {
   VirtualBoardStore,
   type VirtualBus,
   type VirtualPortListing,
-  virtualPort,
 } from '@xiaozhi-mcp/device';
 import { buildVirtualFirmware } from '@xiaozhi-mcp/firmware';
 import { placeImage, Rfc2217Server, resolvePort } from '@xiaozhi-mcp/serial';
@@ -45,13 +43,19 @@ function factoryFlashFor(config: BoardConfig): Uint8Array {
 /**
  * Plugs a virtual board into the rig's bus, holding its factory flash, with a hand on its BOOT
  * button for the session prompts a board on native USB gets, and on its RESET button for a
- * board on `reset: none`.
+ * board on `reset: none`. With `virtual.replica` it runs the replica's tool set with its
+ * identity, its MAC the inventory's `deviceId`, else the replica's.
  */
 export function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
-  if (config.replicaFile !== undefined) return plugReplica(bus, config, config.replicaFile);
+  const replica = config.replicaFile;
   const port = bus.plug(
     {
-      preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi',
+      ...(replica === undefined
+        ? { preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi' }
+        : replicaBoardOptions(
+            replica,
+            config.deviceId === undefined ? {} : { mac: config.deviceId.toLowerCase() },
+          )),
       flashImage: factoryFlashFor(config),
       ...(config.virtual?.flashSizeMb === undefined
         ? {}
@@ -77,55 +81,6 @@ export function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
     ...port,
     pressBoot: () => port.board.click(),
     pressReset: (options) => bus.binding.pressReset(port.device, options),
-  };
-}
-
-/** Replica boards plugged so far: each its own path on the bus. */
-let replicasPlugged = 0;
-
-/**
- * A `virtual:<name>` board with `virtual.replica`: the virtual board (serial port, flash, ROM,
- * console) running the replica's tool set with its identity, plugged into the rig's bus holding
- * its factory flash, as {@link plugVirtual}'s boards are; its MAC the inventory's `deviceId`,
- * else the replica's.
- */
-function plugReplica(bus: VirtualBus, config: BoardConfig, replica: ReplicaFile): RigPort {
-  const options = replicaBoardOptions(
-    replica,
-    config.deviceId === undefined ? {} : { mac: config.deviceId.toLowerCase() },
-  );
-  const { unplugOnCall, ...faults } = config.virtual?.faults ?? {};
-  const flash = new FlashStorage({
-    size: (config.virtual?.flashSizeMb ?? options.preset.flashSizeMb) * 1024 * 1024,
-  });
-  flash.write(0, factoryFlashFor(config));
-  const board = new VirtualBoard({
-    ...options,
-    flash,
-    timing: VIRTUAL_RIG_TIMING,
-    ...(config.virtual?.faults === undefined ? {} : { faults }),
-    silicon: {
-      ...(config.virtual?.secureBoot === true ? { secureBoot: true } : {}),
-      ...(config.virtual?.flashEncryption === true ? { flashEncryption: true } : {}),
-    },
-  });
-  const native = config.virtual?.usb === 'native';
-  const device = native
-    ? bus.binding.attach(board, {
-        usbJtag: true,
-        reenumerateMs: config.virtual?.reenumerateMs ?? 250,
-      })
-    : bus.binding.attach(board, { path: `/dev/ttyVIRTR${replicasPlugged++}` });
-  if (unplugOnCall !== undefined)
-    board.on('tool-call', (name) => {
-      if (name === unplugOnCall && device.plugged) bus.binding.unplug(device.path);
-    });
-  board.powerOn();
-  const port = virtualPort(bus.binding, device, `virtual:${config.name}`, () => {});
-  return {
-    ...port,
-    pressBoot: () => board.click(),
-    pressReset: (pressed) => bus.binding.pressReset(device, pressed),
   };
 }
 
