@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -447,31 +447,42 @@ describe('xiaozhi-mcp sim --replica against a real server', { timeout: 90_000 },
   });
 });
 
+/** The built CLI, spawned with its virtual boards in `virtualDir`, killed when the test ends. */
+function cliIn(virtualDir: string) {
+  expect(existsSync(join(root, 'apps/cli/dist/bin.js')), 'build apps/cli first').toBe(true);
+  const env: NodeJS.ProcessEnv = { ...process.env, XIAOZHI_VIRTUAL_DIR: virtualDir };
+  delete env.FORCE_COLOR;
+  return (...args: string[]) => {
+    const started = spawnCommand(xiaozhiMcp, args, { env, timeoutMs: 120_000 });
+    cleanups.push(async () => {
+      if (started.child.exitCode === null && started.child.signalCode === null)
+        started.child.kill('SIGKILL');
+      await started.done;
+    });
+    return started;
+  };
+}
+
+/** Creates `port` in the store holding a smart-home-hub firmware; the image's path. */
+async function flashedHub(cli: ReturnType<typeof cliIn>, port: string): Promise<string> {
+  const image = join(dir, 'smart-home-hub.bin');
+  writeFileSync(
+    image,
+    buildVirtualFirmware({ chip: 'esp32s3', version: '2.4.2', board: 'smart-home-hub' }).merged,
+  );
+  const flash = await cli('flash', image, '--port', port, '--create').done;
+  expect(flash.code, flash.stderr).toBe(0);
+  return image;
+}
+
 describe('xiaozhi-mcp port serve --replica', { timeout: 180_000 }, () => {
   it('the served virtual board runs the replica: its tools reach a server over MQTT', async () => {
-    expect(existsSync(join(root, 'apps/cli/dist/bin.js')), 'build apps/cli first').toBe(true);
-    const env: NodeJS.ProcessEnv = { ...process.env, XIAOZHI_VIRTUAL_DIR: join(dir, 'virtual') };
-    delete env.FORCE_COLOR;
-    const cli = (...args: string[]) => {
-      const started = spawnCommand(xiaozhiMcp, args, { env, timeoutMs: 120_000 });
-      cleanups.push(async () => {
-        if (started.child.exitCode === null && started.child.signalCode === null)
-          started.child.kill('SIGKILL');
-        await started.done;
-      });
-      return started;
-    };
+    const cli = cliIn(join(dir, 'virtual'));
     const replica = await replicaOf(homeTools);
     const replicaFile = write('served.replica.json', JSON.stringify(replica));
     // A board on MQTT connects from boot on: no BOOT click needed over the serial port.
     const { server } = await recordingServer({ transport: 'mqtt', mqttPort: 0 });
-    const image = join(dir, 'smart-home-hub.bin');
-    writeFileSync(
-      image,
-      buildVirtualFirmware({ chip: 'esp32s3', version: '2.4.2', board: 'smart-home-hub' }).merged,
-    );
-    const flash = await cli('flash', image, '--port', 'virtual:hub', '--create').done;
-    expect(flash.code, flash.stderr).toBe(0);
+    await flashedHub(cli, 'virtual:hub');
     const provision = await cli(
       'provision',
       '--ssid',
@@ -508,6 +519,54 @@ describe('xiaozhi-mcp port serve --replica', { timeout: 180_000 }, () => {
     expect(record?.pageViolations).toEqual([]);
     served.child.kill('SIGTERM');
     expect((await served.done).code).toBe(0);
+  });
+
+  it("keeps the stored board's eFuses (Secure Boot), and --create makes the board for the replica from its first boot", async () => {
+    const virtualDir = join(dir, 'virtual-fused');
+    const cli = cliIn(virtualDir);
+    const serving = async (...args: string[]) => {
+      const served = cli('port', 'serve', ...args, '--listen', ':0');
+      await until(() => /^serving /m.test(served.run.stdout) || served.run.code !== null, {
+        what: 'serving',
+        seen: () => served.run,
+      });
+      const port = /^serving \S+ on (rfc2217:\/\/\S+)$/m.exec(served.run.stdout)?.[1];
+      if (port === undefined)
+        throw new Error(`not serving: ${served.run.stdout}${served.run.stderr}`);
+      return { ...served, port };
+    };
+    const replica = await replicaOf(homeTools);
+    const replicaFile = write(
+      'fused.replica.json',
+      JSON.stringify({ ...replica, board: { ...replica.board, flashSizeMb: 8 } }),
+    );
+    const image = await flashedHub(cli, 'virtual:fused');
+    // Secure Boot is burnt once: the sidecar says so by hand, as the store's README tells.
+    const sidecar = join(virtualDir, 'fused.json');
+    writeFileSync(
+      sidecar,
+      JSON.stringify({ ...JSON.parse(readFileSync(sidecar, 'utf8')), secureBoot: true }),
+    );
+
+    const fused = await serving('virtual:fused', '--replica', replicaFile);
+    expect(fused.run.stdout).toMatch(
+      /^virtual:fused runs the replica of smart-home-hub \(40 tools, /m,
+    );
+    // The ROM behind the served port refuses a bootloader, as the stored board's would.
+    const refused = await cli('flash', image, '--port', fused.port).done;
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/Secure Boot is enabled/);
+    fused.child.kill('SIGTERM');
+    expect((await fused.done).code).toBe(0);
+
+    // A new board: made the replica's size, and the one board it plugs in runs the replica.
+    const fresh = await serving('virtual:fresh', '--create', '--replica', replicaFile);
+    expect(fresh.run.stdout).toMatch(
+      /^created virtual board virtual:fresh: [^\n]*\(esp32s3, 8 MB flash, MAC [^\n]*\nvirtual:fresh runs the replica of smart-home-hub \(40 tools, MAC [0-9a-f:]+\)\nserving /m,
+    );
+    expect((await stat(join(virtualDir, 'fresh.flash'))).size).toBe(8 * 1024 * 1024);
+    fresh.child.kill('SIGTERM');
+    expect((await fresh.done).code).toBe(0);
   });
 
   it('refuses a bad replica, or one on a real port, with exit 2 before the port is touched', async () => {

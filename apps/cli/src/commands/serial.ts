@@ -1,4 +1,4 @@
-import { defaultVirtualDir, VirtualBoardStore } from '@xiaozhi-mcp/device';
+import { defaultVirtualDir, replicaBoardOptions, VirtualBoardStore } from '@xiaozhi-mcp/device';
 import {
   registerFlashCommand,
   registerMonitorCommand,
@@ -11,7 +11,6 @@ import type { PortProvider } from '@xiaozhi-mcp/serial/provider';
 import type { Command } from 'commander';
 import { CliError, type CliIo, ExitCode, processIo } from '../io.js';
 import { loadReplica } from './replica.js';
-import { ReplicaBoardProvider } from './replica-port.js';
 
 /**
  * `ports`, `flash`, `provision`, `monitor` and `port serve`: the serial operations layer's
@@ -19,9 +18,8 @@ import { ReplicaBoardProvider } from './replica-port.js';
  * come from the device SDK's store, registered here as a port provider.
  */
 export function registerSerial(program: Command, io: CliIo, setExit: (code: number) => void): void {
-  const store = new VirtualBoardStore({ dir: defaultVirtualDir() });
-  // `port serve --replica` swaps in a provider running the replica on the stored board.
-  const providers: PortProvider[] = [store];
+  // `port serve --replica` swaps in a store whose boards run the replica.
+  const providers: PortProvider[] = [new VirtualBoardStore({ dir: defaultVirtualDir() })];
   const context: SerialCommandContext = {
     program: 'xiaozhi-mcp',
     out: { stdout: (text) => io.stdout(text), stderr: (text) => io.stderr(text) },
@@ -50,6 +48,17 @@ export function registerSerial(program: Command, io: CliIo, setExit: (code: numb
           ExitCode.usage,
         );
       // Read and checked before the port is touched: a bad file is exit 2.
-      providers[0] = new ReplicaBoardProvider(store, await loadReplica(io, file));
+      const replica = await loadReplica(io, file);
+      // The stored board (its flash, lock and eFuses) runs the replica from its first boot on,
+      // with the replica's MAC when it has one; a board `--create` makes has the replica's
+      // flash size unless `--flash-size` says otherwise.
+      providers[0] = new VirtualBoardStore({
+        dir: defaultVirtualDir(),
+        board: replicaBoardOptions(replica),
+        onBoard: ({ board, entry }) =>
+          io.stdout(
+            `${entry.port} runs the replica of ${replica.board.variant} (${replica.tools.length} tools, MAC ${board.mac})\n`,
+          ),
+      });
     });
 }
