@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { fixtureToolReturn, parseToolSet } from '@xiaozhi-mcp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BoardPreset } from './board-api.js';
+import { plainHardware } from './presets.js';
 import { type DeviceConnection, TestBackend } from './testing/backend.js';
 import { FAST_TIMING } from './testing/timing.js';
 import { VirtualBoard } from './virtual-board.js';
@@ -39,14 +40,7 @@ function presetFor(c: CorpusCase): BoardPreset {
     display: undefined,
     camera: false,
     backlight: false,
-    hardware: () => ({
-      volume: 70,
-      brightness: 100,
-      theme: 'light',
-      lamp: false,
-      battery: undefined,
-      extra: {},
-    }),
+    hardware: plainHardware,
     registerTools: (server) => {
       for (const entry of parseToolSet(c.tools)) {
         const { name, description, properties } = entry.tool;

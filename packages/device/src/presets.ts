@@ -2,7 +2,7 @@
  * Board presets: the variants a virtual board or a Node device can be. Each preset registers
  * its tools in the firmware's order: common tools, the board's own tools, user-only tools.
  */
-import type { BoardPreset, InPackageMemory } from './board-api.js';
+import type { BoardHardware, BoardPreset, InPackageMemory } from './board-api.js';
 import {
   initialOttoState,
   registerLampTools,
@@ -17,6 +17,19 @@ import { registerCommonTools, registerUserOnlyTools } from './tools/common-tools
  * ESP32-S3 builds are made for: octal PSRAM and QIO flash (`CONFIG_SPIRAM_MODE_OCT=y`,
  * `CONFIG_ESPTOOLPY_FLASHMODE_QIO=y` in xiaozhi-esp32's `sdkconfig.defaults.esp32s3`).
  */
+/**
+ * A board's state at power-on when it has no battery and no hardware of its own: the firmware's
+ * defaults (volume 70, full brightness, light theme, lamp off).
+ */
+export const plainHardware = (): BoardHardware => ({
+  volume: 70,
+  brightness: 100,
+  theme: 'light',
+  lamp: false,
+  battery: undefined,
+  extra: {},
+});
+
 const ESP32_S3R8: InPackageMemory = { psram: { sizeMb: 8, vendor: 'AP_3v3' } };
 
 /**
@@ -31,14 +44,7 @@ const breadCompactWifi: BoardPreset = {
   display: { width: 128, height: 64, monochrome: true },
   camera: false,
   backlight: false,
-  hardware: () => ({
-    volume: 70,
-    brightness: 100,
-    theme: 'light',
-    lamp: false,
-    battery: undefined,
-    extra: {},
-  }),
+  hardware: plainHardware,
   registerTools: (server, board) => {
     registerCommonTools(server, board, breadCompactWifi);
     registerLampTools(server, board);

@@ -8,6 +8,7 @@ import { CHIPS } from '@xiaozhi-mcp/firmware';
 import { ProtocolError, parseToolSet } from '@xiaozhi-mcp/protocol';
 import { checkReplicaPages } from './replica-pages.js';
 import {
+  REPLICA_BOARD_FIELDS,
   REPLICA_SCHEMA_VERSION,
   type ReplicaBoard,
   ReplicaError,
@@ -138,16 +139,7 @@ const FIELDS = {
     'calls',
     'defaults',
   ],
-  board: [
-    'variant',
-    'name',
-    'firmwareVersion',
-    'chip',
-    'flashSizeMb',
-    'mac',
-    'protocolVersion',
-    'transport',
-  ],
+  board: REPLICA_BOARD_FIELDS,
   tool: ['name', 'description', 'user_only', 'properties'],
   property: ['name', 'type', 'default', 'min', 'max'],
   pages: ['plain', 'withUserTools'],

@@ -23,6 +23,7 @@ import {
   validateReplica,
 } from './replica-file.js';
 import { REPLICA_BOARD_DEFAULTS } from './replica-from-tools.js';
+import { REPLICA_BOARD_FIELDS } from './replica-types.js';
 
 type Json = Record<string, unknown>;
 
@@ -225,16 +226,7 @@ function helloFacts(hello: string | undefined): Partial<ReplicaBoard> {
 function boardFacts(note: Json | undefined): Partial<ReplicaBoard> {
   if (note === undefined) return {};
   const facts: Record<string, unknown> = {};
-  for (const key of [
-    'variant',
-    'name',
-    'firmwareVersion',
-    'chip',
-    'flashSizeMb',
-    'mac',
-    'protocolVersion',
-    'transport',
-  ] as const) {
+  for (const key of REPLICA_BOARD_FIELDS) {
     if (note[key] !== undefined && note[key] !== null) facts[key] = note[key];
   }
   return facts as Partial<ReplicaBoard>;

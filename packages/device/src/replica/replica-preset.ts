@@ -16,6 +16,7 @@ import {
 } from '@xiaozhi-mcp/protocol';
 import type { BoardApi, BoardPreset, ChipModel } from '../board-api.js';
 import type { ToolHandler } from '../mcp-server.js';
+import { plainHardware } from '../presets.js';
 import type { ReplicaCall, ReplicaFile } from './replica-file.js';
 
 /** What a tool's callback returns so that the firmware's encoder sends `reply` again. */
@@ -163,14 +164,7 @@ export function replicaPreset(replica: ReplicaFile): BoardPreset {
     display: undefined,
     camera: false,
     backlight: false,
-    hardware: () => ({
-      volume: 70,
-      brightness: 100,
-      theme: 'light',
-      lamp: false,
-      battery: undefined,
-      extra: {},
-    }),
+    hardware: plainHardware,
     registerTools: (server, board) => {
       // Counted per board across its reboots (its NVS storage outlives them), not per preset:
       // boards started from one replica each replay the recording on their own.

@@ -4,6 +4,18 @@
  */
 export const REPLICA_SCHEMA_VERSION = 1;
 
+/** The members of a replica's `board`, in the file's order (replica.schema.json's). */
+export const REPLICA_BOARD_FIELDS = [
+  'variant',
+  'name',
+  'firmwareVersion',
+  'chip',
+  'flashSizeMb',
+  'mac',
+  'protocolVersion',
+  'transport',
+] as const;
+
 /** A tool property in the firmware's terms; `min`/`max` only on integers, always together. */
 export interface ReplicaProperty {
   name: string;
