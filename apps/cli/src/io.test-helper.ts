@@ -7,23 +7,30 @@ import { readFile } from 'node:fs/promises';
 import type { CliIo } from './io.js';
 import { run } from './program.js';
 
+/** A CLI's I/O that keeps what it prints in `out` (files are read from disk). */
+export function capture(): { io: CliIo; out: { stdout: string; stderr: string } } {
+  const out = { stdout: '', stderr: '' };
+  return {
+    out,
+    io: {
+      stdout: (text) => {
+        out.stdout += text;
+      },
+      stderr: (text) => {
+        out.stderr += text;
+      },
+      readFile: (path) => readFile(path, 'utf8'),
+    },
+  };
+}
+
 /** Runs the CLI in-process and captures what it prints. */
 export async function runCli(
   ...argv: string[]
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-    readFile: (path) => readFile(path, 'utf8'),
-  };
+  const { io, out } = capture();
   const code = await run(argv, io);
-  return { code, stdout, stderr };
+  return { code, ...out };
 }
 
 /** What a spawned command printed and how it ended (`code` null until it has). */

@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,8 +11,7 @@ import { readDeviceFrame } from '@xiaozhi-mcp/protocol';
 import { type StartOptions, XiaozhiServer } from '@xiaozhi-mcp/server';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIo } from '../io.js';
-import { runCli, spawnCommand } from '../io.test-helper.js';
+import { capture, runCli, spawnCommand } from '../io.test-helper.js';
 import { type SimOptions, simCommand, simMac } from './sim.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
@@ -102,22 +101,6 @@ function recordedWalk(
     if (next === undefined) return { pages, complete: true };
     cursor = next;
   }
-}
-
-function capture(): { io: CliIo; out: { stdout: string; stderr: string } } {
-  const out = { stdout: '', stderr: '' };
-  return {
-    out,
-    io: {
-      stdout: (text) => {
-        out.stdout += text;
-      },
-      stderr: (text) => {
-        out.stderr += text;
-      },
-      readFile: (path) => readFile(path, 'utf8'),
-    },
-  };
 }
 
 /** A real server whose boards' MCP reply payloads (tools/list pages among them) are kept. */

@@ -1,12 +1,10 @@
-import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { VirtualBoard } from '@xiaozhi-mcp/device';
 import { FAST_TIMING } from '@xiaozhi-mcp/device/testing';
 import { resolveConfig } from '@xiaozhi-mcp/server';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CliIo } from '../io.js';
-import { runCli } from '../io.test-helper.js';
+import { capture, runCli } from '../io.test-helper.js';
 import { type ServeOptions, serveCommand, startOptions } from './serve.js';
 
 const WIFI = { ssid: 'cli-test', password: 'secret' };
@@ -18,22 +16,6 @@ afterEach(async () => {
   await new Promise<void>((resolve) => (blocker ? blocker.close(() => resolve()) : resolve()));
   blocker = undefined;
 });
-
-function capture(): { io: CliIo; out: { stdout: string; stderr: string } } {
-  const out = { stdout: '', stderr: '' };
-  return {
-    out,
-    io: {
-      stdout: (text) => {
-        out.stdout += text;
-      },
-      stderr: (text) => {
-        out.stderr += text;
-      },
-      readFile: (path) => readFile(path, 'utf8'),
-    },
-  };
-}
 
 function options(overrides: Partial<ServeOptions>): ServeOptions {
   return {
