@@ -31,6 +31,7 @@ import type { ServerConfig } from './config.js';
 import { clip } from './device-bounds.js';
 import type { DeviceTransport } from './device-link.js';
 import type { FirmwareStore } from './firmware-store.js';
+import { deepFreeze } from './frozen.js';
 import { pinnedMessage } from './gateway.js';
 import { readBody, sendJson } from './http.js';
 import { mqttClientId, publishTopic } from './mqtt-link.js';
@@ -238,14 +239,6 @@ function sameJson(a: unknown, b: unknown): boolean {
       return false;
   }
   return true;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const member of Object.values(value)) deepFreeze(member);
-  }
-  return value;
 }
 
 /**

@@ -3,6 +3,7 @@
  * tools, so a rig of them holds one list, released with the last record that holds it.
  */
 import { createHash } from 'node:crypto';
+import { deepFreeze } from './frozen.js';
 
 /** A tool as the device lists it, with where it was found. */
 export interface DeviceTool {
@@ -112,12 +113,6 @@ export class ToolLists {
 
 /** Longest page text shared; the firmware's pages are at most 8000 bytes. */
 const SHARED_PAGE_MAX_CHARS = 16_384;
-
-function deepFreeze(value: unknown): void {
-  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
-  Object.freeze(value);
-  for (const member of Object.values(value)) deepFreeze(member);
-}
 
 /**
  * `tools/list` results by their exact wire text: boards of one build send the same pages, and
