@@ -88,12 +88,8 @@ export {
 // (hil's `virtual.replica`, apps/cli's `replica` and `sim --replica`):
 
 export {
-  findReplicaSecret,
   formatReplica,
-  isSecretKey,
   parseReplica,
-  REPLICA_ERROR_CODES,
-  REPLICA_SCHEMA_VERSION,
   type ReplicaBoard,
   type ReplicaCall,
   ReplicaError,
@@ -101,9 +97,7 @@ export {
   type ReplicaFile,
   type ReplicaProperty,
   type ReplicaTool,
-  validateReplica,
 } from './replica/replica-file.js';
-export { REPLICA_BOARD_DEFAULTS, replicaFromTools } from './replica/replica-from-tools.js';
+export { replicaFromTools } from './replica/replica-from-tools.js';
 export { replicaFromTranscript } from './replica/replica-from-transcript.js';
-export { checkReplicaPages, producePages } from './replica/replica-pages.js';
-export { replicaBoardOptions, replicaPreset } from './replica/replica-preset.js';
+export { replicaBoardOptions } from './replica/replica-preset.js';
