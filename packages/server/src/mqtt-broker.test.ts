@@ -607,6 +607,46 @@ describe('operators', { timeout: 60_000 }, () => {
     );
   });
 
+  it('see the calls made while they are connected; the board gets every call once, before, during and after', async () => {
+    const target = await startServer();
+    const { board: fake } = await board(target);
+    const call = (level: number) =>
+      api(target, 'POST', `/devices/${MAC}/call`, {
+        name: 'self.light.set_brightness',
+        arguments: { level },
+      });
+    const calls = (level: number) =>
+      fake.received.filter((r) => r.text.includes(`"level":${level}}`));
+    await call(11);
+    const operator = await mqtt.connectAsync({
+      host: '127.0.0.1',
+      port: mqttPort(target),
+      protocolVersion: 4,
+      username: 'operator',
+      password: API_TOKEN,
+      reconnectPeriod: 0,
+    });
+    clients.push(operator);
+    const seen: Received[] = [];
+    operator.on('message', (topic, payload) => seen.push({ topic, text: payload.toString() }));
+    await operator.subscribeAsync('devices/p2p/#');
+    await call(22);
+    await until(() => seen.some((s) => s.text.includes('"level":22}')), {
+      what: 'the operator to see the call made while it watches',
+    });
+    await operator.endAsync();
+    await until(() => target.mqttClients === 1, { what: 'the operator to be gone' });
+    await call(33);
+    expect([calls(11).length, calls(22).length, calls(33).length]).toEqual([1, 1, 1]);
+    // Written to the board directly or through its topic, a call is the same PUBLISH.
+    expect(new Set(fake.received.map((r) => r.topic))).toEqual(
+      new Set(['devices/p2p/f4_12_fa_00_00_01']),
+    );
+    expect(seen.filter((s) => s.text.includes('"level":')).map((s) => s.text)).toEqual([
+      calls(22)[0]?.text,
+    ]);
+  });
+
   it('are refused without an API token, with a wrong one, or with a board client id', async () => {
     const target = await startServer();
     expect(await connackCode(target, { username: 'operator', password: 'wrong' })).toBe(4);

@@ -130,6 +130,8 @@ export class MqttBroker {
   /** The subscriptions the broker makes for boards (they pass `authorizeSubscribe`). */
   readonly #ownSubscriptions = new WeakSet<object>();
   readonly #sockets = new Set<Socket>();
+  /** Connected operators: while there are none, nobody else can be subscribed to a board's topic. */
+  readonly #operators = new Set<Client>();
   readonly #logger: Logger;
 
   private constructor(options: MqttBrokerOptions) {
@@ -173,6 +175,10 @@ export class MqttBroker {
     (this.#aedes as unknown as NodeJS.EventEmitter).on('error', (error: unknown) =>
       this.#logger.error({ err: error }, 'MQTT broker error'),
     );
+    // 'client' and 'clientDisconnect' pair up: aedes emits them as it registers and unregisters one.
+    this.#aedes.on('client', (client) => {
+      if (this.#roles.get(client)?.kind === 'operator') this.#operators.add(client);
+    });
     this.#aedes.on('clientReady', (client) =>
       this.#guard('a board connection', () => this.#ready(client)),
     );
@@ -247,6 +253,30 @@ export class MqttBroker {
         dup: false,
       },
       (error) => done?.(error ?? undefined),
+    );
+  }
+
+  /**
+   * A frame for a board, from its link. While no operator is connected the board is the only
+   * subscriber of its delivery topic, so the PUBLISH is written to its connection directly
+   * (aedes `client.publish`): the same packet as the topic's delivery, without matching the
+   * topic against every board's subscription.
+   */
+  #publishTo(client: Client, topic: string, text: string, done: (error?: Error) => void): void {
+    if (this.#operators.size > 0) {
+      this.#publish(topic, text, done);
+      return;
+    }
+    client.publish(
+      {
+        cmd: 'publish',
+        topic,
+        payload: Buffer.from(text, 'utf8'),
+        qos: 0,
+        retain: false,
+        dup: false,
+      },
+      done,
     );
   }
 
@@ -418,7 +448,7 @@ export class MqttBroker {
         }
         const topic = deliveryTopic(role.deviceId);
         const link = new MqttLink(
-          (text, done) => this.#publish(topic, text, done),
+          (text, done) => this.#publishTo(client, topic, text, done),
           () => client.close(),
         );
         role.link = link;
@@ -436,6 +466,7 @@ export class MqttBroker {
   #disconnected(client: Client): void {
     const role = this.#roles.get(client);
     if (role?.kind === 'operator') {
+      this.#operators.delete(client);
       this.#logger.info({ clientId: client.id }, 'MQTT operator disconnected');
       return;
     }

@@ -40,8 +40,24 @@ export interface AudioSessions {
 }
 
 /** The open audio session's id, if any: MCP envelopes carry it. */
-interface AudioState {
-  sessionId: string | undefined;
+class AudioState {
+  /** The session's info, whose `sessionId` is read at every send: a plain field, kept in step. */
+  readonly #info: { sessionId: string };
+  #sessionId: string | undefined;
+
+  constructor(info: { sessionId: string }) {
+    this.#info = info;
+  }
+
+  get sessionId(): string | undefined {
+    return this.#sessionId;
+  }
+
+  /** Opens (an id) or ends (undefined) the audio session; MCP envelopes then carry the id or "". */
+  set sessionId(sessionId: string | undefined) {
+    this.#sessionId = sessionId;
+    this.#info.sessionId = sessionId ?? '';
+  }
 }
 
 interface Channel {
@@ -72,20 +88,18 @@ export class MqttGateway {
   /** A board's MQTT connection: its session, attached to the registry (which starts MCP). */
   accept(device: MqttDevice): void {
     const { deviceId, clientId } = device;
-    const audio: AudioState = { sessionId: undefined };
-    const info: DeviceSessionInfo = {
+    const info: DeviceSessionInfo & { sessionId: string } = {
       deviceId,
       clientId,
-      // The open audio session's id, or "" (docs/protocol.md §5): read at every send.
-      get sessionId() {
-        return audio.sessionId ?? '';
-      },
+      // The open audio session's id, or "" (docs/protocol.md §5): `audio` keeps it in step.
+      sessionId: '',
       protocolVersion: 3,
       hello: MQTT_SESSION_HELLO,
       helloText: '',
       remoteAddress: device.remoteAddress,
       transport: 'mqtt',
     };
+    const audio = new AudioState(info);
     const session = new DeviceSession(device.link, info, {
       callTimeoutMs: this.#config.callTimeoutMs,
       onError: (error, where) => this.#logger.error({ deviceId, err: error }, `session: ${where}`),
