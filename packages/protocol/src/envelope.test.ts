@@ -270,6 +270,40 @@ describe('readDeviceFrame under hostile input', () => {
     expect(twice).toMatchObject({ kind: 'mcp', payloadText: '{"b":2}' });
   });
 
+  it('cuts the payload and result texts when first read, exact and the same on every read', () => {
+    const result = '{"content":[{"type":"text","text":"true"}],"isError":false}';
+    const payload = `{"jsonrpc":"2.0","id":7,"result":${result}}`;
+    const text = encodeDeviceEnvelope('s', payload);
+    const frame = readDeviceFrame(text);
+    if (frame.kind !== 'mcp' || frame.message.kind !== 'result') throw new Error('not a result');
+    // The message first: its result text is cut from the frame's payload text on demand.
+    expect(frame.message.resultText).toBe(result);
+    expect(frame.message.resultText).toBe(result);
+    expect(frame.payloadText).toBe(payload);
+    expect(frame.payloadText).toBe(payload);
+    // In the other order, and through JSON (a transcript or a log writes frames so).
+    const again = readDeviceFrame(text);
+    if (again.kind !== 'mcp' || again.message.kind !== 'result') throw new Error('not a result');
+    expect(again.payloadText).toBe(payload);
+    expect(again.message.resultText).toBe(result);
+    expect(JSON.parse(JSON.stringify(readDeviceFrame(text)))).toEqual({
+      kind: 'mcp',
+      sessionId: 's',
+      payloadText: payload,
+      message: { kind: 'result', id: 7, result: JSON.parse(result), resultText: result },
+    });
+    // An envelope without a payload reads as `null`, and a result not in the firmware's shape
+    // has no exact text.
+    expect(readDeviceFrame('{"type":"mcp"}')).toMatchObject({ kind: 'mcp', payloadText: 'null' });
+    const spaced = readDeviceFrame(
+      '{"type":"mcp","payload":{"jsonrpc":"2.0", "id":1,"result":{}}}',
+    );
+    expect(spaced.kind === 'mcp' && spaced.message).toMatchObject({ kind: 'result', id: 1 });
+    expect(
+      spaced.kind === 'mcp' && spaced.message.kind === 'result' && spaced.message.resultText,
+    ).toBeUndefined();
+  });
+
   it('reads a valid frame in the device shape as JSON.parse does, members after the payload included', () => {
     const frame = readDeviceFrame(
       '{"session_id":"s","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"result":{}},"x":1}',

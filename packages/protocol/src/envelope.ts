@@ -4,7 +4,7 @@
  * what the device writes even when the payload inside is invalid JSON.
  */
 import { type CJsonNode, cString, getItem, parseCJson } from './cjson.js';
-import { type JsonRpcMessage, readJsonRpc, readJsonRpcValue } from './jsonrpc.js';
+import { type JsonRpcMessage, readJsonRpc, readJsonRpcFrom } from './jsonrpc.js';
 
 /** An MCP envelope as a backend writes it: the session id escaped, the payload as given. */
 export function encodeEnvelope(sessionId: string, payloadText: string): string {
@@ -200,17 +200,53 @@ export function readDeviceFrame(text: string): DeviceFrame {
   if (typeof record.type !== 'string')
     return { kind: 'invalid', reason: 'frame has no string type' };
   if (record.type === 'mcp') {
-    const payload = record.payload ?? null;
-    const payloadText =
-      (record.payload === undefined ? undefined : payloadMemberText(text)) ?? 'null';
-    return {
-      kind: 'mcp',
-      sessionId: typeof record.session_id === 'string' ? record.session_id : '',
-      payloadText,
-      message: readJsonRpcValue(payload, payloadText),
-    };
+    return new McpFrame(
+      typeof record.session_id === 'string' ? record.session_id : '',
+      record.payload === undefined ? undefined : text,
+      record.payload ?? null,
+    );
   }
   return { kind: 'message', type: record.type, value: record };
+}
+
+/**
+ * An MCP frame that was valid JSON: its `payloadText` (a scan of the whole frame) is cut on
+ * first read, not per frame, since a `tools/call` reply's reader never asks for it.
+ */
+class McpFrame {
+  readonly kind = 'mcp' as const;
+  readonly message: JsonRpcMessage;
+  /** The frame's text until `payloadText` is cut from it; undefined when it has no payload. */
+  #text: string | undefined;
+  #payloadText: string | undefined;
+
+  constructor(
+    readonly sessionId: string,
+    text: string | undefined,
+    payload: unknown,
+  ) {
+    this.#text = text;
+    this.message = readJsonRpcFrom(payload, this);
+  }
+
+  /** The `payload` member's exact wire text (what the page budget counts); `null` when absent. */
+  get payloadText(): string {
+    if (this.#payloadText === undefined) {
+      const text = this.#text;
+      this.#payloadText = (text === undefined ? undefined : payloadMemberText(text)) ?? 'null';
+      this.#text = undefined;
+    }
+    return this.#payloadText;
+  }
+
+  toJSON(): unknown {
+    return {
+      kind: this.kind,
+      sessionId: this.sessionId,
+      payloadText: this.payloadText,
+      message: this.message,
+    };
+  }
 }
 
 function readDeviceEnvelope(text: string): DeviceFrame | undefined {

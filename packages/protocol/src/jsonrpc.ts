@@ -66,8 +66,48 @@ export function classifyJsonRpc(value: unknown): JsonRpcMessage {
   return classify(value, undefined);
 }
 
-/** {@link classifyJsonRpc}; a result's `resultText` is cut from `text` when given. */
-function classify(value: unknown, text: string | undefined): JsonRpcMessage {
+/** Where a payload's exact wire text is cut from when someone first asks for it. */
+export interface PayloadSource {
+  readonly payloadText: string;
+}
+
+/**
+ * A result read from a frame: its `resultText` is cut on first read, not per reply, since
+ * most readers (a `tools/call` reply's) never ask for it.
+ */
+class FrameResult {
+  readonly kind = 'result' as const;
+  #source: PayloadSource | undefined;
+  #resultText: string | undefined;
+
+  constructor(
+    readonly id: JsonRpcId,
+    readonly result: unknown,
+    source: PayloadSource,
+  ) {
+    this.#source = source;
+  }
+
+  /** The `result` text as it was on the wire, when it could be cut out exactly. */
+  get resultText(): string | undefined {
+    const source = this.#source;
+    if (source !== undefined) {
+      this.#resultText = firmwareResultText(source.payloadText);
+      this.#source = undefined;
+    }
+    return this.#resultText;
+  }
+
+  toJSON(): unknown {
+    return { kind: this.kind, id: this.id, result: this.result, resultText: this.resultText };
+  }
+}
+
+/**
+ * {@link classifyJsonRpc}; a result's `resultText` is cut from `text` when given, or from the
+ * source's payload text on first read.
+ */
+function classify(value: unknown, text: string | PayloadSource | undefined): JsonRpcMessage {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { kind: 'invalid', reason: 'not a JSON object' };
   }
@@ -84,6 +124,7 @@ function classify(value: unknown, text: string | undefined): JsonRpcMessage {
   }
   if ('result' in m) {
     if (!isId(m.id)) return { kind: 'invalid', reason: 'result id is not a number or string' };
+    if (typeof text === 'object') return new FrameResult(m.id, m.result, text);
     return {
       kind: 'result',
       id: m.id,
@@ -227,6 +268,14 @@ export function readJsonRpc(text: string): JsonRpcMessage {
  */
 export function readJsonRpcValue(value: unknown, text: string): JsonRpcMessage {
   return classify(value, text);
+}
+
+/**
+ * {@link readJsonRpcValue} for a payload whose wire text is still inside its frame: a result's
+ * `resultText` is cut from `source.payloadText` on first read.
+ */
+export function readJsonRpcFrom(value: unknown, source: PayloadSource): JsonRpcMessage {
+  return classify(value, source);
 }
 
 /**
