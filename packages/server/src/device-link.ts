@@ -22,8 +22,11 @@ export interface DeviceLink {
   readonly transport: DeviceTransport;
   /** Starts delivering to `handlers`; called once, by the session. */
   listen(handlers: DeviceLinkHandlers): void;
-  /** Sends one text frame; `done` gets the error when it could not be sent. */
-  send(text: string, done?: (error?: Error) => void): void;
+  /**
+   * Sends one text frame; `done` gets the error when it could not be sent (nothing, or null,
+   * when it was).
+   */
+  send(text: string, done?: (error?: Error | null) => void): void;
   /**
    * Round trip of the transport's own ping, in ms. Undefined where the transport has none the
    * server can send (MQTT: only the client pings).
@@ -71,13 +74,14 @@ class WebSocketLink implements DeviceLink {
     socket.on('error', onSocketError);
   }
 
-  send(text: string, done?: (error?: Error) => void): void {
+  send(text: string, done?: (error?: Error | null) => void): void {
     // ws reports a send on a closing socket in a later tick; say so now.
     if (this.socket.readyState !== this.socket.OPEN) {
       done?.(new Error(`the WebSocket is not open (readyState ${this.socket.readyState})`));
       return;
     }
-    this.socket.send(text, done === undefined ? undefined : (error) => done(error ?? undefined));
+    // `done` as is: ws calls it with nothing or null when sent (no closure per send).
+    this.socket.send(text, done);
   }
 
   ping(timeoutMs: number): Promise<number> {

@@ -36,12 +36,15 @@ export interface RequestOptions {
   readonly signal?: AbortSignal;
 }
 
-/** What a request's caller gets of a result, given it and its exact text when known. */
-type Reader = (result: unknown, resultText: string | undefined) => unknown;
+/**
+ * What a request's caller gets of a result, given it and the reply (whose exact `resultText` is
+ * cut only when a reader asks for it).
+ */
+type Reader = (result: unknown, reply: { readonly resultText: string | undefined }) => unknown;
 
 /** tools/list pages, shared by the sessions whose boards send the same ones. */
 const SHARED_PAGES = new SharedPages();
-const sharePage: Reader = (result, resultText) => SHARED_PAGES.share(result, resultText);
+const sharePage: Reader = (result, reply) => SHARED_PAGES.share(result, reply.resultText);
 
 /**
  * A new promise's functions, left here by the one shared executor and read at once: no
@@ -68,7 +71,7 @@ class Pending {
     readonly id: number,
     readonly method: string,
     readonly timeoutMs: number,
-    /** When it was sent (`performance.now()`). */
+    /** Its place among the session's sends (a stray counts the sends before it). */
     readonly sentAt: number,
     readonly resolve: (result: unknown) => void,
     readonly reject: (error: Error) => void,
@@ -165,7 +168,9 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   readonly #onError: (this: DeviceSession, error: unknown, where: string) => void;
   #nextId = 1;
   #closedReason: string | undefined;
-  /** Replies that matched no pending request, lately: a timeout names them. */
+  /** Requests sent so far: orders strays and requests without reading a clock per call. */
+  #sends = 0;
+  /** Replies that matched no pending request, lately, with the sends before each: a timeout names them. */
   #strayReplies: { readonly id: string; readonly at: number }[] | undefined;
   /** The envelope's text up to the payload, for the session id it was made with. */
   #head = '';
@@ -262,7 +267,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
       id,
       method,
       timeoutMs,
-      performance.now(),
+      ++this.#sends,
       captured.resolve,
       captured.reject,
       read,
@@ -299,8 +304,8 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
    * What the link says of a send. A send fails only on a connection going down: every request
    * still in flight on it fails with it.
    */
-  readonly #sendDone = (error?: Error): void => {
-    if (error === undefined) return;
+  readonly #sendDone = (error?: Error | null): void => {
+    if (error === undefined || error === null) return;
     for (const pending of this.#inFlight()) {
       this.#settle(pending.id)?.reject(
         new ServerError(
@@ -316,8 +321,9 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
   #envelope(payloadText: string): string {
     const sessionId = this.info.sessionId;
     if (sessionId !== this.#headSessionId) {
-      // The protocol's envelope around an empty payload, less its closing brace.
-      this.#head = encodeEnvelope(sessionId, '').slice(0, -1);
+      // The protocol's envelope around an empty payload, less its closing brace; copied, as a
+      // slice would keep the whole envelope it was cut from for the session's life.
+      this.#head = Buffer.from(encodeEnvelope(sessionId, '').slice(0, -1)).toString();
       this.#headSessionId = sessionId;
     }
     return `${this.#head}${payloadText}}`;
@@ -511,7 +517,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
           if (pending.read === undefined) pending.resolve(message.result);
           else {
             try {
-              pending.resolve(pending.read(message.result, message.resultText));
+              pending.resolve(pending.read(message.result, message));
             } catch (error) {
               pending.reject(error instanceof Error ? error : new Error(String(error)));
             }
@@ -526,7 +532,7 @@ export class DeviceSession extends EventEmitter<DeviceSessionEvents> {
     this.stats.strays++;
     if (message.kind === 'result' || message.kind === 'error') {
       this.#strayReplies ??= [];
-      this.#strayReplies.push({ id: describeId(message.id), at: performance.now() });
+      this.#strayReplies.push({ id: describeId(message.id), at: this.#sends });
       if (this.#strayReplies.length > 16) this.#strayReplies.shift();
     }
     this.#emit('stray', frame);

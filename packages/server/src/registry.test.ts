@@ -137,6 +137,33 @@ describe('tool lists', () => {
     expect(target.forget(mac(2))).toBe(false);
   });
 
+  it('boards of one build share one frozen initialize result, page reports and breaches', async () => {
+    const target = registry();
+    const a = await connect(target, session(mac(1), [tool('x')]));
+    const b = await connect(target, session(mac(2), [tool('x')]));
+    expect(b.initialize).toBe(a.initialize);
+    expect(b.initialize?.serverInfo).toEqual({ name: 'b', version: '1' });
+    expect(b.pages).toBe(a.pages);
+    expect(a.pages.plain).toHaveLength(1);
+    expect(Object.isFrozen(a.pages.plain[0])).toBe(true);
+    expect(b.pageViolations).toBe(a.pageViolations);
+    expect(a.pageViolations).toEqual([]);
+    // The API still lists them as before.
+    expect(deviceSummary(b)).toMatchObject({ ready: true, pageViolations: [] });
+  });
+
+  it('a forgotten device that was connected is reported disconnected, then forgotten', async () => {
+    const target = registry();
+    const record = await connect(target, session(mac(1), [tool('x')]));
+    const events: string[] = [];
+    target.on('disconnected', (r, reason) => events.push(`disconnected ${r.deviceId} ${reason}`));
+    target.on('forgotten', (id, reason) => events.push(`forgotten ${id} ${reason}`));
+    expect(target.forget(mac(1), 'gone')).toBe(true);
+    expect(events).toEqual([`disconnected ${mac(1)} gone`, `forgotten ${mac(1)} gone`]);
+    expect(record.session).toBeUndefined();
+    expect(record.disconnectedAt).toBeDefined();
+  });
+
   it('a tool list nested too deep fails the session; the device list stays serialisable', async () => {
     const target = registry();
     let deep: unknown = 1;

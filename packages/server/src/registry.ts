@@ -18,7 +18,7 @@ import type { DeviceTransport } from './device-link.js';
 import type { DeviceSession, InitializeResult, RequestOptions } from './device-session.js';
 import { ServerError } from './errors.js';
 import { sameSecret } from './secret.js';
-import { type DeviceTool, ToolLists, toolListKey } from './tool-lists.js';
+import { type DeviceTool, SharedValues, ToolLists, toolListKey } from './tool-lists.js';
 
 export interface OtaCheckRecord {
   readonly at: string;
@@ -45,10 +45,14 @@ export interface DeviceRecord {
   transport: DeviceTransport | undefined;
   /** Initialised and tools listed on the current session. */
   ready: boolean;
+  /** Frozen, and shared by the records whose boards sent the same. */
   initialize: InitializeResult | undefined;
   tools: readonly DeviceTool[];
-  /** Page reports of the last plain and user-tool walks (the firmware's budget rule). */
-  pages: { plain: readonly PageReport[]; withUserTools: readonly PageReport[] };
+  /**
+   * Page reports of the last plain and user-tool walks (the firmware's budget rule); frozen, and
+   * shared by the records that have the same.
+   */
+  pages: { readonly plain: readonly PageReport[]; readonly withUserTools: readonly PageReport[] };
   /** Breaches of the firmware's paging rule seen in the last walks. */
   pageViolations: readonly string[];
   lastOtaCheck: OtaCheckRecord | undefined;
@@ -120,6 +124,9 @@ interface Entry {
 }
 
 const DEFAULT_MAX_DEVICES = 10_000;
+/** A new record's empty page reports and breaches, shared. */
+const NO_PAGES = Object.freeze({ plain: Object.freeze([]), withUserTools: Object.freeze([]) });
+const NO_VIOLATIONS: readonly string[] = Object.freeze([]);
 const DEFAULT_OFFLINE_TTL_MS = 24 * 60 * 60 * 1000;
 const STDERR_LOGGER: RegistryLogger = {
   error: (object, message) =>
@@ -131,6 +138,12 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
   readonly #devices = new Map<string, Entry>();
   readonly #otaChecks: OtaCheckRecord[] = [];
   readonly #toolLists = new ToolLists();
+  /** `initialize` results, page reports and breaches as boards of one build send them alike. */
+  readonly #shared = new SharedValues();
+  /** The entry being dropped while its session closes: no longer in `#devices`. */
+  #dropping: Entry | undefined;
+  /** Every session's 'closed' listener, called with the session as `this`: no closure per session. */
+  readonly #onSessionClosed: (this: DeviceSession, reason: string) => void;
   readonly #options: RegistryOptions;
   readonly #maxDevices: number;
   readonly #ttlMs: number;
@@ -145,6 +158,10 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     this.#maxDevices = options.maxDevices ?? DEFAULT_MAX_DEVICES;
     this.#ttlMs = options.offlineDeviceTtlMs ?? DEFAULT_OFFLINE_TTL_MS;
     this.#logger = options.logger ?? STDERR_LOGGER;
+    const registry = this;
+    this.#onSessionClosed = function (this: DeviceSession, reason: string) {
+      registry.#sessionClosed(this, reason);
+    };
     if (this.#ttlMs > 0) {
       // Unref'd: the sweep never keeps the process alive.
       const sweep = () => {
@@ -251,14 +268,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     record.connectedAt = new Date().toISOString();
     record.disconnectedAt = undefined;
     previous?.close('replaced by a new session');
-    session.on('closed', (reason) => {
-      if (record.session !== session) return;
-      record.session = undefined;
-      record.ready = false;
-      record.disconnectedAt = new Date().toISOString();
-      if (this.#devices.get(record.deviceId) === entry) this.#touch(entry);
-      this.#emit('disconnected', record, reason);
-    });
+    session.on('closed', this.#onSessionClosed);
     this.#emit('connected', record);
     let stage: SessionStage = 'initialize';
     this.#prepare(record, session, (next) => {
@@ -272,6 +282,18 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       this.#emit('session-failed', record, stage, failure);
     });
     return record;
+  }
+
+  /** A session closed: its device is offline, if it was still the device's session. */
+  #sessionClosed(session: DeviceSession, reason: string): void {
+    const entry = this.#devices.get(session.info.deviceId.toLowerCase()) ?? this.#dropping;
+    const record = entry?.record;
+    if (entry === undefined || record === undefined || record.session !== session) return;
+    record.session = undefined;
+    record.ready = false;
+    record.disconnectedAt = new Date().toISOString();
+    if (this.#devices.get(record.deviceId) === entry) this.#touch(entry);
+    this.#emit('disconnected', record, reason);
   }
 
   /** Records a hello the gateway refused: the device is known, and `lastError` says why. */
@@ -410,8 +432,8 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
           ready: false,
           initialize: undefined,
           tools: [],
-          pages: { plain: [], withUserTools: [] },
-          pageViolations: [],
+          pages: NO_PAGES,
+          pageViolations: NO_VIOLATIONS,
           lastOtaCheck: undefined,
           connectedAt: undefined,
           disconnectedAt: undefined,
@@ -464,7 +486,13 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     this.#devices.delete(record.deviceId);
     this.credentials.drop(record.deviceId);
     this.#releaseTools(entry);
-    record.session?.close(reason);
+    const dropping = this.#dropping;
+    this.#dropping = entry;
+    try {
+      record.session?.close(reason);
+    } finally {
+      this.#dropping = dropping;
+    }
     this.#emit('forgotten', record.deviceId, reason);
   }
 
@@ -497,7 +525,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
   ): Promise<void> {
     const init = await session.initialize(this.#options.vision);
     if (record.session !== session) return;
-    record.initialize = init;
+    record.initialize = this.#shared.share(init);
     record.board = init.serverInfo.name;
     record.version = init.serverInfo.version;
     stage('tools');
@@ -538,10 +566,14 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       entry.toolsKey = key;
       record.tools = tools;
     }
-    record.pages = { plain: plain.pages, withUserTools: all.pages };
-    record.pageViolations = [...plain.violations, ...all.violations]
-      .slice(0, MAX_PAGE_VIOLATIONS)
-      .map((violation) => clip(violation));
+    record.pages = this.#shared.share({ plain: plain.pages, withUserTools: all.pages });
+    const violations = [...plain.violations, ...all.violations];
+    record.pageViolations =
+      violations.length === 0
+        ? NO_VIOLATIONS
+        : this.#shared.share(
+            violations.slice(0, MAX_PAGE_VIOLATIONS).map((violation) => clip(violation)),
+          );
     if (changed) this.#emit('tools-changed', record);
   }
 }

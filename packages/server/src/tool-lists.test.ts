@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SharedPages, ToolLists, toolListKey } from './tool-lists.js';
+import { SharedPages, SharedValues, ToolLists, toolListKey } from './tool-lists.js';
 
 const tool = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
@@ -101,5 +101,31 @@ describe('SharedPages', () => {
     pages.share({ n: 3 }, 'c');
     const again = { n: 1 };
     expect(pages.share(again, 'a')).toBe(again);
+  });
+});
+
+describe('SharedValues', () => {
+  it('gives every holder the first copy of an equal value, deeply frozen', () => {
+    const values = new SharedValues();
+    const first = { serverInfo: { name: 'b', version: '1' }, capabilities: { tools: {} } };
+    expect(values.share(first)).toBe(first);
+    expect(
+      values.share({ serverInfo: { name: 'b', version: '1' }, capabilities: { tools: {} } }),
+    ).toBe(first);
+    expect(Object.isFrozen(first.capabilities.tools)).toBe(true);
+    const other = { serverInfo: { name: 'b', version: '2' }, capabilities: { tools: {} } };
+    expect(values.share(other)).toBe(other);
+  });
+
+  it('keeps a long value as it came (not frozen), and the most recent values only', () => {
+    const values = new SharedValues(2);
+    const long = { text: 'x'.repeat(20_000) };
+    expect(values.share(long)).toBe(long);
+    expect(Object.isFrozen(long)).toBe(false);
+    values.share({ n: 1 });
+    values.share({ n: 2 });
+    values.share({ n: 3 });
+    const again = { n: 1 };
+    expect(values.share(again)).toBe(again);
   });
 });

@@ -138,3 +138,32 @@ export class SharedPages {
     return result;
   }
 }
+
+/** Longest JSON text of a value shared by {@link SharedValues}. */
+const SHARED_VALUE_MAX_CHARS = 16_384;
+
+/**
+ * What boards of one build report alike (their `initialize` result, the reports of their
+ * `tools/list` walks), one deeply frozen copy per distinct JSON text: a rig of them holds one.
+ * The most recent `max` distinct values are kept; a value still held by records stays with them.
+ */
+export class SharedValues {
+  readonly #values = new Map<string, unknown>();
+
+  constructor(readonly max = 64) {}
+
+  /** The shared copy of `value` (frozen), or `value` itself when too large to share. */
+  share<T>(value: T): T {
+    const key = JSON.stringify(value);
+    if (key === undefined || key.length > SHARED_VALUE_MAX_CHARS) return value;
+    const shared = this.#values.get(key);
+    if (shared !== undefined) return shared as T;
+    deepFreeze(value);
+    this.#values.set(key, value);
+    for (const oldest of this.#values.keys()) {
+      if (this.#values.size <= this.max) break;
+      this.#values.delete(oldest);
+    }
+    return value;
+  }
+}
