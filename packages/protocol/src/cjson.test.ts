@@ -46,6 +46,27 @@ describe('parseCJson', () => {
     expect(parseCJson('1e999')).toEqual({ kind: 'number', value: Number.POSITIVE_INFINITY });
   });
 
+  it('reads plain integers as strtod does, up to the 64-character number buffer', () => {
+    expect(parseCJson('[-0,7,-12]')).toEqual({
+      kind: 'array',
+      items: [-0, 7, -12].map((value) => ({ kind: 'number', value })),
+    });
+    // A run that goes on with number characters is not a plain integer: strtod's prefix, then a failure.
+    expect(parseCJson('[12-3]')).toBeUndefined();
+    expect(parseCJson('[12e]')).toBeUndefined();
+    expect(parseCJson('12e')).toEqual({ kind: 'number', value: 12 });
+    // Only the first 64 characters of a run are copied: the 65th starts the next token.
+    expect(parseCJson(`[${'1'.repeat(63)}]`)).toEqual({
+      kind: 'array',
+      items: [{ kind: 'number', value: Number('1'.repeat(63)) }],
+    });
+    expect(parseCJson(`[${'1'.repeat(64)}]`)).toEqual({
+      kind: 'array',
+      items: [{ kind: 'number', value: Number('1'.repeat(64)) }],
+    });
+    expect(parseCJson(`[${'1'.repeat(65)}]`)).toBeUndefined();
+  });
+
   it('rejects what cJSON rejects', () => {
     for (const bad of [
       '',

@@ -41,6 +41,22 @@ interface ObjectFrame {
   key: string;
 }
 
+function isDigit(code: number): boolean {
+  return code >= 0x30 && code <= 0x39;
+}
+
+// The characters cJSON copies into a number's buffer before strtod: [0-9+-eE.].
+function inNumberRun(code: number): boolean {
+  return (
+    isDigit(code) ||
+    code === 0x2b ||
+    code === 0x2d ||
+    code === 0x65 ||
+    code === 0x45 ||
+    code === 0x2e
+  );
+}
+
 class Reader {
   pos = 0;
   depth = 0;
@@ -55,6 +71,12 @@ class Reader {
   scalar(): CJsonNode | undefined {
     const t = this.text;
     const c = t[this.pos];
+    // Strings and numbers first: they are what requests carry. The literals are tried after.
+    if (c === '"') {
+      const value = this.string();
+      return value === undefined ? undefined : { kind: 'string', value };
+    }
+    if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
     if (t.startsWith('null', this.pos)) {
       this.pos += 4;
       return { kind: 'null' };
@@ -67,11 +89,6 @@ class Reader {
       this.pos += 4;
       return { kind: 'bool', value: true };
     }
-    if (c === '"') {
-      const value = this.string();
-      return value === undefined ? undefined : { kind: 'string', value };
-    }
-    if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
     return undefined;
   }
 
@@ -149,6 +166,16 @@ class Reader {
   // cJSON copies the run of [0-9+-eE.] and hands it to strtod, which takes the longest
   // valid prefix; parsing resumes where strtod stopped.
   number(): CJsonNode | undefined {
+    // The usual case, a plain integer ending where the run ends: it is its own strtod prefix.
+    const t = this.text;
+    const start = this.pos;
+    let i = t.charCodeAt(start) === 0x2d /* - */ ? start + 1 : start;
+    const digits = i;
+    while (i - start < 64 && isDigit(t.charCodeAt(i))) i++;
+    if (i > digits && i - start < 64 && !inNumberRun(t.charCodeAt(i))) {
+      this.pos = i;
+      return { kind: 'number', value: Number(t.slice(start, i)) };
+    }
     const run = /^[0-9+\-eE.]+/.exec(this.text.slice(this.pos, this.pos + 64))?.[0] ?? '';
     const prefix = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?/.exec(run)?.[0];
     if (prefix === undefined) return undefined;
@@ -260,7 +287,9 @@ function foldsEqual(a: string, b: string): boolean {
 export function getItem(node: CJsonNode | undefined, key: string): CJsonNode | undefined {
   if (node?.kind !== 'object') return undefined;
   const wanted = cString(key);
-  for (const [name, value] of node.entries) {
+  const entries = node.entries;
+  for (let i = 0; i < entries.length; i++) {
+    const [name, value] = entries[i] as readonly [string, CJsonNode];
     if (name === wanted || foldsEqual(cString(name), wanted)) return value;
   }
   return undefined;

@@ -269,6 +269,33 @@ describe('MainLoop', () => {
     expect(loop.pending).toBe(0);
   });
 
+  it("holds the loop while a task's promise is pending, and idle waits for it", async () => {
+    const ran: string[] = [];
+    const loop = new MainLoop();
+    let finish: () => void = () => {};
+    loop.schedule(() => {
+      ran.push('async start');
+      return new Promise<void>((resolve) => {
+        finish = () => {
+          ran.push('async end');
+          resolve();
+        };
+      });
+    });
+    loop.schedule(() => ran.push('next'));
+    let idle = false;
+    const waiting = loop.idle().then(() => {
+      idle = true;
+    });
+    await vi.waitFor(() => expect(ran).toHaveLength(1));
+    expect(ran).toEqual(['async start']);
+    expect(loop.pending).toBe(1);
+    expect(idle).toBe(false);
+    finish();
+    await waiting;
+    expect(ran).toEqual(['async start', 'async end', 'next']);
+  });
+
   it('keeps going after a task throws, reporting the error', async () => {
     const errors: unknown[] = [];
     const ran: number[] = [];

@@ -9,7 +9,7 @@
 import { type ArgumentValues, validateToolCall } from './arguments.js';
 import { type CJsonNode, cString, getItem, parseCJson, printCJsonNode, toCInt } from './cjson.js';
 import { textForMessage } from './errors.js';
-import { encodeDeviceError, encodeDeviceResult } from './jsonrpc.js';
+import { encodeDeviceError, encodeDeviceResult, type JsonRpcId } from './jsonrpc.js';
 import type { BoardIdentity, DispatchContext, VisionCapability } from './mcp-context.js';
 import { buildToolsPage } from './paging.js';
 import { encodeToolResult, type ToolReturn } from './results.js';
@@ -55,6 +55,15 @@ function readVision(params: CJsonNode | undefined): VisionCapability | undefined
   };
 }
 
+// Plain functions, not closures made per request: a busy board answers many.
+function replyAction<H>(id: number, result: string): DeviceAction<H> {
+  return { kind: 'reply', id, payload: encodeDeviceResult(id, result), log: undefined };
+}
+
+function failAction<H>(id: number, message: string, log: string): DeviceAction<H> {
+  return { kind: 'reply', id, payload: encodeDeviceError(id, message), log };
+}
+
 /**
  * Decides what the device does with one MCP payload. The rules are checked in the
  * firmware's order; the first that fails decides. `payload` is the envelope's
@@ -83,24 +92,11 @@ export function dispatchMcpRequest<H>(
   if (idNode?.kind !== 'number') return { kind: 'drop', log: `Invalid id for method: ${method}` };
   const id = toCInt(idNode.value);
 
-  const reply = (result: string): DeviceAction<H> => ({
-    kind: 'reply',
-    id,
-    payload: encodeDeviceResult(id, result),
-    log: undefined,
-  });
-  const fail = (message: string, log?: string): DeviceAction<H> => ({
-    kind: 'reply',
-    id,
-    payload: encodeDeviceError(id, message),
-    log,
-  });
-
   switch (method) {
     case 'initialize': {
       const vision = readVision(params);
       if (vision !== undefined) context.onVision?.(vision);
-      return reply(initializeResult(context.board));
+      return replyAction(id, initializeResult(context.board));
     }
     case 'tools/list': {
       const cursor = getItem(params, 'cursor');
@@ -110,15 +106,21 @@ export function dispatchMcpRequest<H>(
         withUserTools: withUserTools?.kind === 'bool' && withUserTools.value,
         budgetBytes: context.pageBudgetBytes,
       });
-      return page.ok ? reply(page.result) : fail(page.message, `tools/list: ${page.message}`);
+      return page.ok
+        ? replyAction(id, page.result)
+        : failAction(id, page.message, `tools/list: ${page.message}`);
     }
     case 'tools/call': {
       const call = validateToolCall(context.tools, params);
-      if (!call.ok) return fail(call.message, `tools/call: ${call.message}`);
+      if (!call.ok) return failAction(id, call.message, `tools/call: ${call.message}`);
       return { kind: 'call', id, tool: call.tool, handler: call.handler, values: call.values };
     }
     default:
-      return fail(`Method not implemented: ${method}`, `Method not implemented: ${method}`);
+      return failAction(
+        id,
+        `Method not implemented: ${method}`,
+        `Method not implemented: ${method}`,
+      );
   }
 }
 
@@ -129,9 +131,16 @@ export function dispatchMcpRequest<H>(
  */
 export class MainLoop {
   readonly #queue: (() => unknown)[] = [];
-  #running: Promise<void> | undefined;
+  #running = false;
   #stopped = false;
+  #waiters: (() => void)[] = [];
   readonly #onError: (error: unknown) => void;
+  // One bound drain per loop, not a closure and a promise per burst of tasks.
+  readonly #drainNext = (): void => this.#drain();
+  readonly #failed = (error: unknown): void => {
+    this.#onError(error);
+    this.#drain();
+  };
 
   constructor(onError: (error: unknown) => void = () => {}) {
     this.#onError = onError;
@@ -141,12 +150,14 @@ export class MainLoop {
   schedule(task: () => unknown): void {
     if (this.#stopped) return;
     this.#queue.push(task);
-    this.#running ??= Promise.resolve().then(() => this.#drain());
+    if (this.#running) return;
+    this.#running = true;
+    void Promise.resolve().then(this.#drainNext);
   }
 
   /** Resolves once the queue is empty. */
   async idle(): Promise<void> {
-    while (this.#running) await this.#running;
+    while (this.#running) await new Promise<void>((resolve) => this.#waiters.push(resolve));
   }
 
   get pending(): number {
@@ -166,16 +177,37 @@ export class MainLoop {
     return this.#stopped;
   }
 
-  async #drain(): Promise<void> {
-    for (let task = this.#queue.shift(); task !== undefined; task = this.#queue.shift()) {
+  // A task that returns a promise holds the loop until it settles; a synchronous one lets the
+  // next task run at once (no microtask per task).
+  #drain(): void {
+    const queue = this.#queue;
+    for (let task = queue.shift(); task !== undefined; task = queue.shift()) {
+      let result: unknown;
       try {
-        await task();
+        result = task();
       } catch (error) {
         this.#onError(error);
+        continue;
+      }
+      if (isThenable(result)) {
+        Promise.resolve(result).then(this.#drainNext, this.#failed);
+        return;
       }
     }
-    this.#running = undefined;
+    this.#running = false;
+    const waiters = this.#waiters;
+    if (waiters.length === 0) return;
+    this.#waiters = [];
+    for (const resolve of waiters) resolve();
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }
 
 export type ToolRunner<H> = (
@@ -199,18 +231,13 @@ export interface McpRequestLoopOptions<H> extends DispatchContext<H> {
   readonly loop?: MainLoop;
 }
 
-/** A dispatched request, the same shape under both profiles. */
-type LoopAction<H> =
-  | { readonly kind: 'drop'; readonly log: string | undefined }
-  | { readonly kind: 'reply'; readonly payload: string; readonly log: string | undefined }
-  | {
-      readonly kind: 'call';
-      readonly tool: Tool;
-      readonly handler: H;
-      readonly values: ArgumentValues;
-      readonly result: (value: ToolReturn) => string;
-      readonly error: (message: string) => string;
-    };
+/** A valid call waiting for its turn on the main loop, under either profile. */
+interface PendingCall<H> {
+  readonly id: JsonRpcId;
+  readonly tool: Tool;
+  readonly handler: H;
+  readonly values: ArgumentValues;
+}
 
 /**
  * The one MCP request loop: dispatch by profile, then through the main loop, where replies
@@ -218,7 +245,7 @@ type LoopAction<H> =
  * different order from the requests (match them by id). Tools run one at a time, in arrival
  * order.
  */
-export class McpRequestLoop<H> {
+export class McpRequestLoop<H> implements DispatchContext<H> {
   readonly loop: MainLoop;
   readonly profile: McpProfile;
   /** Read at each request: a device adds tools after construction. */
@@ -227,6 +254,8 @@ export class McpRequestLoop<H> {
   board: BoardIdentity;
   /** Read as each reply leaves; undefined drops it (no channel is open). */
   send: ((payload: string) => void) | undefined;
+  readonly onVision: ((vision: VisionCapability) => void) | undefined;
+  readonly pageBudgetBytes: number | undefined;
   readonly #options: McpRequestLoopOptions<H>;
 
   constructor(options: McpRequestLoopOptions<H>) {
@@ -235,30 +264,29 @@ export class McpRequestLoop<H> {
     this.tools = options.tools;
     this.board = options.board;
     this.send = options.send;
+    this.onVision = options.onVision;
+    this.pageBudgetBytes = options.pageBudgetBytes;
     this.loop = options.loop ?? new MainLoop();
   }
 
   /** Handles one MCP payload (the envelope's cJSON node, or the payload text). */
   receive(payload: CJsonNode | string): void {
-    const action = this.#dispatch(payload);
-    if (action.kind !== 'call') {
-      if (action.log !== undefined) this.#options.log?.(action.log);
-      if (action.kind === 'reply') this.#reply(action.payload);
+    // The loop is its own dispatch context: nothing is built per request to describe the board.
+    if (this.profile === 'strict') {
+      // Standard JSON rules: the strict dispatcher reads the text, not cJSON's view of it.
+      const text = typeof payload === 'string' ? payload : printCJsonNode(payload);
+      const action = dispatchStrictRequest(text, this);
+      if (action.kind === 'call') this.#schedule(action);
+      else if (action.kind === 'reply') this.#reply(action.payload);
       return;
     }
-    this.loop.schedule(async () => {
-      this.#options.onToolCall?.(action.tool);
-      let reply: string;
-      try {
-        // Encoding is inside the try: a strict reply refuses a value that is no ToolReturn.
-        reply = action.result(
-          await this.#options.runTool(action.handler, action.values, action.tool),
-        );
-      } catch (error) {
-        reply = action.error(error instanceof Error ? error.message : textForMessage(error));
-      }
-      this.#reply(reply);
-    });
+    const action = dispatchMcpRequest(payload, this);
+    if (action.kind === 'call') {
+      this.#schedule(action);
+      return;
+    }
+    if (action.log !== undefined) this.#options.log?.(action.log);
+    if (action.kind === 'reply') this.#reply(action.payload);
   }
 
   /** Resolves once every scheduled run and reply has happened. */
@@ -266,37 +294,55 @@ export class McpRequestLoop<H> {
     return this.loop.idle();
   }
 
-  #reply(payload: string): void {
-    this.loop.schedule(() => this.send?.(payload));
+  #schedule(call: PendingCall<H>): void {
+    this.loop.schedule(() => this.#run(call));
   }
 
-  #dispatch(payload: CJsonNode | string): LoopAction<H> {
-    const { onVision, pageBudgetBytes } = this.#options;
-    const context: DispatchContext<H> = {
-      tools: this.tools,
-      board: this.board,
-      onVision,
-      pageBudgetBytes,
-    };
-    if (this.profile === 'strict') {
-      // Standard JSON rules: the strict dispatcher reads the text, not cJSON's view of it.
-      const text = typeof payload === 'string' ? payload : printCJsonNode(payload);
-      const action = dispatchStrictRequest(text, context);
-      if (action.kind !== 'call') return { ...action, log: undefined };
-      const { id } = action;
-      return {
-        ...action,
-        result: (value) => encodeStrictToolResult(id, value),
-        error: (message) => encodeStrictToolError(id, message),
-      };
+  // The first hop: run the tool. A tool that returns a promise holds the loop until it settles.
+  #run(call: PendingCall<H>): Promise<void> | undefined {
+    this.#options.onToolCall?.(call.tool);
+    let returned: ToolReturn | Promise<ToolReturn>;
+    try {
+      returned = this.#options.runTool(call.handler, call.values, call.tool);
+    } catch (error) {
+      this.#fail(call, error);
+      return undefined;
     }
-    const action = dispatchMcpRequest(payload, context);
-    if (action.kind !== 'call') return action;
-    const { id } = action;
-    return {
-      ...action,
-      result: (value) => encodeDeviceResult(id, encodeToolResult(value)),
-      error: (message) => encodeDeviceError(id, message),
-    };
+    if (!isThenable(returned)) {
+      this.#answer(call, returned);
+      return undefined;
+    }
+    return Promise.resolve(returned).then(
+      (value) => this.#answer(call, value),
+      (error: unknown) => this.#fail(call, error),
+    );
+  }
+
+  // The second hop: the reply. Encoding can throw: a strict reply refuses a value that is no ToolReturn.
+  #answer(call: PendingCall<H>, value: ToolReturn): void {
+    let reply: string;
+    try {
+      reply =
+        this.profile === 'strict'
+          ? encodeStrictToolResult(call.id, value)
+          : encodeDeviceResult(call.id as number, encodeToolResult(value));
+    } catch (error) {
+      this.#fail(call, error);
+      return;
+    }
+    this.#reply(reply);
+  }
+
+  #fail(call: PendingCall<H>, error: unknown): void {
+    const message = error instanceof Error ? error.message : textForMessage(error);
+    this.#reply(
+      this.profile === 'strict'
+        ? encodeStrictToolError(call.id, message)
+        : encodeDeviceError(call.id as number, message),
+    );
+  }
+
+  #reply(payload: string): void {
+    this.loop.schedule(() => this.send?.(payload));
   }
 }
