@@ -260,7 +260,11 @@ export class WebsocketChannel extends EventEmitter<WebsocketChannelEvents> {
   /** Sends a text frame; false when the channel is closed. A frame over 64 KiB kills the session. */
   sendText(text: string): boolean {
     if (!this.isOpen || this.#socket === undefined) return false;
-    if (Buffer.byteLength(text) > MAX_DEVICE_FRAME_BYTES) {
+    // Each UTF-16 unit is at most 3 UTF-8 bytes: a short text needs no count.
+    if (
+      text.length * 3 > MAX_DEVICE_FRAME_BYTES &&
+      Buffer.byteLength(text) > MAX_DEVICE_FRAME_BYTES
+    ) {
       this.#options.console.log('E', 'WS', `Message too large: ${Buffer.byteLength(text)} bytes`);
       this.close('frame too large');
       return false;

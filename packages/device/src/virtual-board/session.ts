@@ -49,11 +49,14 @@ export type FrameAction =
   | { readonly kind: 'none' };
 
 /** `Application::OnIncomingJson`: the action for a frame, by its type. */
+// A string member of the frame as the firmware reads it; undefined when absent or not a string.
+function textOf(frame: BackendFrame, key: string): string | undefined {
+  const node = getItem(frame.root, key);
+  return node?.kind === 'string' ? cString(node.value) : undefined;
+}
+
 export function frameAction(frame: BackendFrame): FrameAction {
-  const text = (key: string) => {
-    const node = getItem(frame.root, key);
-    return node?.kind === 'string' ? cString(node.value) : undefined;
-  };
+  const text = (key: string) => textOf(frame, key);
   switch (frame.type) {
     case 'mcp':
       return frame.payload === undefined
@@ -287,7 +290,7 @@ export class Session {
       mayReconnect: () => host.state() === 'idle',
     });
     this.#mqtt = channel;
-    channel.on('json', (frame) => this.#apply(frameAction(frame)));
+    channel.on('json', (frame) => this.#onFrame(frame));
     channel.on('panic', (panic) => host.panic(panic));
     channel.on('connected', () => host.mqtt(true));
     channel.on('disconnected', () => {
@@ -329,7 +332,7 @@ export class Session {
       closeFrame: host.closeFrame,
     });
     this.#channel = channel;
-    channel.on('json', (frame) => this.#apply(frameAction(frame)));
+    channel.on('json', (frame) => this.#onFrame(frame));
     channel.on('panic', (panic) => host.panic(panic));
     channel.on('closed', () => {
       if (this.#channel !== channel) return;
@@ -526,20 +529,33 @@ export class Session {
     this.#host.uplinkEnded(last);
   }
 
+  #onFrame(frame: BackendFrame): void {
+    // MCP frames are nearly all the traffic: handled without building their action first.
+    if (frame.type === 'mcp') {
+      if (frame.payload !== undefined) this.#mcp(frame.payload);
+      return;
+    }
+    this.#apply(frameAction(frame));
+  }
+
+  #mcp(payload: CJsonNode): void {
+    const server = this.#host.mcp();
+    if (this.#regressions.idle) {
+      server.handlePayload(payload);
+      return;
+    }
+    const request = this.#regressions.request(payload);
+    if ('reply' in request) server.loop.schedule(() => this.send(request.reply));
+    else server.handlePayload(request.payload);
+  }
+
   #apply(action: FrameAction): void {
     const host = this.#host;
     const loop = host.mcp().loop;
     switch (action.kind) {
-      case 'mcp': {
-        if (this.#regressions.idle) {
-          host.mcp().handlePayload(action.payload);
-          return;
-        }
-        const request = this.#regressions.request(action.payload);
-        if ('reply' in request) loop.schedule(() => this.send(request.reply));
-        else host.mcp().handlePayload(request.payload);
+      case 'mcp':
+        this.#mcp(action.payload);
         return;
-      }
       case 'speak':
         loop.schedule(() => host.setState('speaking'));
         return;
