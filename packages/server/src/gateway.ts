@@ -269,16 +269,19 @@ export class Gateway {
         }),
       ),
     );
+    // The record's strings where the session's are the same: held once per board, not per holder.
+    const known = this.registry.get(deviceId);
+    const seenFrom = known?.lastOtaCheck?.remoteAddress;
     const session = new DeviceSession(
       ws,
       {
-        deviceId,
-        clientId,
+        deviceId: known?.deviceId === deviceId ? known.deviceId : deviceId,
+        clientId: known?.clientId === clientId ? known.clientId : clientId,
         sessionId,
         protocolVersion,
         hello,
         helloText: text,
-        remoteAddress: remote,
+        remoteAddress: seenFrom === remote ? seenFrom : remote,
         transport: 'websocket',
       },
       {

@@ -152,6 +152,35 @@ describe('tool lists', () => {
     expect(deviceSummary(b)).toMatchObject({ ready: true, pageViolations: [] });
   });
 
+  it('keeps an OTA check as it came, whatever it shares with the record or other boards', () => {
+    const target = registry();
+    const seen: unknown[] = [];
+    target.on('ota-check', (check) => seen.push(check));
+    const userAgent = 'bread-compact-wifi/2.4.2';
+    const check = {
+      at: new Date().toISOString(),
+      deviceId: mac(1).toUpperCase(),
+      clientId: UUID,
+      board: userAgent.slice(0, userAgent.indexOf('/')),
+      version: userAgent.slice(userAgent.indexOf('/') + 1),
+      elfSha256: 'ab'.repeat(32),
+      remoteAddress: '10.0.0.2',
+      offered: undefined,
+      body: { application: { version: '2.4.2' } },
+    };
+    expect(target.recordOtaCheck(check)).toBe(true);
+    const record = target.get(mac(1));
+    expect(record?.lastOtaCheck).toEqual(check);
+    expect(target.otaChecks()).toEqual([check]);
+    expect(seen).toEqual([check]);
+    expect(record).toMatchObject({
+      deviceId: mac(1),
+      board: 'bread-compact-wifi',
+      version: '2.4.2',
+    });
+    expect(deviceSummary(record as DeviceRecord).lastOtaCheck).toEqual(check);
+  });
+
   it('a forgotten device that was connected is reported disconnected, then forgotten', async () => {
     const target = registry();
     const record = await connect(target, session(mac(1), [tool('x')]));

@@ -124,6 +124,9 @@ interface Entry {
 }
 
 const DEFAULT_MAX_DEVICES = 10_000;
+/** Most board names and versions interned, and the longest. */
+const MAX_INTERNED = 256;
+const MAX_INTERNED_CHARS = 128;
 /** A new record's empty page reports and breaches, shared. */
 const NO_PAGES = Object.freeze({ plain: Object.freeze([]), withUserTools: Object.freeze([]) });
 const NO_VIOLATIONS: readonly string[] = Object.freeze([]);
@@ -140,6 +143,8 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
   readonly #toolLists = new ToolLists();
   /** `initialize` results, page reports and breaches as boards of one build send them alike. */
   readonly #shared = new SharedValues();
+  /** Board names and versions as boards send them alike, one flat copy each (the most recent). */
+  readonly #interned = new Map<string, string>();
   /** The entry being dropped while its session closes: no longer in `#devices`. */
   #dropping: Entry | undefined;
   /** Every session's 'closed' listener, called with the session as `this`: no closure per session. */
@@ -235,12 +240,21 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     const entry = this.#entry(check.deviceId, check.clientId);
     if (entry === undefined) return false;
     const { record } = entry;
-    record.board = check.board ?? record.board;
-    record.version = check.version;
-    record.lastOtaCheck = check;
-    this.#otaChecks.push(check);
+    // Kept with the record: what it already holds, and what boards of one build send alike
+    // (a board name sliced from its User-Agent keeps the whole header), are held once.
+    const kept: OtaCheckRecord = {
+      ...check,
+      deviceId: check.deviceId === record.deviceId ? record.deviceId : check.deviceId,
+      clientId: record.clientId,
+      board: this.#intern(check.board),
+      version: this.#intern(check.version),
+    };
+    record.board = kept.board ?? record.board;
+    record.version = kept.version;
+    record.lastOtaCheck = kept;
+    this.#otaChecks.push(kept);
     if (this.#otaChecks.length > (this.#options.otaHistory ?? 1000)) this.#otaChecks.shift();
-    this.#emit('ota-check', check);
+    this.#emit('ota-check', kept);
     return true;
   }
 
@@ -282,6 +296,23 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       this.#emit('session-failed', record, stage, failure);
     });
     return record;
+  }
+
+  /** The registry's one copy of `text` (board names and versions: a few per rig). */
+  #intern<T extends string | undefined>(text: T): T {
+    if (text === undefined || text.length > MAX_INTERNED_CHARS) return text;
+    const known = this.#interned.get(text);
+    if (known !== undefined) return known as T;
+    // A flat copy: `text` may be a slice that keeps the whole string it was cut from.
+    const copy = Buffer.from(text).toString();
+    this.#interned.set(copy, copy);
+    if (this.#interned.size > MAX_INTERNED) {
+      for (const oldest of this.#interned.keys()) {
+        this.#interned.delete(oldest);
+        break;
+      }
+    }
+    return copy as T;
   }
 
   /** A session closed: its device is offline, if it was still the device's session. */
