@@ -162,14 +162,6 @@ export class MqttBroker {
       authorizeSubscribe: (client, subscription, callback) => {
         callback(null, this.#authorizeSubscribe(client, subscription));
       },
-      published: (packet, client, callback) => {
-        try {
-          this.#published(packet, client);
-        } catch (error) {
-          this.#logger.error({ err: error }, 'reading a board publish failed');
-        }
-        callback(null);
-      },
     });
     // aedes reports persistence failures here; unheard, they would end the process.
     (this.#aedes as unknown as NodeJS.EventEmitter).on('error', (error: unknown) =>
@@ -389,8 +381,12 @@ export class MqttBroker {
     if (role?.kind === 'operator') {
       return packet.topic.startsWith('$SYS') ? new Error('$SYS topics are the broker’s') : null;
     }
-    if (role?.kind === 'device' && packet.topic === role.publishTopic && packet.qos === 0)
+    if (role?.kind === 'device' && packet.topic === role.publishTopic && packet.qos === 0) {
+      // The board's frame is read here, where its role is at hand, before aedes routes the
+      // PUBLISH on (to operators) and reads the next packet.
+      this.#received(role, packet.payload);
       return null;
+    }
     const why =
       role?.kind !== 'device'
         ? 'no role'
@@ -421,13 +417,14 @@ export class MqttBroker {
     return null;
   }
 
-  #published(packet: PublishPacket, client: Client | null): void {
-    if (client === null) return;
-    const role = this.#roles.get(client);
-    if (role?.kind !== 'device' || packet.topic !== role.publishTopic) return;
-    const text = payloadText(packet.payload);
-    if (role.link !== undefined) role.link.receive(text);
-    else if (role.early.length < MAX_EARLY_FRAMES) role.early.push(text);
+  #received(role: Role & { readonly kind: 'device' }, payload: PublishPacket['payload']): void {
+    try {
+      const text = payloadText(payload);
+      if (role.link !== undefined) role.link.receive(text);
+      else if (role.early.length < MAX_EARLY_FRAMES) role.early.push(text);
+    } catch (error) {
+      this.#logger.error({ err: error }, 'reading a board publish failed');
+    }
   }
 
   #ready(client: Client): void {
