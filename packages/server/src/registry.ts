@@ -124,7 +124,7 @@ interface Entry {
 }
 
 const DEFAULT_MAX_DEVICES = 10_000;
-/** Most board names and versions interned, and the longest. */
+/** Most board names, versions and ELF digests interned, and the longest. */
 const MAX_INTERNED = 256;
 const MAX_INTERNED_CHARS = 128;
 /** A new record's empty page reports and breaches, shared. */
@@ -143,7 +143,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
   readonly #toolLists = new ToolLists();
   /** `initialize` results, page reports and breaches as boards of one build send them alike. */
   readonly #shared = new SharedValues();
-  /** Board names and versions as boards send them alike, one flat copy each (the most recent). */
+  /** Board names, versions and ELF digests as boards of one build send them, one flat copy each. */
   readonly #interned = new Map<string, string>();
   /** The entry being dropped while its session closes: no longer in `#devices`. */
   #dropping: Entry | undefined;
@@ -248,6 +248,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
       clientId: record.clientId,
       board: this.#intern(check.board),
       version: this.#intern(check.version),
+      elfSha256: this.#intern(check.elfSha256),
     };
     record.board = kept.board ?? record.board;
     record.version = kept.version;
@@ -298,7 +299,7 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     return record;
   }
 
-  /** The registry's one copy of `text` (board names and versions: a few per rig). */
+  /** The registry's one copy of `text` (board names, versions, ELF digests: a few per rig). */
   #intern<T extends string | undefined>(text: T): T {
     if (text === undefined || text.length > MAX_INTERNED_CHARS) return text;
     const known = this.#interned.get(text);
@@ -554,9 +555,10 @@ export class DeviceRegistry extends EventEmitter<RegistryEvents> {
     session: DeviceSession,
     stage: (stage: SessionStage) => void,
   ): Promise<void> {
-    const init = await session.initialize(this.#options.vision);
+    // The shared copy, names included, when boards of one build sent the same.
+    const init = this.#shared.share(await session.initialize(this.#options.vision));
     if (record.session !== session) return;
-    record.initialize = this.#shared.share(init);
+    record.initialize = init;
     record.board = init.serverInfo.name;
     record.version = init.serverInfo.version;
     stage('tools');
