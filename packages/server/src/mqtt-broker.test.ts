@@ -308,6 +308,22 @@ describe('the OTA reply offers MQTT', { timeout: 60_000 }, () => {
 });
 
 describe('a board on MQTT', { timeout: 60_000 }, () => {
+  it('gets frames with any UTF-8 text byte for byte, each PUBLISH as long as its bytes', async () => {
+    const target = await startServer();
+    const { board: fake } = await board(target);
+    const session = target.registry.get(MAC)?.session;
+    const texts = [
+      '{"type":"x","text":"grüße 温度 😀 \u2028"}',
+      '{"type":"x","text":"\\ud83d lone escapes stay ASCII"}',
+      '{"type":"x","text":"after"}',
+    ];
+    for (const text of texts) session?.sendRaw(text);
+    await fake.waitFor((r) => r.text.includes('"after"'), 'the last frame');
+    expect(fake.received.filter((r) => r.text.startsWith('{"type":"x"'))).toEqual(
+      texts.map((text) => ({ topic: 'devices/p2p/f4_12_fa_00_00_01', text })),
+    );
+  });
+
   it('gets a session without a hello: initialize, tools/list and calls through the API', async () => {
     const target = await startServer();
     const { board: fake } = await board(target);

@@ -263,7 +263,8 @@ export class MqttBroker {
       {
         cmd: 'publish',
         topic,
-        payload: Buffer.from(text, 'utf8'),
+        // The text goes to the socket as is: it encodes it as UTF-8 in its write, no Buffer first.
+        payload: text,
         qos: 0,
         retain: false,
         dup: false,
