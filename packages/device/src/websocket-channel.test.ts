@@ -63,6 +63,35 @@ describe('WebsocketChannel', () => {
     channel.close();
   });
 
+  it('sends text as a text frame with its exact UTF-8 bytes, up to 65,535 of them', async () => {
+    wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await once(wss, 'listening');
+    const received: { data: Buffer; binary: boolean }[] = [];
+    wss.on('connection', (socket) => {
+      socket.once('message', () =>
+        socket.send('{"type":"hello","transport":"websocket","session_id":"s"}'),
+      );
+      socket.on('message', (data, binary) => received.push({ data: data as Buffer, binary }));
+    });
+    const channel = new WebsocketChannel({
+      ...base,
+      url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/`,
+      token: '',
+      hello: buildDeviceHello({ transport: 'websocket', version: 1 }),
+      console: new BoardConsole(),
+    });
+    await channel.open();
+    const texts = ['{"type":"mcp","payload":{"text":"音量 50 ✓"}}', 'é'.repeat(32_767) + 'x'];
+    for (const text of texts) expect(channel.sendText(text)).toBe(true);
+    await until(() => received.length === 3, { what: 'the hello and both texts at the backend' });
+    expect(received.slice(1).map(({ data, binary }) => [data.toString('utf8'), binary])).toEqual(
+      texts.map((text) => [text, false]),
+    );
+    // Two bytes per é: the second text is exactly 65,535 bytes, the most a frame may carry.
+    expect(received[2]?.data.length).toBe(65_535);
+    channel.close();
+  });
+
   it('drops MCP that arrives before the server hello is accepted, and refuses frames over 64 KiB', async () => {
     wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
     await once(wss, 'listening');

@@ -41,6 +41,9 @@ class BoardSocket extends WebSocket {
   }
 }
 
+/** `ws` send options for a text frame given as bytes. */
+const TEXT_FRAME = { binary: false } as const;
+
 const isOversized = (error: Error): boolean =>
   (error as Error & { code?: unknown }).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
 
@@ -260,16 +263,15 @@ export class WebsocketChannel extends EventEmitter<WebsocketChannelEvents> {
   /** Sends a text frame; false when the channel is closed. A frame over 64 KiB kills the session. */
   sendText(text: string): boolean {
     if (!this.isOpen || this.#socket === undefined) return false;
-    // Each UTF-16 unit is at most 3 UTF-8 bytes: a short text needs no count.
-    if (
-      text.length * 3 > MAX_DEVICE_FRAME_BYTES &&
-      Buffer.byteLength(text) > MAX_DEVICE_FRAME_BYTES
-    ) {
-      this.#options.console.log('E', 'WS', `Message too large: ${Buffer.byteLength(text)} bytes`);
+    // Sent as the UTF-8 bytes of a text frame: `ws` then masks them into the frame header's
+    // buffer and writes one buffer, where a string costs a second buffer and a writev.
+    const data = Buffer.from(text);
+    if (data.length > MAX_DEVICE_FRAME_BYTES) {
+      this.#options.console.log('E', 'WS', `Message too large: ${data.length} bytes`);
       this.close('frame too large');
       return false;
     }
-    this.#socket.send(text);
+    this.#socket.send(data, TEXT_FRAME);
     return true;
   }
 
