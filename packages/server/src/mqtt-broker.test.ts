@@ -623,7 +623,7 @@ describe('operators', { timeout: 60_000 }, () => {
     );
   });
 
-  it('see the calls made while they are connected; the board gets every call once, before, during and after', async () => {
+  it('see the calls and answers made while they are connected; the board gets every call once, before, during and after', async () => {
     const target = await startServer();
     const { board: fake } = await board(target);
     const call = (level: number) =>
@@ -646,9 +646,14 @@ describe('operators', { timeout: 60_000 }, () => {
     const seen: Received[] = [];
     operator.on('message', (topic, payload) => seen.push({ topic, text: payload.toString() }));
     await operator.subscribeAsync('devices/p2p/#');
+    await operator.subscribeAsync('device-server/#');
     await call(22);
     await until(() => seen.some((s) => s.text.includes('"level":22}')), {
       what: 'the operator to see the call made while it watches',
+    });
+    // And the board's answer to it, on the board's publish topic.
+    await until(() => seen.some((s) => s.topic === 'device-server/f4_12_fa_00_00_01'), {
+      what: "the operator to see the board's answer",
     });
     await operator.endAsync();
     await until(() => target.mqttClients === 1, { what: 'the operator to be gone' });

@@ -24,6 +24,7 @@ import { once } from 'node:events';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import {
   Aedes,
+  type AedesOptions,
   type AuthenticateError,
   type Client,
   type PublishPacket,
@@ -120,6 +121,41 @@ function payloadText(payload: PublishPacket['payload']): string {
     : Buffer.from(payload).toString('utf8');
 }
 
+type PublishDone = (error?: Error) => void;
+
+/**
+ * aedes, where a board's own PUBLISH (read by `authorizePublish` already) is routed on only when
+ * someone may hear it: boards cannot subscribe, so while no operator is connected nobody is
+ * subscribed to a board's publish topic, and its topic match, packet copy and hooks are skipped.
+ * aedes hands every client PUBLISH to `publish(packet, client, done)`.
+ */
+class BoardBroker extends Aedes {
+  readonly #unheard: (client: Client) => boolean;
+
+  constructor(options: AedesOptions, unheard: (client: Client) => boolean) {
+    super(options);
+    this.#unheard = unheard;
+  }
+
+  override publish(
+    packet: PublishPacket,
+    clientOrDone: Client | null | PublishDone,
+    done?: PublishDone,
+  ): void {
+    if (done !== undefined && clientOrDone !== null && typeof clientOrDone === 'object') {
+      if (this.#unheard(clientOrDone)) {
+        done();
+        return;
+      }
+    }
+    (super.publish as (packet: PublishPacket, ...rest: unknown[]) => void)(
+      packet,
+      clientOrDone,
+      done,
+    );
+  }
+}
+
 export class MqttBroker {
   readonly #options: MqttBrokerOptions;
   readonly #aedes: Aedes;
@@ -137,32 +173,35 @@ export class MqttBroker {
   private constructor(options: MqttBrokerOptions) {
     this.#options = options;
     this.#logger = options.logger;
-    this.#aedes = new Aedes({
-      connectTimeout: options.connectTimeoutMs,
-      keepaliveLimit: options.keepaliveLimitS,
-      maxClientsIdLength: MAX_CLIENT_ID_LENGTH,
-      maxInflightInbound: MAX_INFLIGHT_INBOUND,
-      preConnect: (_client, packet, callback) => {
-        // Clean sessions only, and no wills: nothing is kept for a client that has gone.
-        packet.clean = true;
-        delete packet.will;
-        callback(null, true);
+    this.#aedes = new BoardBroker(
+      {
+        connectTimeout: options.connectTimeoutMs,
+        keepaliveLimit: options.keepaliveLimitS,
+        maxClientsIdLength: MAX_CLIENT_ID_LENGTH,
+        maxInflightInbound: MAX_INFLIGHT_INBOUND,
+        preConnect: (_client, packet, callback) => {
+          // Clean sessions only, and no wills: nothing is kept for a client that has gone.
+          packet.clean = true;
+          delete packet.will;
+          callback(null, true);
+        },
+        authenticate: (client, username, password, callback) => {
+          try {
+            callback(...this.#authenticate(client, username, password));
+          } catch (error) {
+            this.#logger.error({ err: error }, 'MQTT authentication failed');
+            callback(refusal(NOT_AUTHORIZED, 'not authorized'), false);
+          }
+        },
+        authorizePublish: (client, packet, callback) => {
+          callback(this.#authorizePublish(client, packet));
+        },
+        authorizeSubscribe: (client, subscription, callback) => {
+          callback(null, this.#authorizeSubscribe(client, subscription));
+        },
       },
-      authenticate: (client, username, password, callback) => {
-        try {
-          callback(...this.#authenticate(client, username, password));
-        } catch (error) {
-          this.#logger.error({ err: error }, 'MQTT authentication failed');
-          callback(refusal(NOT_AUTHORIZED, 'not authorized'), false);
-        }
-      },
-      authorizePublish: (client, packet, callback) => {
-        callback(this.#authorizePublish(client, packet));
-      },
-      authorizeSubscribe: (client, subscription, callback) => {
-        callback(null, this.#authorizeSubscribe(client, subscription));
-      },
-    });
+      (client) => this.#operators.size === 0 && this.#roles.get(client)?.kind === 'device',
+    );
     // aedes reports persistence failures here; unheard, they would end the process.
     (this.#aedes as unknown as NodeJS.EventEmitter).on('error', (error: unknown) =>
       this.#logger.error({ err: error }, 'MQTT broker error'),
