@@ -140,7 +140,7 @@ class Reader {
       }
       // Hand the value to the innermost open container; close every container that ends.
       for (;;) {
-        const frame = open.at(-1);
+        const frame = open[open.length - 1];
         if (frame === undefined) return node;
         if (frame.kind === 'array') frame.items.push(node);
         else frame.entries.push([frame.key, node]);
@@ -290,7 +290,9 @@ export function getItem(node: CJsonNode | undefined, key: string): CJsonNode | u
   const entries = node.entries;
   for (let i = 0; i < entries.length; i++) {
     const [name, value] = entries[i] as readonly [string, CJsonNode];
-    if (name === wanted || foldsEqual(cString(name), wanted)) return value;
+    if (name === wanted) return value;
+    // A C string is never longer than its text: a shorter name cannot match.
+    if (name.length >= wanted.length && foldsEqual(cString(name), wanted)) return value;
   }
   return undefined;
 }
