@@ -56,6 +56,8 @@ export class MqttEchoBroker {
     await echo.#aedes.listen();
     echo.#server = createServer((socket) => {
       socket.on('error', () => {});
+      // The embedded broker's socket setting (as `ws` sets it on both sides of the WebSocket echo).
+      socket.setNoDelay(true);
       echo.#aedes.handle(socket);
     });
     // The embedded broker's backlog, so both storms meet the same accept queue.
