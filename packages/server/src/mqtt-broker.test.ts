@@ -222,6 +222,20 @@ async function connackCode(target: XiaozhiServer, options: mqtt.IClientOptions):
   });
 }
 
+/** An operator's MQTT client (the API token as password), closed after the test. */
+async function connectOperator(target: XiaozhiServer): Promise<mqtt.MqttClient> {
+  const operator = await mqtt.connectAsync({
+    host: '127.0.0.1',
+    port: mqttPort(target),
+    protocolVersion: 4,
+    username: 'operator',
+    password: API_TOKEN,
+    reconnectPeriod: 0,
+  });
+  clients.push(operator);
+  return operator;
+}
+
 describe('the OTA reply offers MQTT', { timeout: 60_000 }, () => {
   it('carries mqtt{endpoint, client_id, username, password, keepalive, publish_topic} and no websocket', async () => {
     const target = await startServer();
@@ -586,15 +600,7 @@ describe('operators', { timeout: 60_000 }, () => {
   it('subscribe to anything and see both directions; their publishes to devices/p2p reach the board', async () => {
     const target = await startServer();
     const { board: fake } = await board(target);
-    const operator = await mqtt.connectAsync({
-      host: '127.0.0.1',
-      port: mqttPort(target),
-      protocolVersion: 4,
-      username: 'operator',
-      password: API_TOKEN,
-      reconnectPeriod: 0,
-    });
-    clients.push(operator);
+    const operator = await connectOperator(target);
     const seen: Received[] = [];
     operator.on('message', (topic, payload) => seen.push({ topic, text: payload.toString() }));
     expect(await operator.subscribeAsync('#')).toEqual([
@@ -634,15 +640,7 @@ describe('operators', { timeout: 60_000 }, () => {
     const calls = (level: number) =>
       fake.received.filter((r) => r.text.includes(`"level":${level}}`));
     await call(11);
-    const operator = await mqtt.connectAsync({
-      host: '127.0.0.1',
-      port: mqttPort(target),
-      protocolVersion: 4,
-      username: 'operator',
-      password: API_TOKEN,
-      reconnectPeriod: 0,
-    });
-    clients.push(operator);
+    const operator = await connectOperator(target);
     const seen: Received[] = [];
     operator.on('message', (topic, payload) => seen.push({ topic, text: payload.toString() }));
     await operator.subscribeAsync('devices/p2p/#');
