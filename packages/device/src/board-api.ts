@@ -4,7 +4,12 @@
  * so the same tool code runs in a virtual board and in a Node device.
  */
 import type { ChipName } from '@xiaozhi-mcp/firmware';
-import type { JsonValue, OtaRequestBody, VisionCapability } from '@xiaozhi-mcp/protocol';
+import type {
+  DeviceHello,
+  JsonValue,
+  OtaRequestBody,
+  VisionCapability,
+} from '@xiaozhi-mcp/protocol';
 import type { LogLevel } from './console.js';
 import type { McpServer } from './mcp-server.js';
 import type { NvsStorage } from './nvs-storage.js';
@@ -81,4 +86,9 @@ export interface BoardPreset {
   readonly hardware: () => BoardHardware;
   /** Registers the board's tools: common, board-specific and user-only, as the firmware does. */
   readonly registerTools: (server: McpServer, board: BoardApi) => void;
+  /**
+   * The hello this board sends (a replica's recorded one), used for a session of its
+   * `transport` (and, on WebSocket, its `version`); any other session sends the build's own.
+   */
+  readonly hello?: DeviceHello;
 }

@@ -404,6 +404,7 @@ export class VirtualBoard extends EventEmitter<VirtualBoardEvents> {
       timing: this.timing,
       faults: this.faults,
       mac: this.mac,
+      hello: this.preset.hello,
       closeFrame: this.#options.closeFrame ?? false,
       uuid: () => this.uuid,
       otaChecked: () => this.#lastOta !== undefined,

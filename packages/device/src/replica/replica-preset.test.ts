@@ -6,7 +6,7 @@ import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BoardApi } from '../board-api.js';
 import { McpServer } from '../mcp-server.js';
-import { type DeviceConnection, TestBackend } from '../testing/backend.js';
+import { type DeviceConnection, TestBackend, type TestBackendOptions } from '../testing/backend.js';
 import { FAST_TIMING } from '../testing/timing.js';
 import { VirtualBoard } from '../virtual-board.js';
 import { formatReplica, parseReplica, type ReplicaCall, type ReplicaFile } from './replica-file.js';
@@ -78,8 +78,9 @@ function replica(): ReplicaFile {
 async function connect(
   r: ReplicaFile,
   mac?: string,
+  backendOptions: TestBackendOptions = {},
 ): Promise<{ board: VirtualBoard; connection: DeviceConnection }> {
-  backend = await TestBackend.start();
+  backend = await TestBackend.start(backendOptions);
   const board = new VirtualBoard({
     ...replicaBoardOptions(r, mac === undefined ? {} : { mac }),
     wifi: { ssid: 'rig-wifi' },
@@ -190,6 +191,41 @@ describe('a virtual board from a replica', () => {
         '{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"self.servo.move","arguments":{"angle":200}}}',
       ),
     ).toMatch(/^\{"jsonrpc":"2\.0","id":23,"error":\{"message":"[^"]*"\}\}$/);
+  });
+});
+
+describe("a replica board's hello", () => {
+  // As a real board sent it: its own features and key order, not the VirtualBoard build's.
+  const RECORDED =
+    '{"type":"hello","version":1,"features":{"mcp":true,"aec":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}';
+
+  it('is the recorded hello, byte for byte, on a session of its transport and version', async () => {
+    const { connection } = await connect(
+      parseReplica(formatReplica({ ...replica(), hello: RECORDED })),
+    );
+    expect(connection.texts[0]).toBe(RECORDED);
+  });
+
+  it("is the build's own on a session of another protocol version, or when the recording is no hello", async () => {
+    const version3: TestBackendOptions = {
+      otaReply: (_request, b) => ({
+        body: { websocket: { url: b.wsUrl, token: 'test-token', version: 3 } },
+      }),
+    };
+    const { connection } = await connect(
+      parseReplica(formatReplica({ ...replica(), hello: RECORDED })),
+      undefined,
+      version3,
+    );
+    expect(connection.hello).toMatchObject({ type: 'hello', version: 3, transport: 'websocket' });
+    expect(connection.texts[0]).not.toBe(RECORDED);
+    for (const board of boards.splice(0)) board.powerOff();
+    await backend?.close();
+
+    const { connection: plain } = await connect(
+      parseReplica(formatReplica({ ...replica(), hello: '{}' })),
+    );
+    expect(plain.hello).toMatchObject({ type: 'hello', version: 1, transport: 'websocket' });
   });
 });
 

@@ -7,6 +7,7 @@
  * `self.reboot` and `self.upgrade_firmware` do what the firmware's do to the board.
  */
 import {
+  type DeviceHello,
   ImageContent,
   type PropertyValue,
   parseToolSet,
@@ -17,6 +18,7 @@ import {
 import type { BoardApi, BoardPreset, ChipModel } from '../board-api.js';
 import type { ToolHandler } from '../mcp-server.js';
 import { plainHardware } from '../presets.js';
+import { frozenHello } from '../virtual-board/session.js';
 import type { ReplicaCall, ReplicaFile } from './replica-file.js';
 
 /** What a tool's callback returns so that the firmware's encoder sends `reply` again. */
@@ -153,11 +155,31 @@ const BOARD_ACTIONS: Record<string, (board: BoardApi) => ToolHandler> = {
   },
 };
 
+/**
+ * The recorded hello as the board will send it, when it reads as one (a hello with a string
+ * transport); a replica without a readable hello sends its build's own.
+ */
+function recordedHello(text: string | undefined): DeviceHello | undefined {
+  if (text === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const hello = value as Partial<Record<string, unknown>> | null;
+  if (typeof hello !== 'object' || hello === null || Array.isArray(hello)) return undefined;
+  if (hello.type !== 'hello' || typeof hello.transport !== 'string') return undefined;
+  return frozenHello(value as DeviceHello);
+}
+
 /** A board preset running the replica's tools; `new VirtualBoard({ preset })` boots it. */
 export function replicaPreset(replica: ReplicaFile): BoardPreset {
   const entries = parseToolSet(replica.tools);
   const callCounts = new WeakMap<object, CallCounts>();
+  const hello = recordedHello(replica.hello);
   return {
+    ...(hello === undefined ? {} : { hello }),
     name: replica.board.variant,
     chip: replica.board.chip as ChipModel,
     flashSizeMb: replica.board.flashSizeMb as BoardPreset['flashSizeMb'],

@@ -162,7 +162,7 @@ export function rewriteReply(
 }
 
 /** A hello whose parts are frozen too: one copy serves every board of a fleet. */
-function frozenHello(hello: DeviceHello): DeviceHello {
+export function frozenHello(hello: DeviceHello): DeviceHello {
   for (const part of Object.values(hello))
     if (typeof part === 'object' && part !== null) Object.freeze(part);
   return Object.freeze(hello);
@@ -188,6 +188,15 @@ function udpHello(): DeviceHello {
   return mqttHello;
 }
 
+/**
+ * The hello a session sends: the recorded one when it is for this transport (and, on
+ * WebSocket, this protocol version, which the server's OTA reply chose), else the build's.
+ */
+function sessionHello(recorded: DeviceHello | undefined, built: DeviceHello): DeviceHello {
+  if (recorded === undefined || recorded.transport !== built.transport) return built;
+  return built.transport !== 'websocket' || recorded.version === built.version ? recorded : built;
+}
+
 /** The audio framing the stored `websocket/version` selects: 2 and 3 as stored, else 1. */
 export function audioVersion(stored: number): AudioFrameVersion {
   return stored === 2 || stored === 3 ? stored : 1;
@@ -200,6 +209,8 @@ export interface SessionHost {
   readonly timing: BoardTiming;
   readonly faults: FaultKnobs;
   readonly mac: string;
+  /** The preset's recorded hello (a replica's), sent when it fits the session. */
+  readonly hello: DeviceHello | undefined;
   /** Send a close frame when closing (the firmware does not). */
   readonly closeFrame: boolean;
   uuid(): string;
@@ -323,7 +334,7 @@ export class Session {
       deviceId: host.mac,
       clientId: host.uuid(),
       hello: withoutFields(
-        this.#regressions.hello(websocketHello(version)),
+        this.#regressions.hello(sessionHello(host.hello, websocketHello(version))),
         host.faults.helloWithout,
       ),
       console: host.console,
@@ -449,7 +460,10 @@ export class Session {
   async #openMqtt(channel: MqttChannel): Promise<void> {
     const host = this.#host;
     host.setState('connecting');
-    const hello = withoutFields(this.#regressions.hello(udpHello()), host.faults.helloWithout);
+    const hello = withoutFields(
+      this.#regressions.hello(sessionHello(host.hello, udpHello())),
+      host.faults.helloWithout,
+    );
     try {
       await channel.openAudioChannel(hello);
     } catch (error) {
