@@ -1,23 +1,27 @@
 /**
- * The board's HTTP client for the OTA check, activation and image download: one request per
- * connection, closed by the board once the reply is read, as the firmware's `Http` (on
- * esp_http_client) does. It is node:http with the request written header by header, so the
- * bytes on the wire stay those the boards have always sent (the ones `fetch` wrote: `host`,
- * `connection`, the caller's headers, then `accept`, `sec-fetch-mode`, `accept-encoding` and
- * `content-length`), without `fetch`'s streams, pool and abort signals, which cost a fleet of
- * virtual boards more CPU than the exchange itself.
+ * The board's HTTP client for the OTA check, activation and image download, as firmware 2.x
+ * sends them: xiaozhi-esp32's `Ota` goes through esp-ml307's `HttpClient` (from 3.0 on; the
+ * Wi-Fi boards' `EspNetwork::CreateHttp`), which writes its request over a plain TCP/TLS socket
+ * itself — not esp_http_client, which the 1.x firmware (esp-ml307 < 3) used. One request per
+ * connection (`Connection: close`: `Ota` never turns keep-alive on), closed by the board once
+ * the reply is read; no `Accept-Encoding`, and no decoder for a `Content-Encoding` reply. It is
+ * node:http with the request written header by header, without `fetch`'s streams, pool and
+ * abort signals, which cost a fleet of virtual boards more CPU than the exchange itself.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { createConnection, type NetConnectOpts } from 'node:net';
 import type { Readable } from 'node:stream';
-import { constants, createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 
 export interface BoardHttpRequest {
   readonly method: 'GET' | 'POST';
-  /** Sent after `host` and `connection`, in this order, with these names. */
+  /**
+   * Set one by one as `HttpClient::SetHeader` sets them: sent after `Host`, sorted by their
+   * lowercase names, with the casing given; a later name that differs only in case replaces
+   * the earlier one, casing and all.
+   */
   readonly headers?: Readonly<Record<string, string>>;
-  /** Sent as UTF-8, with its `content-length`. */
+  /** Sent as UTF-8, with its `Content-Length`. */
   readonly body?: string;
   /** Bound on the whole exchange, from the connect to the reply's last byte. */
   readonly timeoutMs: number;
@@ -27,7 +31,7 @@ export interface BoardHttpReply {
   readonly status: number;
   /** A reply header (lowercase name); the first one when repeated. */
   header(name: string): string | undefined;
-  /** The body, decoded as `Content-Encoding` says (gzip, deflate, br). */
+  /** The body's bytes as they came: like the firmware, nothing decodes a `Content-Encoding`. */
   readonly body: Readable;
   /** Stops reading: the connection is closed. */
   close(): void;
@@ -39,54 +43,32 @@ export interface BoardHttpReply {
 const httpsAgent = new HttpsAgent({ keepAlive: false });
 
 /**
- * The request's header lines, as `fetch` wrote them: `accept`, `accept-language`,
- * `sec-fetch-mode`, `user-agent` and `accept-encoding` fill in what the caller did not set.
+ * The request's header lines (name, value, name, value…) as esp-ml307's
+ * `HttpClient::BuildHttpRequest` writes them: `Host` (with the port when not the scheme's
+ * default), the headers set, in the order of their lowercase names (a `std::map`), then
+ * `Content-Length` when there is a body (`0` for a POST or PUT with an empty one) and
+ * `Connection: close`, each only if not set. Nothing else: no `Accept`, `Accept-Encoding` or
+ * default `User-Agent`. (A POST without content is sent chunked by the firmware, written by
+ * the caller piece by piece; this client has no such writes, so its POSTs have a body.)
  */
 export function requestHeaderLines(
   url: URL,
-  request: Pick<BoardHttpRequest, 'headers' | 'body'>,
+  request: Pick<BoardHttpRequest, 'method' | 'headers' | 'body'>,
 ): string[] {
-  const lines = ['host', url.host, 'connection', 'keep-alive'];
-  const given = new Set<string>();
-  for (const [name, value] of Object.entries(request.headers ?? {})) {
-    lines.push(name, value);
-    given.add(name.toLowerCase());
+  const set = new Map<string, readonly [string, string]>();
+  for (const [name, value] of Object.entries(request.headers ?? {}))
+    set.set(name.toLowerCase(), [name, value]);
+  const lines = ['Host', url.host];
+  // Header names are ASCII tokens: JS's default sort is std::string's byte order.
+  for (const key of [...set.keys()].sort()) lines.push(...(set.get(key) ?? []));
+  if (!set.has('content-length')) {
+    if (request.body !== undefined && request.body !== '')
+      lines.push('Content-Length', String(Buffer.byteLength(request.body)));
+    else if (request.method === 'POST' && !set.has('transfer-encoding'))
+      lines.push('Content-Length', '0');
   }
-  if (!given.has('accept')) lines.push('accept', '*/*');
-  if (!given.has('accept-language')) lines.push('accept-language', '*');
-  lines.push('sec-fetch-mode', 'cors');
-  if (!given.has('user-agent')) lines.push('user-agent', 'node');
-  lines.push('accept-encoding', 'gzip, deflate');
-  if (request.body !== undefined)
-    lines.push('content-length', String(Buffer.byteLength(request.body)));
+  if (!set.has('connection')) lines.push('Connection', 'close');
   return lines;
-}
-
-/** The body stream, through the decoders `Content-Encoding` names (applied last first). */
-function decoded(response: IncomingMessage): Readable {
-  const codings = (response.headers['content-encoding'] ?? '')
-    .toLowerCase()
-    .split(',')
-    .map((coding) => coding.trim())
-    .filter((coding) => coding !== '' && coding !== 'identity');
-  let body: Readable = response;
-  for (const coding of codings.reverse()) {
-    // Lenient at the end, as fetch is: a body cut at a flush point still decodes.
-    const flush = { flush: constants.Z_SYNC_FLUSH, finishFlush: constants.Z_SYNC_FLUSH };
-    const decoder =
-      coding === 'gzip' || coding === 'x-gzip'
-        ? createGunzip(flush)
-        : coding === 'deflate'
-          ? createInflate(flush)
-          : coding === 'br'
-            ? createBrotliDecompress()
-            : undefined;
-    if (decoder === undefined) break;
-    const source = body;
-    source.on('error', (error) => decoder.destroy(error));
-    body = source.pipe(decoder);
-  }
-  return body;
 }
 
 /**
@@ -131,23 +113,21 @@ export function boardHttp(target: string, request: BoardHttpRequest): Promise<Bo
       reject(error);
     });
     req.once('response', (response) => {
-      const stream = decoded(response);
-      body = stream;
+      body = response;
       // Whoever reads the body sees its errors; one nobody reads must not take the process down.
-      stream.on('error', () => {});
-      stream.once('end', hangUp);
-      stream.once('close', done);
+      response.on('error', () => {});
+      response.once('end', hangUp);
+      response.once('close', done);
       resolve({
         status: response.statusCode ?? 0,
         header: (name) => {
           const value = response.headers[name];
           return Array.isArray(value) ? value[0] : value;
         },
-        body: stream,
+        body: response,
         close: () => {
           done();
           req.destroy();
-          if (stream !== response) stream.destroy();
         },
       });
     });

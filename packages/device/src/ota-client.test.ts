@@ -160,7 +160,7 @@ describe('OtaClient reply bound (the firmware reads the whole reply into memory)
   });
 });
 
-describe('OtaClient on the wire (one request per connection, as esp_http_client)', () => {
+describe("OtaClient on the wire (one request per connection, as esp-ml307's HttpClient)", () => {
   /** A TCP server that hands each connection's bytes to `onRequest` once a whole request is in. */
   async function rawServer(onRequest: (text: string, socket: Socket) => void) {
     const sockets: Socket[] = [];
@@ -185,57 +185,153 @@ describe('OtaClient on the wire (one request per connection, as esp_http_client)
     return { url: `http://127.0.0.1:${port}/xiaozhi/ota/`, port, close };
   }
 
-  it('sends the headers boards have always sent, in order, and closes the connection after the reply', async () => {
-    let request = '';
-    let closedByBoard: Promise<unknown> = Promise.resolve();
+  /** Serves one reply per connection and keeps each request's bytes and the board's hang-up. */
+  async function recordingServer(response: string | Buffer) {
+    const requests: string[] = [];
+    const hangUps: Promise<unknown>[] = [];
     const tcp = await rawServer((text, socket) => {
-      request = text;
-      closedByBoard = once(socket, 'end');
-      // The server offers keep-alive; the board still closes.
-      socket.write(
-        'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n{}',
-      );
+      requests.push(text);
+      hangUps.push(once(socket, 'end'));
+      socket.write(response);
     });
+    return { ...tcp, requests, hangUps };
+  }
+
+  // The server offers keep-alive; the board still closes, as esp-ml307's HttpClient does.
+  const EMPTY_REPLY =
+    'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n{}';
+
+  it('writes an OTA check as firmware 2.4.2 does (Activation-Version 1), and closes after the reply', async () => {
+    const tcp = await recordingServer(EMPTY_REPLY);
     try {
       const { ota } = client({ body: () => ({ version: 2 }) as never });
       expect(await ota.check(tcp.url)).toMatchObject({ hasWebsocket: false });
-      await closedByBoard;
-      expect(request).toBe(
+      await Promise.all(tcp.hangUps);
+      expect(tcp.requests).toEqual([
         [
           'POST /xiaozhi/ota/ HTTP/1.1',
-          `host: 127.0.0.1:${tcp.port}`,
-          'connection: keep-alive',
-          'Activation-Version: 1',
-          'Device-Id: f4:12:fa:00:00:01',
-          'Client-Id: 0b6e2b6c-6f0e-4f4e-8a53-5d1f0c9d2f10',
-          'User-Agent: bread-compact-wifi/2.4.2',
+          `Host: 127.0.0.1:${tcp.port}`,
           'Accept-Language: zh-CN',
+          'Activation-Version: 1',
+          'Client-Id: 0b6e2b6c-6f0e-4f4e-8a53-5d1f0c9d2f10',
           'Content-Type: application/json',
-          'accept: */*',
-          'sec-fetch-mode: cors',
-          'accept-encoding: gzip, deflate',
-          'content-length: 13',
+          'Device-Id: f4:12:fa:00:00:01',
+          'User-Agent: bread-compact-wifi/2.4.2',
+          'Content-Length: 13',
+          'Connection: close',
           '',
           '{"version":2}',
         ].join('\r\n'),
-      );
+      ]);
     } finally {
       await tcp.close();
     }
   });
 
-  it('reads a gzip reply', async () => {
-    const body = gzipSync(reply(10));
-    const tcp = await rawServer((_, socket) => {
-      socket.write(
-        `HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\n\r\n`,
-      );
-      socket.write(body);
-    });
+  it('writes an OTA check with a serial number (Activation-Version 2) in the same order', async () => {
+    const tcp = await recordingServer(EMPTY_REPLY);
     try {
-      const { ota, storage } = client();
-      expect(await ota.check(tcp.url)).toMatchObject({ hasWebsocket: true });
-      expect(storage.open('websocket').getString('token')).toBe('t');
+      const { ota } = client({ serialNumber: 'SN0001', body: () => ({ version: 2 }) as never });
+      await ota.check(tcp.url);
+      await Promise.all(tcp.hangUps);
+      expect(tcp.requests).toEqual([
+        [
+          'POST /xiaozhi/ota/ HTTP/1.1',
+          `Host: 127.0.0.1:${tcp.port}`,
+          'Accept-Language: zh-CN',
+          'Activation-Version: 2',
+          'Client-Id: 0b6e2b6c-6f0e-4f4e-8a53-5d1f0c9d2f10',
+          'Content-Type: application/json',
+          'Device-Id: f4:12:fa:00:00:01',
+          'Serial-Number: SN0001',
+          'User-Agent: bread-compact-wifi/2.4.2',
+          'Content-Length: 13',
+          'Connection: close',
+          '',
+          '{"version":2}',
+        ].join('\r\n'),
+      ]);
+    } finally {
+      await tcp.close();
+    }
+  });
+
+  it("writes an activation with the check's headers and its payload", async () => {
+    const tcp = await recordingServer('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
+    try {
+      const { ota } = client();
+      expect(
+        await ota.activate(tcp.url, {
+          message: undefined,
+          code: '123456',
+          challenge: 'c',
+          timeoutMs: undefined,
+        }),
+      ).toBe('done');
+      await Promise.all(tcp.hangUps);
+      expect(tcp.requests).toEqual([
+        [
+          'POST /xiaozhi/ota/activate HTTP/1.1',
+          `Host: 127.0.0.1:${tcp.port}`,
+          'Accept-Language: zh-CN',
+          'Activation-Version: 1',
+          'Client-Id: 0b6e2b6c-6f0e-4f4e-8a53-5d1f0c9d2f10',
+          'Content-Type: application/json',
+          'Device-Id: f4:12:fa:00:00:01',
+          'User-Agent: bread-compact-wifi/2.4.2',
+          'Content-Length: 2',
+          'Connection: close',
+          '',
+          '{}',
+        ].join('\r\n'),
+      ]);
+    } finally {
+      await tcp.close();
+    }
+  });
+
+  it('writes a firmware download as a bare GET: Host and Connection only', async () => {
+    const tcp = await recordingServer(
+      Buffer.concat([
+        Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: keep-alive\r\n\r\n'),
+        Buffer.from([1, 2, 3, 4]),
+      ]),
+    );
+    try {
+      const { ota } = client();
+      const url = `http://127.0.0.1:${tcp.port}/firmware/xiaozhi.bin?v=2.4.3`;
+      expect([...(await ota.download(url))]).toEqual([1, 2, 3, 4]);
+      await Promise.all(tcp.hangUps);
+      expect(tcp.requests).toEqual([
+        [
+          'GET /firmware/xiaozhi.bin?v=2.4.3 HTTP/1.1',
+          `Host: 127.0.0.1:${tcp.port}`,
+          'Connection: close',
+          '',
+          '',
+        ].join('\r\n'),
+      ]);
+    } finally {
+      await tcp.close();
+    }
+  });
+
+  it('does not decode a gzip reply (the board asks for none and has no decoder): the check fails', async () => {
+    const body = gzipSync(reply(10));
+    const tcp = await recordingServer(
+      Buffer.concat([
+        Buffer.from(
+          `HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\n\r\n`,
+        ),
+        body,
+      ]),
+    );
+    try {
+      const { ota, storage, console } = client();
+      expect(await ota.check(tcp.url)).toBeUndefined();
+      expect(storage.open('websocket').getString('token')).toBe('');
+      expect(texts(console)).toContain('E Ota: Failed to parse JSON response');
+      expect(tcp.requests[0]).not.toMatch(/accept-encoding/i);
     } finally {
       await tcp.close();
     }
