@@ -24,6 +24,18 @@ describe('what a failed connect says', () => {
     expect(romBootLine('I (123) app: hello')).toBeUndefined();
   });
 
+  it('quotes the last whole boot line when the port stopped reading in the middle of the next', () => {
+    // A board in a boot loop prints on while the flasher gives up: the text ends mid-line.
+    const cut = `${appBoot}rst:0x10 (RTC_WDT_RTC_RST),boot:0x8`;
+    expect(romBootLine(cut)).toEqual({
+      line: 'rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)',
+      bootMode: '0x8 (SPI_FAST_FLASH_BOOT)',
+      download: false,
+    });
+    // Only a cut line: it is what there is.
+    expect(romBootLine('rst:0x10 (RTC_WDT_RTC_RST),boot:0x8')?.bootMode).toBe('0x8');
+  });
+
   it('names a board that booted its app, and what to try for the reset used', () => {
     expect(connectAdvice(appBoot, 'auto', false)).toBe(
       'the ROM printed "rst:0x1 (POWERON),boot:0x8 (SPI_FAST_FLASH_BOOT)": the board booted 0x8 (SPI_FAST_FLASH_BOOT), not the download mode, so the reset did not pull GPIO0 (BOOT) low; try --reset classic, or hold BOOT while resetting and use --reset none; a board on the chip\'s native USB (USB-Serial-JTAG) needs --reset usb-jtag',

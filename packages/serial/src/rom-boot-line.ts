@@ -39,7 +39,15 @@ export function romBootLine(text: string): RomBootLine | undefined {
   // One line only: a reset can cut the banner mid-line and start another.
   const pattern = /rst:0x[0-9a-f]+ \([^)\r\n]*\),boot:(0x[0-9a-f]+)(?: \(([^)\r\n]*)\))?/gi;
   let last: RegExpExecArray | undefined;
-  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) last = match;
+  let lastWhole: RegExpExecArray | undefined;
+  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+    last = match;
+    // Whole: its mode is named, or its line ended. The port may stop reading mid-line while a
+    // board in a boot loop prints on: then the last whole line is the one to quote.
+    const next = text[match.index + match[0].length];
+    if (match[2] !== undefined || next === '\r' || next === '\n') lastWhole = match;
+  }
+  last = lastWhole ?? last;
   if (last === undefined) return undefined;
   const bootMode = last[2] === undefined ? (last[1] ?? '') : `${last[1]} (${last[2]})`;
   const after = text.slice(last.index);
