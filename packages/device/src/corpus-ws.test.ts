@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { fixtureToolReturn, parseToolSet } from '@xiaozhi-mcp/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BoardPreset } from './board-api.js';
+import { openSession } from './board-session.test-helper.js';
 import { plainHardware } from './presets.js';
 import { type DeviceConnection, TestBackend } from './testing/backend.js';
 import { FAST_TIMING } from './testing/timing.js';
@@ -102,10 +103,7 @@ describe('golden corpus over a real WebSocket, through a whole virtual board', (
       });
       try {
         board.powerOn();
-        await board.waitForState('idle', 20_000);
-        board.click();
-        const connection = await backend.connection(index);
-        await board.waitForState('listening', 20_000);
+        const connection = await openSession(board, backend, index);
 
         if (c.mode === 'sequential') {
           for (const exchange of c.exchanges ?? []) {

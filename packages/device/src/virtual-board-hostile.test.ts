@@ -5,6 +5,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openSession } from './board-session.test-helper.js';
 import { TestBackend } from './testing/backend.js';
 import { FAST_TIMING } from './testing/timing.js';
 import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from './virtual-board.js';
@@ -49,10 +50,7 @@ const texts = (board: VirtualBoard) =>
 describe('VirtualBoard bounded like a board', () => {
   it('ends the session on a 4 MB frame after the hello, prints little, and opens the next one', async () => {
     const { backend, board, output } = await start();
-    await board.waitForState('idle', 20_000);
-    board.click();
-    const connection = await backend.connection(0);
-    await board.waitForState('listening', 20_000);
+    const connection = await openSession(board, backend);
     const before = output();
     const panics: unknown[] = [];
     board.on('panic', (panic) => panics.push(panic));

@@ -15,8 +15,8 @@ import {
   walkToolsPages,
 } from '@xiaozhi-mcp/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openSession } from './board-session.test-helper.js';
 import { FlashStorage } from './flash-storage.js';
-import type { DeviceConnection } from './testing/backend.js';
 import { TestBackend } from './testing/backend.js';
 import { FAST_TIMING } from './testing/timing.js';
 import { type BoardTiming, VirtualBoard, type VirtualBoardOptions } from './virtual-board.js';
@@ -49,18 +49,6 @@ async function start(
   boards.push(board);
   board.powerOn();
   return { backend, board };
-}
-
-async function session(
-  board: VirtualBoard,
-  server: TestBackend,
-  index = 0,
-): Promise<DeviceConnection> {
-  await board.waitForState('idle', 20_000);
-  board.click();
-  const connection = await server.connection(index);
-  await board.waitForState('listening', 20_000);
-  return connection;
 }
 
 function result(message: JsonRpcMessage): unknown {
@@ -97,7 +85,7 @@ describe('VirtualBoard end to end', () => {
     });
     expect(board.storage.open('websocket').getString('url')).toBe(backend.wsUrl);
 
-    const connection = await session(board, backend);
+    const connection = await openSession(board, backend);
     const upgrade = connection.upgrade.headers;
     expect(upgrade.authorization).toBe('Bearer test-token');
     expect(upgrade['protocol-version']).toBe('1');
@@ -165,7 +153,7 @@ describe('VirtualBoard end to end', () => {
 
   it('loses the reply to self.reboot, drops TCP without a close frame, boots and opens a new session', async () => {
     const { backend, board } = await start();
-    const first = await session(board, backend);
+    const first = await openSession(board, backend);
     expect((await first.request('initialize')).kind).toBe('result');
 
     // Waiting starts before the reboot is asked for, so the reset line cannot slip past.
@@ -182,7 +170,7 @@ describe('VirtualBoard end to end', () => {
     expect(board.bootCount).toBe(2);
     expect(backend.otaRequests).toHaveLength(2);
 
-    const second = await session(board, backend, 1);
+    const second = await openSession(board, backend, 1);
     expect(second.sessionId).toBe('session-2');
     expect(board.sessionId).toBe('session-2');
     expect(result(await second.request('initialize'))).toMatchObject({
@@ -210,7 +198,7 @@ describe('VirtualBoard end to end', () => {
       },
     });
     await board.waitForLine(/Ota: Firmware upgrade successful/, 20_000);
-    const connection = await session(board, backend);
+    const connection = await openSession(board, backend);
     expect(board.version).toBe('2.5.0');
     expect(backend.otaRequests.map((r) => r.headers['user-agent'])).toEqual([
       'bread-compact-wifi/2.4.2',
@@ -300,7 +288,7 @@ describe('VirtualBoard channel and boot behaviour', () => {
 
   it('treats the channel as dead after its idle time, even while the server pings', async () => {
     const { backend, board } = await start({}, { timing: { ...FAST, channelIdleMs: 300 } });
-    const connection = await session(board, backend);
+    const connection = await openSession(board, backend);
     const pinger = setInterval(() => connection.socket.ping(), 50);
     try {
       await board.waitForLine(/Protocol: Channel timeout/, 20_000);
@@ -368,7 +356,7 @@ describe('VirtualBoard channel and boot behaviour', () => {
 
   it('reboots on a system reboot command', async () => {
     const { backend, board } = await start();
-    const connection = await session(board, backend);
+    const connection = await openSession(board, backend);
     connection.socket.send(
       JSON.stringify({ session_id: connection.sessionId, type: 'system', command: 'reboot' }),
     );
@@ -381,7 +369,7 @@ describe('VirtualBoard channel and boot behaviour', () => {
 describe('VirtualBoard fault knobs', () => {
   it('delays replies, keeping their order', async () => {
     const { backend, board } = await start({}, { faults: { replyLatencyMs: 150 } });
-    const connection = await session(board, backend);
+    const connection = await openSession(board, backend);
     const started = performance.now();
     const [a, b] = await Promise.all([
       connection.request('initialize'),
@@ -398,7 +386,7 @@ describe('VirtualBoard fault knobs', () => {
       {},
       { faults: { dropReply: (payload) => payload.includes('"inputSchema"') } },
     );
-    const connection = await session(board, backend);
+    const connection = await openSession(board, backend);
     await expect(connection.request('tools/list', undefined, 300)).rejects.toThrow(
       /no reply to tools\/list/,
     );
@@ -410,7 +398,7 @@ describe('VirtualBoard fault knobs', () => {
       {},
       { faults: { disconnectOnCall: 'self.lamp.turn_on' } },
     );
-    const connection = await session(board, backend);
+    const connection = await openSession(board, backend);
     connection.sendPayload(
       '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"self.lamp.turn_on"}}',
     );

@@ -81,7 +81,7 @@ describe('WebsocketChannel', () => {
       console: new BoardConsole(),
     });
     await channel.open();
-    const texts = ['{"type":"mcp","payload":{"text":"音量 50 ✓"}}', 'é'.repeat(32_767) + 'x'];
+    const texts = ['{"type":"mcp","payload":{"text":"音量 50 ✓"}}', `${'é'.repeat(32_767)}x`];
     for (const text of texts) expect(channel.sendText(text)).toBe(true);
     await until(() => received.length === 3, { what: 'the hello and both texts at the backend' });
     expect(received.slice(1).map(({ data, binary }) => [data.toString('utf8'), binary])).toEqual(

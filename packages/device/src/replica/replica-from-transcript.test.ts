@@ -5,6 +5,7 @@
  * bytes.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { openSession } from '../board-session.test-helper.js';
 import { type DeviceConnection, TestBackend } from '../testing/backend.js';
 import { FAST_TIMING } from '../testing/timing.js';
 import { VirtualBoard, type VirtualBoardOptions } from '../virtual-board.js';
@@ -36,10 +37,7 @@ async function recordedSession(options: VirtualBoardOptions): Promise<{
   });
   boards.push(board);
   board.powerOn();
-  await board.waitForState('idle', 20_000);
-  board.click();
-  const connection = await backend.connection(0);
-  await board.waitForState('listening', 20_000);
+  const connection = await openSession(board, backend);
   const lines: string[] = [];
   const line = (value: object) =>
     lines.push(JSON.stringify({ t: new Date().toISOString(), ...value }));

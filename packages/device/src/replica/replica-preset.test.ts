@@ -5,6 +5,7 @@
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BoardApi } from '../board-api.js';
+import { openSession } from '../board-session.test-helper.js';
 import { McpServer } from '../mcp-server.js';
 import { type DeviceConnection, TestBackend, type TestBackendOptions } from '../testing/backend.js';
 import { FAST_TIMING } from '../testing/timing.js';
@@ -89,10 +90,7 @@ async function connect(
   });
   boards.push(board);
   board.powerOn();
-  await board.waitForState('idle', 20_000);
-  board.click();
-  const connection = await backend.connection(0);
-  await board.waitForState('listening', 20_000);
+  const connection = await openSession(board, backend);
   return { board, connection };
 }
 
