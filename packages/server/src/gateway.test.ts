@@ -175,9 +175,7 @@ describe('boards of one build', () => {
       'Client-Id': INTRUDER,
       Authorization: 'Bearer x',
     });
-    await until(() => target.registry.get('f4:12:fa:30:01:01')?.session !== undefined, {
-      timeoutMs: 5000,
-    });
+    await until(() => target.registry.get('f4:12:fa:30:01:01')?.session !== undefined);
     const other = target.registry.session('f4:12:fa:30:01:01').info;
     expect(a.helloText).not.toBe(HELLO);
     expect(other.helloText).toBe(HELLO);
