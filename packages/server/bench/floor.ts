@@ -16,7 +16,7 @@
 // time and the CPU time per device of the server process and of the clients together. On cores
 // the two sides share, the storm lasts about their CPU time over the cores: the floor's ratio to
 // the echo is the least any server, and any simulator speaking the firmware's protocol, can show.
-// It asserts nothing and exits 0 when done (1 on an error).
+// It asserts nothing and exits 0 when done (2 on a bad option, 1 on another error).
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, request } from 'node:http';
@@ -25,6 +25,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { buildDeviceHello } from '@xiaozhi-mcp/protocol';
 import WebSocket, { WebSocketServer } from 'ws';
+import { median } from './figures.js';
 
 type Kind = 'echo' | 'floor';
 
@@ -247,16 +248,14 @@ async function phase(kind: Kind, options: Options): Promise<Phase> {
   };
 }
 
-const median = (values: number[]) => {
-  const s = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1
-    ? (s[mid] as number)
-    : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
-
 async function main() {
-  const options = parseOptions(process.argv.slice(2));
+  let options: Options;
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : String(error));
+    process.exit(2);
+  }
   const phases: Record<Kind, Phase[]> = { echo: [], floor: [] };
   console.log(
     `storm floor — ${options.devices} devices, ${options.rounds} rounds, ${options.simProcesses} client processes (node ${process.version})`,
