@@ -2,6 +2,7 @@
  * A virtual board made from a replica: its identity, its tools/list pages (the recorded ones,
  * byte for byte), recorded calls answered with the recorded reply bytes, and the fallbacks.
  */
+import { encodeDeviceError, encodeToolResult, ImageContent } from '@xiaozhi-mcp/protocol';
 import { until } from '@xiaozhi-mcp/test-kit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BoardApi } from '../board-api.js';
@@ -12,7 +13,7 @@ import { FAST_TIMING } from '../testing/timing.js';
 import { VirtualBoard } from '../virtual-board.js';
 import { formatReplica, parseReplica, type ReplicaCall, type ReplicaFile } from './replica-file.js';
 import { replicaFromTools } from './replica-from-tools.js';
-import { replicaBoardOptions, replicaPreset } from './replica-preset.js';
+import { replicaBoardOptions, replicaPreset, replyAnswer } from './replica-preset.js';
 
 let backend: TestBackend | undefined;
 const boards: VirtualBoard[] = [];
@@ -346,5 +347,32 @@ describe('a replica tool', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe('a recorded reply read back', () => {
+  it('gives an error message as recorded, quotes and backslashes byte for byte', () => {
+    for (const reply of [
+      '{"jsonrpc":"2.0","id":8,"error":{"message":"Servo "jammed" at 180"}}',
+      '{"jsonrpc":"2.0","id":4,"error":{"message":"no file C:\\new\\\\x"}}',
+    ]) {
+      const answer = replyAnswer(reply);
+      expect(answer.value).toBeUndefined();
+      expect(encodeDeviceError(Number(/"id":(\d+)/.exec(reply)?.[1]), answer.error ?? '')).toBe(
+        reply,
+      );
+    }
+  });
+
+  it('gives a text item its text and an image item its bytes', () => {
+    const image = new ImageContent('image/png', Uint8Array.of(1, 2, 3));
+    expect(replyAnswer(`{"jsonrpc":"2.0","id":3,"result":${encodeToolResult('角度 30')}}`)).toEqual(
+      {
+        value: '角度 30',
+      },
+    );
+    expect(replyAnswer(`{"jsonrpc":"2.0","id":3,"result":${encodeToolResult(image)}}`)).toEqual({
+      value: image,
+    });
   });
 });

@@ -9,11 +9,15 @@
 import {
   type DeviceHello,
   ImageContent,
+  type JsonRpcId,
   type PropertyValue,
   parseToolSet,
+  readJsonRpc,
+  readToolResult,
   type Tool,
   type ToolReturn,
   validateArgumentValues,
+  type WireError,
 } from '@xiaozhi-mcp/protocol';
 import type { BoardApi, BoardPreset, ChipModel } from '../board-api.js';
 import type { ToolHandler } from '../mcp-server.js';
@@ -28,47 +32,44 @@ interface Answer {
   readonly error?: string;
 }
 
-const ERROR_REPLY = /"error":\{"message":"([\s\S]*)"\}\}$/;
-
 function base64Bytes(data: string): Uint8Array {
   return Uint8Array.from(Buffer.from(data, 'base64'));
 }
 
 /**
+ * The message of an error reply as its bytes were recorded. The firmware does not escape it:
+ * a message with a quote is invalid JSON, which `readJsonRpc` recovers as is, but one with a
+ * backslash can parse, and its decoded text would be answered with other bytes.
+ */
+function recordedMessage(reply: string, id: JsonRpcId | null, error: WireError): string {
+  if (error.recovered || typeof id !== 'number') return error.message;
+  const head = `{"jsonrpc":"2.0","id":${id},"error":{"message":"`;
+  return reply.startsWith(head) && reply.endsWith('"}}')
+    ? reply.slice(head.length, -3)
+    : error.message;
+}
+
+/**
  * Reads a recorded `tools/call` reply payload back into what the tool returned: the text of a
- * text item, the bytes of an image item, or the message of an error reply (whose text the
- * firmware does not escape, so it is cut out of the payload rather than parsed).
+ * text item, the bytes of an image item, or the message of an error reply as recorded.
  */
 export function replyAnswer(reply: string): Answer {
-  let payload: unknown;
-  try {
-    payload = JSON.parse(reply);
-  } catch {
-    payload = undefined;
-  }
-  const record = (typeof payload === 'object' && payload !== null ? payload : {}) as Record<
-    string,
-    unknown
-  >;
-  if (record.result === undefined) {
-    const error = ERROR_REPLY.exec(reply);
-    return {
-      error: error?.[1] ?? (record.error as { message?: string } | undefined)?.message ?? reply,
-    };
-  }
-  const result = record.result as { content?: unknown[]; isError?: unknown };
-  const item = (Array.isArray(result.content) ? result.content[0] : undefined) as
-    | Record<string, unknown>
-    | undefined;
+  const message = readJsonRpc(reply);
+  if (message.kind === 'error') return { error: recordedMessage(reply, message.id, message.error) };
+  if (message.kind !== 'result') return { error: reply };
+  const result = readToolResult(message.result);
+  const item = result.content[0];
   let value: ToolReturn = '';
-  if (item?.type === 'image' && typeof item.image === 'string') {
-    const inner = JSON.parse(item.image) as { mimeType?: string; data?: string };
-    value = new ImageContent(inner.mimeType ?? 'image/jpeg', base64Bytes(inner.data ?? ''));
-  } else if (typeof item?.text === 'string') {
-    value = item.text;
+  if (item?.type === 'text' && typeof item.text === 'string') value = item.text;
+  else if (
+    item?.type === 'image' &&
+    typeof item.mimeType === 'string' &&
+    typeof item.data === 'string'
+  ) {
+    value = new ImageContent(item.mimeType, base64Bytes(item.data));
   }
   // The firmware never sends isError true for a tool; a failing tool is an error reply.
-  if (result.isError === true) return { error: typeof value === 'string' ? value : '' };
+  if (result.isError) return { error: typeof value === 'string' ? value : '' };
   return { value };
 }
 
