@@ -22,6 +22,7 @@ import {
 import type { BoardApi, BoardPreset, ChipModel } from '../board-api.js';
 import type { ToolHandler } from '../mcp-server.js';
 import { plainHardware } from '../presets.js';
+import { rebootTool, upgradeFirmwareTool } from '../tools/common-tools.js';
 import { frozenHello } from '../virtual-board/session.js';
 import type { ReplicaCall, ReplicaFile } from './replica-file.js';
 
@@ -132,28 +133,8 @@ function toolHandler(replica: ReplicaFile, tool: Tool, counts: CallCounts): Tool
  * checks need the board to do it.
  */
 const BOARD_ACTIONS: Record<string, (board: BoardApi) => ToolHandler> = {
-  'self.reboot': (board) => () => {
-    // Queued ahead of this call's reply, so the reply is lost, as on the firmware.
-    board.schedule(() => {
-      board.log('W', 'MCP', 'User requested reboot');
-      board.reboot();
-    });
-    return true;
-  },
-  'self.upgrade_firmware': (board) => (args) => {
-    const url = args.values.get('url');
-    board.schedule(async () => {
-      board.log('I', 'MCP', `User requested firmware upgrade from URL: ${String(url)}`);
-      let ok = false;
-      try {
-        ok = typeof url === 'string' && (await board.upgradeFirmware(url));
-      } catch (error) {
-        board.log('E', 'MCP', `Firmware upgrade error: ${String(error)}`);
-      }
-      if (!ok) board.log('E', 'MCP', 'Failed to upgrade firmware');
-    });
-    return true;
-  },
+  'self.reboot': rebootTool,
+  'self.upgrade_firmware': upgradeFirmwareTool,
 };
 
 /**

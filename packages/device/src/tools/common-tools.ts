@@ -6,7 +6,7 @@
  */
 import { type JsonValue, Prop, printCJson } from '@xiaozhi-mcp/protocol';
 import type { BoardApi, BoardHardware, BoardPreset } from '../board-api.js';
-import type { McpServer } from '../mcp-server.js';
+import type { McpServer, ToolHandler } from '../mcp-server.js';
 
 /**
  * A valid 8x8 grey baseline JPEG (159 bytes): what the virtual camera and screen "capture".
@@ -203,6 +203,39 @@ export function registerCommonTools(server: McpServer, board: BoardApi, preset: 
   }
 }
 
+/** `self.reboot`'s callback: the board reboots; the call's reply is lost, as on the firmware. */
+export function rebootTool(board: BoardApi): ToolHandler {
+  return () => {
+    // The reboot is queued ahead of this call's reply, so the reply is lost, as on the firmware.
+    board.schedule(() => {
+      board.log('W', 'MCP', 'User requested reboot');
+      board.reboot();
+    });
+    return true;
+  };
+}
+
+/**
+ * `self.upgrade_firmware`'s callback: the board downloads and installs the image at `url` and
+ * reboots into it. A `url` that is not a string (a replica's tool may declare none) fails.
+ */
+export function upgradeFirmwareTool(board: BoardApi): ToolHandler {
+  return (args) => {
+    const url = args.values.get('url');
+    board.schedule(async () => {
+      board.log('I', 'MCP', `User requested firmware upgrade from URL: ${String(url)}`);
+      let ok = false;
+      try {
+        ok = typeof url === 'string' && (await board.upgradeFirmware(url));
+      } catch (error) {
+        board.log('E', 'MCP', `Firmware upgrade error: ${String(error)}`);
+      }
+      if (!ok) board.log('E', 'MCP', 'Failed to upgrade firmware');
+    });
+    return true;
+  };
+}
+
 /**
  * The user-only tools, for the device's owner rather than the assistant: system info, reboot,
  * firmware upgrade, the screen tools (with a display) and the assets URL.
@@ -228,14 +261,7 @@ export function registerUserOnlyTools(
       name: 'self.reboot',
       description: 'Restarts the device. No reply arrives: the device reboots first.',
     },
-    () => {
-      // The reboot is queued ahead of this call's reply, so the reply is lost, as on the firmware.
-      board.schedule(() => {
-        board.log('W', 'MCP', 'User requested reboot');
-        board.reboot();
-      });
-      return true;
-    },
+    rebootTool(board),
   );
 
   server.addUserOnlyTool(
@@ -246,20 +272,7 @@ export function registerUserOnlyTools(
         'success no reply arrives, because the device reboots into the new firmware.',
       properties: [Prop.string('url', { default: UPGRADE_FIRMWARE_URL_DEFAULT })],
     },
-    (args) => {
-      const url = args.string('url');
-      board.schedule(async () => {
-        board.log('I', 'MCP', `User requested firmware upgrade from URL: ${url}`);
-        let ok = false;
-        try {
-          ok = await board.upgradeFirmware(url);
-        } catch (error) {
-          board.log('E', 'MCP', `Firmware upgrade error: ${String(error)}`);
-        }
-        if (!ok) board.log('E', 'MCP', 'Failed to upgrade firmware');
-      });
-      return true;
-    },
+    upgradeFirmwareTool(board),
   );
 
   const display = preset.display;
