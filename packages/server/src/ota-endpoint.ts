@@ -31,12 +31,12 @@ import type { ServerConfig } from './config.js';
 import { clip } from './device-bounds.js';
 import type { DeviceTransport } from './device-link.js';
 import type { FirmwareStore } from './firmware-store.js';
-import { deepFreeze } from './frozen.js';
 import { pinnedMessage } from './gateway.js';
 import { readBody, sendJson } from './http.js';
 import { mqttClientId, publishTopic } from './mqtt-link.js';
 import type { DeviceRegistry } from './registry.js';
 import { sameSecret } from './secret.js';
+import { SharedValues } from './tool-lists.js';
 
 /**
  * Longest value kept per field, in UTF-8 bytes. The firmware's are short: `esp_app_desc_t`
@@ -217,54 +217,15 @@ export function activationHmac(keyHex: string, challenge: string): string {
   return createHmac('sha256', Buffer.from(keyHex, 'hex')).update(challenge, 'utf8').digest('hex');
 }
 
-/** True when two JSON values (as `JSON.parse` makes them) are equal, key order included. */
-function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false;
-    return true;
-  }
-  if (Array.isArray(b)) return false;
-  const keys = Object.keys(a);
-  const other = Object.keys(b);
-  if (keys.length !== other.length) return false;
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i] as string;
-    if (
-      key !== other[i] ||
-      !sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])
-    )
-      return false;
-  }
-  return true;
-}
-
-/**
- * The object members of OTA bodies, shared between the checks that are kept: boards of one
- * build send the same `application`, `partition_table`, `ota`, `chip_info`..., so each device's
- * last check holds a reference to one frozen copy instead of its own. Only the last body's
- * members are remembered (at most {@link OTA_OBJECT_MAX_KEYS}).
- */
-class SharedBodyMembers {
-  readonly #last = new Map<string, unknown>();
-
-  share(body: Record<string, unknown>): void {
-    for (const key of Object.keys(body)) {
-      const value = body[key];
-      if (typeof value !== 'object' || value === null) continue;
-      const last = this.#last.get(key);
-      if (last !== undefined && sameJson(value, last)) body[key] = last;
-      else this.#last.set(key, deepFreeze(value));
-    }
-  }
-}
-
 export class OtaEndpoint {
   /** Pending activation challenges, oldest first. */
   readonly #challenges = new Map<string, Challenge>();
-  readonly #sharedBodyMembers = new SharedBodyMembers();
+  /**
+   * The object members of OTA bodies, shared between the checks that are kept: boards of one
+   * build send the same `application`, `partition_table`, `ota`, `chip_info`..., so each device's
+   * last check holds a reference to one frozen copy instead of its own.
+   */
+  readonly #sharedBodyMembers = new SharedValues();
 
   /**
    * `urls.mqtt`: the broker's `host:port` as boards reach it, when it runs. `transportFor`: the
@@ -422,7 +383,12 @@ export class OtaEndpoint {
       return;
     }
     // Kept with the device's record: what boards of one build send alike is held once.
-    this.#sharedBodyMembers.share(request.body as Record<string, unknown>);
+    const members = request.body as Record<string, unknown>;
+    for (const key of Object.keys(members)) {
+      const value = members[key];
+      if (typeof value === 'object' && value !== null)
+        members[key] = this.#sharedBodyMembers.share(value);
+    }
     const recorded = this.registry.recordOtaCheck({
       at: new Date().toISOString(),
       deviceId,
