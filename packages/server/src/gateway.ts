@@ -17,6 +17,7 @@ import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import type { ServerConfig } from './config.js';
 import { clip } from './device-bounds.js';
 import { DeviceSession } from './device-session.js';
+import { deepFreeze } from './frozen.js';
 import type { DeviceRegistry } from './registry.js';
 
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
@@ -221,11 +222,11 @@ export class Gateway {
     });
   }
 
-  /** A hello as read before: boards of one build send the same one, and share it. */
+  /** A hello as read before: boards of one build send the same one, and share it (frozen). */
   #readHello(text: string): { hello: DeviceHello; text: string } {
     const last = this.#lastHello;
     if (last !== undefined && last.text === text) return last;
-    const read = { hello: parseDeviceHello(text), text };
+    const read = { hello: deepFreeze(parseDeviceHello(text)), text };
     this.#lastHello = read;
     return read;
   }
