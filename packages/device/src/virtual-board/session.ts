@@ -48,38 +48,46 @@ export type FrameAction =
   | { readonly kind: 'log'; readonly level: LogLevel; readonly text: string }
   | { readonly kind: 'none' };
 
-/** `Application::OnIncomingJson`: the action for a frame, by its type. */
-// A string member of the frame as the firmware reads it; undefined when absent or not a string.
+/** A string member of the frame as the firmware reads it; undefined when absent or not a string. */
 function textOf(frame: BackendFrame, key: string): string | undefined {
   const node = getItem(frame.root, key);
   return node?.kind === 'string' ? cString(node.value) : undefined;
 }
 
+/** What the device does with a frame that is not `mcp`. */
+type OtherAction = Exclude<FrameAction, { readonly kind: 'mcp' }>;
+
+/** `Application::OnIncomingJson`: the action for a frame, by its type. */
 export function frameAction(frame: BackendFrame): FrameAction {
-  const text = (key: string) => textOf(frame, key);
+  if (frame.type !== 'mcp') return otherAction(frame);
+  return frame.payload === undefined ? { kind: 'none' } : { kind: 'mcp', payload: frame.payload };
+}
+
+/** {@link frameAction} for a frame whose type is not `mcp`. */
+function otherAction(frame: BackendFrame): OtherAction {
   switch (frame.type) {
-    case 'mcp':
-      return frame.payload === undefined
-        ? { kind: 'none' }
-        : { kind: 'mcp', payload: frame.payload };
     case 'tts': {
-      const state = text('state');
+      const state = textOf(frame, 'state');
       if (state === 'start') return { kind: 'speak' };
       if (state === 'stop') return { kind: 'listen' };
       if (state === 'sentence_start')
-        return { kind: 'log', level: 'I', text: `<< ${text('text') ?? ''}` };
+        return { kind: 'log', level: 'I', text: `<< ${textOf(frame, 'text') ?? ''}` };
       return { kind: 'none' };
     }
     case 'stt':
-      return { kind: 'log', level: 'I', text: `>> ${text('text') ?? ''}` };
+      return { kind: 'log', level: 'I', text: `>> ${textOf(frame, 'text') ?? ''}` };
     case 'llm':
       return { kind: 'none' };
-    case 'system':
-      return text('command') === 'reboot'
+    case 'system': {
+      const command = textOf(frame, 'command');
+      return command === 'reboot'
         ? { kind: 'reboot' }
-        : { kind: 'log', level: 'W', text: `Unknown system command: ${text('command') ?? ''}` };
+        : { kind: 'log', level: 'W', text: `Unknown system command: ${command ?? ''}` };
+    }
     case 'alert': {
-      const [status, message, emotion] = [text('status'), text('message'), text('emotion')];
+      const status = textOf(frame, 'status');
+      const message = textOf(frame, 'message');
+      const emotion = textOf(frame, 'emotion');
       if (status === undefined || message === undefined || emotion === undefined)
         return {
           kind: 'log',
@@ -549,7 +557,7 @@ export class Session {
       if (frame.payload !== undefined) this.#mcp(frame.payload);
       return;
     }
-    this.#apply(frameAction(frame));
+    this.#apply(otherAction(frame));
   }
 
   #mcp(payload: CJsonNode): void {
@@ -563,13 +571,10 @@ export class Session {
     else server.handlePayload(request.payload);
   }
 
-  #apply(action: FrameAction): void {
+  #apply(action: OtherAction): void {
     const host = this.#host;
     const loop = host.mcp().loop;
     switch (action.kind) {
-      case 'mcp':
-        this.#mcp(action.payload);
-        return;
       case 'speak':
         loop.schedule(() => host.setState('speaking'));
         return;
