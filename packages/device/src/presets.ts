@@ -12,12 +12,6 @@ import {
 import { registerCommonTools, registerUserOnlyTools } from './tools/common-tools.js';
 
 /**
- * An ESP32-S3 N16R8 module's chip, an ESP32-S3R8: 8 MB of octal PSRAM in the package, at 3.3 V
- * (esptool's vendor `AP_3v3`); its 16 MB flash sits beside it on the module. What xiaozhi's
- * ESP32-S3 builds are made for: octal PSRAM and QIO flash (`CONFIG_SPIRAM_MODE_OCT=y`,
- * `CONFIG_ESPTOOLPY_FLASHMODE_QIO=y` in xiaozhi-esp32's `sdkconfig.defaults.esp32s3`).
- */
-/**
  * A board's state at power-on when it has no battery and no hardware of its own: the firmware's
  * defaults (volume 70, full brightness, light theme, lamp off).
  */
@@ -30,6 +24,12 @@ export const plainHardware = (): BoardHardware => ({
   extra: {},
 });
 
+/**
+ * An ESP32-S3 N16R8 module's chip, an ESP32-S3R8: 8 MB of octal PSRAM in the package, at 3.3 V
+ * (esptool's vendor `AP_3v3`); its 16 MB flash sits beside it on the module. What xiaozhi's
+ * ESP32-S3 builds are made for: octal PSRAM and QIO flash (`CONFIG_SPIRAM_MODE_OCT=y`,
+ * `CONFIG_ESPTOOLPY_FLASHMODE_QIO=y` in xiaozhi-esp32's `sdkconfig.defaults.esp32s3`).
+ */
 const ESP32_S3R8: InPackageMemory = { psram: { sizeMb: 8, vendor: 'AP_3v3' } };
 
 /**
