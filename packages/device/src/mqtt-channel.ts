@@ -105,10 +105,12 @@ export interface MqttConnectOptions {
 
 export type MqttConnect = (url: string, options: MqttConnectOptions) => MqttClientLike;
 
+const requireCjs = createRequire(import.meta.url);
+
 // mqtt.js (its CommonJS build) loads with a board's first MQTT connect: importing the SDK, as
 // every hil run and CLI command does, does not pay the ~60 ms it takes to load.
 const defaultConnect: MqttConnect = (url, options) =>
-  (createRequire(import.meta.url)('mqtt') as typeof Mqtt).connect(url, { ...options });
+  (requireCjs('mqtt') as typeof Mqtt).connect(url, { ...options });
 
 export interface MqttChannelOptions {
   /** Read at every connect, as `StartMqttClient` reads NVS. */
