@@ -33,7 +33,8 @@ type Json = Record<string, unknown>;
 const FLASH_SIZES = [4, 8, 16, 32];
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
-function isObject(value: unknown): value is Json {
+/** True for a JSON object (not null, not an array). */
+export function isObject(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 

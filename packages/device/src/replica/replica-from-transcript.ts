@@ -13,6 +13,7 @@ import {
 } from '@xiaozhi-mcp/protocol';
 import {
   findReplicaSecret,
+  isObject,
   REPLICA_SCHEMA_VERSION,
   type ReplicaBoard,
   type ReplicaCall,
@@ -26,10 +27,6 @@ import { REPLICA_BOARD_DEFAULTS } from './replica-from-tools.js';
 import { REPLICA_BOARD_FIELDS } from './replica-types.js';
 
 type Json = Record<string, unknown>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 interface Frame {
   readonly t: number;
