@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  formatReplica,
   type ResolvedVirtual,
   replicaFromTools,
   VirtualBoardStore,
@@ -231,6 +232,52 @@ describe('hil run on a board of the store', () => {
         .boards()
         .find((b) => b.port === 'virtual:desk');
       expect(listed?.otaUrl).toBe(report.server.ota);
+    } finally {
+      if (previous === undefined) delete process.env.XIAOZHI_VIRTUAL_DIR;
+      else process.env.XIAOZHI_VIRTUAL_DIR = previous;
+    }
+  });
+
+  it("with virtual.replica runs the replica on the stored board: initialize answers with the replica's variant", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hil-store-replica-'));
+    const store = join(dir, 'virtual');
+    await storedBoard(store, 'desk', '2.6.0');
+    writeFileSync(
+      join(dir, 'lamp.replica.json'),
+      formatReplica(
+        replicaFromTools(
+          JSON.stringify({
+            board: { variant: 'desk-lamp', firmwareVersion: '2.0.7', mac: 'f4:12:fa:55:00:07' },
+            tools: [{ name: 'self.lamp.set', description: 'Turns the lamp on or off' }],
+          }),
+        ),
+      ),
+    );
+    const config = join(dir, 'hil.config.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        boards: [{ name: 'desk', port: 'virtual:desk', virtual: { replica: 'lamp.replica.json' } }],
+      }),
+    );
+    const previous = process.env.XIAOZHI_VIRTUAL_DIR;
+    process.env.XIAOZHI_VIRTUAL_DIR = store;
+    try {
+      const out = join(dir, 'out');
+      const run = await hil('run', '--config', config, '--suite', 'initialize', '--out', out);
+      expect(run.output).not.toContain('virtual.replica');
+      expect(run.code, run.output).toBe(0);
+      const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
+      const board = report.boards[0];
+      const variant = board?.checks.find((c) => c.id === 'initialize.variant');
+      expect(variant?.status, JSON.stringify(variant)).toBe('passed');
+      expect(variant?.message).toBe('variant desk-lamp');
+      expect(board?.mac).toBe('f4:12:fa:55:00:07');
+      // Its own file still says what it is: only what it runs comes from the replica.
+      const listed = new VirtualBoardStore({ dir: store })
+        .boards()
+        .find((b) => b.port === 'virtual:desk');
+      expect(listed?.preset).toBe('bread-compact-wifi');
     } finally {
       if (previous === undefined) delete process.env.XIAOZHI_VIRTUAL_DIR;
       else process.env.XIAOZHI_VIRTUAL_DIR = previous;

@@ -41,6 +41,20 @@ function factoryFlashFor(config: BoardConfig): Uint8Array {
 }
 
 /**
+ * What a board of the rig running `replica` takes from it: its preset, its app version and its
+ * MAC, the inventory's `deviceId` when it names one, else the replica's.
+ */
+function replicaOptionsFor(
+  config: BoardConfig,
+  replica: ReplicaFile,
+): ReturnType<typeof replicaBoardOptions> {
+  return replicaBoardOptions(
+    replica,
+    config.deviceId === undefined ? {} : { mac: config.deviceId.toLowerCase() },
+  );
+}
+
+/**
  * Plugs a virtual board into the rig's bus, holding its factory flash, with a hand on its BOOT
  * button for the session prompts a board on native USB gets, and on its RESET button for a
  * board on `reset: none`. With `virtual.replica` it runs the replica's tool set with its
@@ -52,10 +66,7 @@ export function plugVirtual(bus: VirtualBus, config: BoardConfig): RigPort {
     {
       ...(replica === undefined
         ? { preset: config.virtual?.preset ?? config.variant ?? 'bread-compact-wifi' }
-        : replicaBoardOptions(
-            replica,
-            config.deviceId === undefined ? {} : { mac: config.deviceId.toLowerCase() },
-          )),
+        : replicaOptionsFor(config, replica)),
       flashImage: factoryFlashFor(config),
       ...(config.virtual?.flashSizeMb === undefined
         ? {}
@@ -97,10 +108,7 @@ export function networkReplica(
   rig: { readonly ssid: string; readonly password: string; readonly otaUrl: string },
 ): { readonly board: VirtualBoard; start(): void; stop(): void } {
   const board = new VirtualBoard({
-    ...replicaBoardOptions(
-      replica,
-      config.deviceId === undefined ? {} : { mac: config.deviceId.toLowerCase() },
-    ),
+    ...replicaOptionsFor(config, replica),
     wifi: { ssid: rig.ssid, password: rig.password },
     otaUrl: rig.otaUrl,
     timing: VIRTUAL_RIG_TIMING,
@@ -219,9 +227,11 @@ export async function openVirtual(
   return config.virtual?.via === 'rfc2217' ? share(board, options.signal, options.notify) : board;
 }
 
-/** What a stored board's own file says, which the inventory's `virtual` settings cannot change. */
+/**
+ * What a stored board's own file says, which the inventory's `virtual` settings cannot change
+ * (`virtual.replica` does: the board runs the replica, on its own flash and eFuses).
+ */
 const STORED_SETTINGS = [
-  'replica',
   'preset',
   'flashSizeMb',
   'secureBoot',
@@ -237,9 +247,13 @@ async function openStored(
   notify: (stream: 'stdout' | 'stderr', text: string) => void,
 ): Promise<RigPort> {
   let plugged: ResolvedVirtual | undefined;
+  const replica = config.replicaFile;
   const store = new VirtualBoardStore({
     dir,
     timing: VIRTUAL_RIG_TIMING,
+    // The inventory has taken the board's variant, chip and MAC from the replica: the board runs
+    // it (its preset, app version and MAC), keeping its own flash and eFuses.
+    ...(replica === undefined ? {} : { board: replicaOptionsFor(config, replica) }),
     ...(config.virtual?.usb === undefined ? {} : { usb: config.virtual.usb }),
     ...(config.virtual?.reenumerateMs === undefined
       ? {}
@@ -257,7 +271,7 @@ async function openStored(
   const holds = stored.firmware === undefined ? 'its flash erased' : `firmware ${stored.firmware}`;
   notify(
     'stdout',
-    `${stored.port} is the board in ${dir} (${stored.preset}, MAC ${stored.mac}, ${holds}): what this run writes stays on it
+    `${stored.port} is the board in ${dir} (${replica === undefined ? stored.preset : `running the replica of ${virtual.board.preset.name}`}, MAC ${virtual.board.mac}, ${holds}): what this run writes stays on it
 `,
   );
   const ignored = STORED_SETTINGS.filter((key) => config.virtual?.[key] !== undefined);
