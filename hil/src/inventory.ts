@@ -17,7 +17,7 @@ import {
   virtualMac,
 } from '@xiaozhi-mcp/device';
 import type { RegressionName } from '@xiaozhi-mcp/device/testing';
-import type { XiaozhiChipName } from '@xiaozhi-mcp/firmware';
+import { XIAOZHI_CHIP_NAMES, type XiaozhiChipName } from '@xiaozhi-mcp/firmware';
 import {
   formatPortSelector,
   type PortInfo,
@@ -364,15 +364,8 @@ export function loadInventory(path: string): RigConfig {
   return withReplicas(withPathsFrom(parseInventory(value, path), dirname(path)), path);
 }
 
-/** The chips a virtual board can be (the inventory's `chip`). */
-const VIRTUAL_CHIPS: readonly string[] = [
-  'esp32',
-  'esp32s3',
-  'esp32c3',
-  'esp32c5',
-  'esp32c6',
-  'esp32p4',
-];
+/** The chips a virtual board can be (the inventory's `chip`): those xiaozhi-esp32 builds for. */
+const VIRTUAL_CHIPS: readonly string[] = XIAOZHI_CHIP_NAMES;
 
 /**
  * Reads each board's `virtual.replica` (bad input, exit 2, before any board is touched: the
