@@ -279,6 +279,13 @@ describe('xiaozhi-mcp replica and sim --replica: refusals (exit 2, one line nami
     expect(readdirSync(dir).filter((name) => name.includes('never'))).toEqual([]);
   });
 
+  it("refuses an --out it cannot write: the path is the user's, no check ran", async () => {
+    await refused(
+      ['replica', '--tools', homeTools, '--out', join(dir, 'no-such-dir', 'r.json')],
+      /cannot write .*no-such-dir/,
+    );
+  });
+
   it('refuses a transcript with no tools/list walk, writing nothing', async () => {
     const out = join(dir, 'never-from.json');
     const transcript = write(

@@ -26,7 +26,7 @@ export interface ReplicaOptions {
  * A replica refused as one line naming the file and the field, exit 2: what the user fixes is
  * in their file, so the line says where.
  */
-export function replicaUsageError(file: string, error: ReplicaError): CliError {
+function replicaUsageError(file: string, error: ReplicaError): CliError {
   let line = error.message.replace(/\s*\n\s*/g, ' ');
   if (!line.includes(file)) line = `${file}: ${line}`;
   if (!line.includes(error.field)) line = `${line} (field ${error.field})`;
@@ -52,7 +52,8 @@ async function writeWhole(path: string, text: string): Promise<void> {
     await rename(temporary, path);
   } catch (error) {
     await rm(temporary, { force: true });
-    throw new CliError(`cannot write ${path}: ${(error as Error).message}`, ExitCode.failed);
+    // No check ran and the path is the user's: bad input (2), as an unreadable file is.
+    throw new CliError(`cannot write ${path}: ${(error as Error).message}`, ExitCode.usage);
   }
 }
 
