@@ -37,14 +37,7 @@ export const ExitCode = {
 
 /** Reads and parses a JSON file, naming the file in the error. */
 export async function readJsonFile(io: CliIo, path: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await io.readFile(path);
-  } catch (error) {
-    const reason =
-      (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : String(error);
-    throw new CliError(`cannot read ${path}: ${reason}`, ExitCode.usage);
-  }
+  const text = await readTextFile(io, path);
   try {
     return JSON.parse(text);
   } catch (error) {
