@@ -124,9 +124,7 @@ export async function simCommand(io: CliIo, options: SimOptions): Promise<number
   const boards = Array.from({ length: options.count }, (_, index) => {
     const mac = simMac(family, index, firstMac ?? recordedMac);
     return new VirtualBoard({
-      ...(replica === undefined
-        ? { preset: options.board }
-        : replicaBoardOptions(replica, { mac })),
+      ...(replica === undefined ? { preset: options.board } : replicaBoardOptions(replica)),
       mac,
       storage: new NvsStorage({ board: { uuid: simUuid(mac) } }),
       wifi: { ssid: options.ssid, password: 'virtual' },
