@@ -8,6 +8,7 @@
  */
 import {
   type DeviceHello,
+  encodeDeviceError,
   ImageContent,
   type JsonRpcId,
   type PropertyValue,
@@ -44,9 +45,13 @@ function base64Bytes(data: string): Uint8Array {
  */
 function recordedMessage(reply: string, id: JsonRpcId | null, error: WireError): string {
   if (error.recovered || typeof id !== 'number') return error.message;
-  const head = `{"jsonrpc":"2.0","id":${id},"error":{"message":"`;
-  return reply.startsWith(head) && reply.endsWith('"}}')
-    ? reply.slice(head.length, -3)
+  // The firmware's error reply around an empty message: what is between is the message.
+  const empty = encodeDeviceError(id, '');
+  const cut = empty.indexOf('""') + 1;
+  const head = empty.slice(0, cut);
+  const tail = empty.slice(cut);
+  return reply.length >= empty.length && reply.startsWith(head) && reply.endsWith(tail)
+    ? reply.slice(head.length, reply.length - tail.length)
     : error.message;
 }
 
